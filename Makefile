@@ -1,0 +1,40 @@
+# The README's two commands. Both bootstrap .venv with pinned dependencies on a fresh machine.
+# torch is installed first and pinned on its own: an unpinned torch would pull GBs of CUDA wheels.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.titan-installed
+TORCH_VERSION := 2.13.0
+
+.PHONY: demo test lint bench schema clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check torch==$(TORCH_VERSION)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m titan.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check schemas migrate titan tests bench
+	$(VENV)/bin/ruff format --check schemas migrate titan tests bench
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
+	$(PY) bench/validate_corpus.py
+
+# Regenerate the files derived from schemas/legacy.py (tests fail while they are stale).
+schema: $(STAMP)
+	$(PY) -m schemas.spec_codegen
+	$(VENV)/bin/ruff format -q schemas/legacy_spec.py
+	$(VENV)/bin/titan-validate --export-json-schema schemas/json/torchtitan-v0.2.2.schema.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,100 @@
+"""The one diagnostic type shared by the validator and the migrator.
+
+A diagnostic is data: a stable code, a severity, the dotted key path it is about, a message, an
+optional hint (did-you-mean, moved-to) and a source span. Renderers (``schemas.render``) turn a
+list of them into text, JSON, GitHub annotations or SARIF.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class Severity(enum.StrEnum):
+    """How bad a finding is: errors fail a run, warnings fail only under ``--strict``."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Span:
+    """A place in a source file; lines and columns start at 1, ``end_col`` is exclusive."""
+
+    file: str
+    """Path of the file as the user named it."""
+    line: int
+    """1-based line of the first character."""
+    col: int
+    """1-based column of the first character."""
+    end_line: int | None = None
+    """1-based line after the last character (defaults to ``line``)."""
+    end_col: int | None = None
+    """1-based column just past the last character (defaults to ``col + 1``)."""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Diagnostic:
+    """One finding about a config."""
+
+    code: str
+    """Stable kebab-case identifier (``unknown-key``, ``wrong-type``); SARIF's rule id."""
+    severity: Severity
+    """Error, warning or info."""
+    path: str
+    """Dotted key path the finding is about (``training.steps``); empty for the whole file."""
+    message: str
+    """One sentence saying what is wrong."""
+    hint: str | None = None
+    """What to do about it (did you mean ..., moved to ...), if titan knows."""
+    span: Span | None = None
+    """Where in the source; ``None`` when the finding has no single place (e.g. a default)."""
+
+    def sort_key(self) -> tuple:
+        """Order by file, then position, then code, so output is stable."""
+        if self.span is None:
+            return ("", 0, 0, self.code, self.path)
+        return (self.span.file, self.span.line, self.span.col, self.code, self.path)
+
+
+def count(diagnostics: list[Diagnostic], severity: Severity) -> int:
+    """Number of findings of one severity."""
+    return sum(1 for d in diagnostics if d.severity is severity)
+
+
+CODES: dict[str, str] = {
+    "toml-syntax": "The file is not valid TOML (or not UTF-8).",
+    "unreadable-file": "The file could not be read.",
+    "unknown-key": "A key or section that the schema does not have.",
+    "moved-key": "A key from an older torchtitan that lives elsewhere in v0.2.2.",
+    "wrong-type": "A value of the wrong type (no silent coercion).",
+    "invalid-choice": "A value outside the allowed choices.",
+    "invalid-value": "A value torchtitan rejects while building the config.",
+    "deprecated-key": "A key v0.2.2 still accepts but deprecates.",
+    "ignored-key": "A key the old loader ignored.",
+    "extension-error": "A custom config module that cannot be found or read.",
+    "extension-unreadable": "Part of a custom config module that cannot be read statically.",
+    "parallel-degree": "A parallel degree outside its allowed range.",
+    "world-size": "Parallel degrees that do not fit the number of GPUs.",
+    "expert-parallel": "Expert parallel settings that torchtitan rejects.",
+    "batch-size": "Batch sizes that do not divide as gradient accumulation needs.",
+    "seq-len": "A sequence length that tensor/context parallel cannot split.",
+    "tp-heads": "A tensor parallel degree that does not divide the attention heads.",
+    "keep-latest-k": "checkpoint.keep_latest_k = 1, which torchtitan refuses.",
+    "hf-model-only": "Hugging Face checkpoint I/O without model-only loading or saving.",
+    "unknown-converter": "A model converter name that is not registered.",
+    "converter-families": "float8 and mx converters in one model.",
+    "inert-section": "A [quantize.*] table whose converter is not enabled.",
+    "float8-options": "float8 options that do not work together.",
+    "optimizer-in-backward": "early_step_in_backward with a feature it does not support.",
+    "activation-checkpoint": "Activation checkpointing options torchtitan rejects.",
+    "async-tp": "Async tensor parallel without torch.compile.",
+    "unknown-model": "A model name titan does not know.",
+    "unknown-flavor": "A flavor the model does not have.",
+}
+"""Every diagnostic code with a one-line description (SARIF rules, README)."""

@@ -1,0 +1,78 @@
+"""JSON Schema of the legacy TOML format, for editors (Taplo / "Even Better TOML") and CI tools.
+
+The schema comes from pydantic: the built-in models of ``schemas.legacy``, or, with extensions,
+models built from the merged :class:`SectionSpec` tree. References are inlined and the result is
+draft-07, which every TOML language server understands.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from schemas.spec import MISSING, SectionSpec
+
+DRAFT = "http://json-schema.org/draft-07/schema#"
+
+
+class _ExtensionSection(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, protected_namespaces=())
+
+
+def model_from_spec(spec: SectionSpec, *, prefix: str = "") -> type[BaseModel]:
+    """A strict pydantic model equivalent to ``spec`` (for merged schemas with extensions)."""
+    fields: dict[str, Any] = {}
+    for field in spec.fields:
+        # Field names such as `json` or `validate` would shadow BaseModel methods: use aliases.
+        attribute = f"f_{field.name}"
+        if isinstance(field.annotation, SectionSpec):
+            nested = model_from_spec(field.annotation, prefix=f"{prefix}{field.name}.")
+            info = Field(default_factory=nested, alias=field.name, description=field.doc)
+            fields[attribute] = (nested, info)
+        else:
+            default = ... if field.default is MISSING else field.default
+            info = Field(default=default, alias=field.name, description=field.doc)
+            fields[attribute] = (field.annotation, info)
+    name = spec.name if not prefix else f"{prefix}{spec.name}".replace(".", "_")
+    return create_model(name, __base__=_ExtensionSection, __doc__=spec.doc, **fields)
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return _inline({**target, **siblings}, defs)
+        return {k: _inline(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
+def json_schema(spec: SectionSpec | None = None) -> dict[str, Any]:
+    """The JSON Schema document: the built-in schema, or ``spec`` when extensions were merged."""
+    if spec is None:
+        from schemas.legacy import JobConfig
+
+        raw = JobConfig.model_json_schema(by_alias=True)
+    else:
+        raw = model_from_spec(spec).model_json_schema(by_alias=True)
+    defs = raw.pop("$defs", {})
+    schema = _inline(raw, defs)
+    return {
+        "$schema": DRAFT,
+        "$id": "https://titan-tools.dev/schemas/torchtitan-v0.2.2-job.schema.json",
+        **schema,
+        "title": "torchtitan v0.2.2 job config",
+        "description": "A legacy torchtitan JobConfig TOML (v0.2.2), as checked by titan-validate.",
+    }
+
+
+def write_json_schema(path: Path, spec: SectionSpec | None = None) -> None:
+    """Write the schema as pretty JSON (stable key order, trailing newline)."""
+    text = json.dumps(json_schema(spec), indent=2, ensure_ascii=False) + "\n"
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,197 @@
+"""Renderers: diagnostics in, text / JSON / GitHub annotations / SARIF out.
+
+Checking and reporting are separate: renderers never decide what is wrong, and every format
+carries the same findings.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from schemas.diagnostics import CODES, Diagnostic, Severity, count
+
+FORMATS = ("text", "json", "github", "sarif")
+TOOL_NAME = "titan-validate"
+TOOL_URI = "https://github.com/titan-tools/titan"
+
+
+def _summary(diagnostics: Sequence[Diagnostic], files: int) -> dict[str, int]:
+    return {
+        "files": files,
+        "errors": count(list(diagnostics), Severity.ERROR),
+        "warnings": count(list(diagnostics), Severity.WARNING),
+        "infos": count(list(diagnostics), Severity.INFO),
+    }
+
+
+def _as_dict(d: Diagnostic) -> dict:
+    span = d.span
+    return {
+        "code": d.code,
+        "severity": d.severity.value,
+        "path": d.path,
+        "message": d.message,
+        "hint": d.hint,
+        "file": span.file if span else None,
+        "line": span.line if span else None,
+        "col": span.col if span else None,
+        "end_line": (span.end_line or span.line) if span else None,
+        "end_col": span.end_col if span else None,
+    }
+
+
+def render_json(diagnostics: Sequence[Diagnostic], *, files: int, out: TextIO) -> None:
+    """One JSON object: the findings and a summary."""
+    payload = {
+        "tool": TOOL_NAME,
+        "diagnostics": [_as_dict(d) for d in diagnostics],
+        "summary": _summary(diagnostics, files),
+    }
+    json.dump(payload, out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(diagnostics: Sequence[Diagnostic], *, files: int, out: TextIO) -> None:
+    """GitHub Actions workflow commands (``::error file=...::message``), one per finding."""
+    level = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+    for d in diagnostics:
+        props = [f"title={_gh_property(f'{TOOL_NAME} ({d.code})')}"]
+        if d.span is not None:
+            props = [
+                f"file={_gh_property(d.span.file)}",
+                f"line={d.span.line}",
+                f"col={d.span.col}",
+                *([f"endColumn={d.span.end_col}"] if d.span.end_col else []),
+                *props,
+            ]
+        message = d.message + (f" ({d.hint})" if d.hint else "")
+        out.write(f"::{level[d.severity]} {','.join(props)}::{_gh_data(message)}\n")
+    summary = _summary(diagnostics, files)
+    out.write(
+        f"{TOOL_NAME}: {summary['errors']} errors, {summary['warnings']} warnings in {files} files\n"
+    )
+
+
+def render_sarif(
+    diagnostics: Sequence[Diagnostic], *, files: int, out: TextIO, version: str = "0"
+) -> None:
+    """A SARIF 2.1.0 log with one run; rule ids are the diagnostic codes."""
+    codes = sorted({d.code for d in diagnostics} | set(CODES))
+    index = {code: i for i, code in enumerate(codes)}
+    rules = [{"id": c, "shortDescription": {"text": CODES.get(c, c)}} for c in codes]
+    level = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+    results = []
+    for d in diagnostics:
+        text = d.message + (f" ({d.hint})" if d.hint else "")
+        result: dict = {
+            "ruleId": d.code,
+            "ruleIndex": index[d.code],
+            "level": level[d.severity],
+            "message": {"text": text},
+        }
+        if d.path:
+            result["properties"] = {"keyPath": d.path}
+        if d.span is not None:
+            region = {"startLine": d.span.line, "startColumn": d.span.col}
+            if d.span.end_col:
+                region["endLine"] = d.span.end_line or d.span.line
+                region["endColumn"] = d.span.end_col
+            uri = urllib.parse.quote(d.span.file.replace("\\", "/"))
+            result["locations"] = [
+                {"physicalLocation": {"artifactLocation": {"uri": uri}, "region": region}}
+            ]
+        results.append(result)
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": TOOL_NAME,
+                        "informationUri": TOOL_URI,
+                        "version": version,
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+    json.dump(log, out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def render_text(
+    diagnostics: Sequence[Diagnostic],
+    *,
+    files: int,
+    out: TextIO,
+    sources: Mapping[str, str],
+    color: bool | None = None,
+) -> None:
+    """Human output: location, message, the source line with a caret under the key, the hint."""
+    if not diagnostics:
+        out.write(f"All checks passed: {files} file{'s' if files != 1 else ''}, no problems.\n")
+        return
+    # rich costs tens of milliseconds to import; only pay when there is something to show.
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(
+        file=out, highlight=False, soft_wrap=True, force_terminal=color, no_color=color is False
+    )
+    style = {
+        Severity.ERROR: "bold red",
+        Severity.WARNING: "bold yellow",
+        Severity.INFO: "bold blue",
+    }
+    lines_of = {name: text.splitlines() for name, text in sources.items()}
+    for d in diagnostics:
+        where = str(d.span) if d.span else "<config>"
+        head = Text.assemble(
+            (where, "bold"),
+            ": ",
+            (f"{d.severity.value}[{d.code}]", style[d.severity]),
+            " ",
+            d.message,
+        )
+        console.print(head)
+        lines = lines_of.get(d.span.file, []) if d.span else []
+        if d.span and 0 < d.span.line <= len(lines):
+            source = lines[d.span.line - 1].replace("\t", " ")
+            gutter = str(d.span.line)
+            pad = " " * len(gutter)
+            width = max(1, (d.span.end_col or d.span.col + 1) - d.span.col)
+            console.print(Text.assemble((f" {pad} |", "blue")))
+            console.print(Text.assemble((f" {gutter} |", "blue"), " ", source))
+            caret = Text.assemble(
+                (f" {pad} |", "blue"), " ", " " * (d.span.col - 1), ("^" * width, style[d.severity])
+            )
+            if d.hint:
+                caret.append(" " + d.hint, style="cyan")
+            console.print(caret)
+        elif d.hint:
+            console.print(Text.assemble(("  = hint: ", "cyan"), d.hint))
+        console.print()
+    s = _summary(diagnostics, files)
+    failing = len({d.span.file for d in diagnostics if d.span and d.severity is Severity.ERROR})
+    console.print(
+        Text(
+            f"Found {s['errors']} error{'s' if s['errors'] != 1 else ''} and "
+            f"{s['warnings']} warning{'s' if s['warnings'] != 1 else ''} "
+            f"({failing} of {files} file{'s' if files != 1 else ''} failing).",
+            style="bold",
+        )
+    )

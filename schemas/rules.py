@@ -1,0 +1,474 @@
+"""Cross-field rules, written once for both config forms.
+
+Each rule is a named function over :class:`ConfigFacts`, a small neutral view of a config that both
+sides can build: the TOML validator from a legacy document (paths like
+``parallelism.tensor_parallel_degree``, with spans), the registry validator from a
+``Trainer.Config`` (paths in its own words). A rule never knows which form it is looking at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from schemas.diagnostics import Diagnostic, Severity, Span
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Setting:
+    """One effective value, with where the user sets it (the default when they did not)."""
+
+    value: Any
+    """The effective value (the default when not written)."""
+    path: str
+    """Dotted path in the form being checked."""
+    span: Span | None = None
+    """Where it is written; ``None`` when it is a default."""
+
+
+CONVERTER_NAMES = (
+    "quantize.linear.float8",
+    "quantize.grouped_mm.float8",
+    "quantize.linear.mx",
+    "quantize.grouped_mm.mx",
+)
+"""Converter names registered at v0.2.2; the last component is the quantization family."""
+
+STALE_CONVERTER_NAMES = {
+    "float8": "quantize.linear.float8",
+    "mx": "quantize.linear.mx",
+    "quantize.dense.float8": "quantize.linear.float8",
+    "quantize.moe.float8": "quantize.grouped_mm.float8",
+}
+"""Names used by older torchtitan releases, with today's equivalent."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigFacts:
+    """What the cross-field rules need to know about a config, in either form."""
+
+    ngpu: int | None
+    """World size to check against (``--ngpu``); ``None`` skips world-size rules."""
+    dp_replicate: Setting
+    dp_shard: Setting
+    tp: Setting
+    pp: Setting
+    cp: Setting
+    ep: Setting
+    etp: Setting
+    local_batch_size: Setting
+    global_batch_size: Setting
+    seq_len: Setting
+    keep_latest_k: Setting
+    initial_load_in_hf: Setting
+    initial_load_model_only: Setting
+    initial_load_in_hf_quantized: Setting
+    last_save_in_hf: Setting
+    last_save_model_only: Setting
+    converters: Setting
+    """Converter names in legacy spelling (the registry side maps classes to names)."""
+    quantize_tables: tuple[Setting, ...] = ()
+    """Converter option tables the user wrote (value: the converter name they configure)."""
+    early_step_in_backward: Setting
+    fault_tolerance: Setting
+    ac_mode: Setting
+    selective_ac_option: Setting
+    compile_enable: Setting
+    async_tp: Setting
+    cp_load_balancer: Setting
+    validation_steps: Setting
+    float8_recipe: Setting
+    float8_all_gather: Setting
+    float8_precompute: Setting
+    model_name: Setting
+    flavor: Setting
+    n_heads: int | None = None
+    """Attention heads of the chosen flavor, when known."""
+    n_kv_heads: int | None = None
+    """Key/value heads of the chosen flavor, when known."""
+    moe: bool | None = None
+    """Whether the chosen flavor has experts, when known."""
+
+
+def _diag(
+    code: str, setting: Setting, message: str, hint: str | None = None, *, severity=Severity.ERROR
+) -> Diagnostic:
+    return Diagnostic(
+        code=code,
+        severity=severity,
+        path=setting.path,
+        message=message,
+        hint=hint,
+        span=setting.span,
+    )
+
+
+def _degrees(facts: ConfigFacts) -> list[Setting]:
+    return [facts.dp_replicate, facts.dp_shard, facts.tp, facts.pp, facts.cp]
+
+
+def _ints(*settings: Setting) -> bool:
+    return all(isinstance(s.value, int) and not isinstance(s.value, bool) for s in settings)
+
+
+def parallel_degrees(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Every degree is at least 1; the FSDP shard degree may also be -1 (use what is left)."""
+    for setting in [*_degrees(facts), facts.ep, facts.etp]:
+        if not _ints(setting):
+            continue
+        if setting is facts.dp_shard and setting.value == -1:
+            continue
+        if setting.value < 1:
+            allowed = "-1 or at least 1" if setting is facts.dp_shard else "at least 1"
+            yield _diag(
+                "parallel-degree",
+                setting,
+                f"`{setting.path}` is {setting.value}; it must be {allowed}",
+            )
+
+
+def _resolved_dp_shard(facts: ConfigFacts) -> int | None:
+    """The FSDP shard degree, inferring -1 from the world size when that is known and exact."""
+    if not _ints(*_degrees(facts)):
+        return None
+    shard = facts.dp_shard.value
+    if shard != -1:
+        return shard
+    if facts.ngpu is None:
+        return None
+    others = facts.dp_replicate.value * facts.tp.value * facts.pp.value * facts.cp.value
+    if others < 1 or facts.ngpu % others:
+        return None
+    return facts.ngpu // others
+
+
+def world_size(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The parallel degrees multiply to the number of GPUs (``--ngpu``)."""
+    if facts.ngpu is None or not _ints(*_degrees(facts)):
+        return
+    if any(s.value < 1 and not (s is facts.dp_shard and s.value == -1) for s in _degrees(facts)):
+        return  # reported by parallel_degrees
+    named = [s for s in _degrees(facts) if s is not facts.dp_shard and s.value > 1]
+    others = math.prod(s.value for s in named)
+    shown = " × ".join(f"{s.path.rsplit('.', 1)[-1]}={s.value}" for s in named) or "1"
+    if facts.dp_shard.value == -1:
+        if facts.ngpu % others:
+            worst = max(named, key=lambda s: s.value)
+            yield _diag(
+                "world-size",
+                worst,
+                f"{facts.ngpu} GPUs cannot be split by {shown} = {others}: "
+                f"{facts.ngpu} is not divisible by {others}",
+                f"choose degrees whose product divides {facts.ngpu}, or run on a multiple of {others} GPUs",
+            )
+        return
+    total = others * facts.dp_shard.value
+    if total != facts.ngpu:
+        yield _diag(
+            "world-size",
+            facts.dp_shard,
+            f"the parallel degrees multiply to {total} ({shown} × dp_shard={facts.dp_shard.value}) "
+            f"but --ngpu is {facts.ngpu}",
+            "set data_parallel_shard_degree = -1 to use every remaining GPU",
+        )
+
+
+def expert_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """EP needs an MoE model; expert TP is 1 or equal to TP; EP borrows from dp_shard × cp (× tp)."""
+    ep, etp, tp, cp = facts.ep, facts.etp, facts.tp, facts.cp
+    if not _ints(ep, etp, tp, cp) or ep.value <= 1:
+        if _ints(etp, tp) and etp.value not in (1, tp.value):
+            yield _diag(
+                "expert-parallel",
+                etp,
+                f"expert TP degree {etp.value} must be 1 or equal the TP degree {tp.value}",
+            )
+        return
+    if facts.moe is False:
+        yield _diag(
+            "expert-parallel",
+            ep,
+            f"expert parallel degree {ep.value} on `{facts.model_name.value}` flavor "
+            f"`{facts.flavor.value}`, which has no experts",
+        )
+    if etp.value not in (1, tp.value):
+        yield _diag(
+            "expert-parallel",
+            etp,
+            f"expert TP degree {etp.value} must be 1 or equal the TP degree {tp.value}",
+        )
+        return
+    shard = _resolved_dp_shard(facts)
+    borrowed = cp.value * (tp.value if etp.value == 1 else 1)
+    if ep.value % borrowed:
+        yield _diag(
+            "expert-parallel",
+            ep,
+            f"expert parallel degree {ep.value} must be a multiple of {borrowed} (cp{' × tp' if etp.value == 1 else ''})",
+        )
+    elif shard is not None and (shard * borrowed) % ep.value:
+        yield _diag(
+            "expert-parallel",
+            ep,
+            f"expert parallel degree {ep.value} must divide dp_shard × {'cp × tp' if etp.value == 1 else 'cp'} = {shard * borrowed}",
+        )
+
+
+def global_batch(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """global_batch_size (when set) is a positive multiple of local_batch_size × data-parallel degree."""
+    gbs, lbs = facts.global_batch_size, facts.local_batch_size
+    if not _ints(gbs, lbs):
+        return
+    if lbs.value < 1:
+        yield _diag("batch-size", lbs, f"local batch size {lbs.value} must be at least 1")
+        return
+    if gbs.value == -1:
+        return
+    if gbs.value < 1:
+        yield _diag("batch-size", gbs, f"global batch size {gbs.value} must be -1 or positive")
+        return
+    shard = _resolved_dp_shard(facts)
+    dp = (
+        facts.dp_replicate.value * shard
+        if shard is not None and _ints(facts.dp_replicate)
+        else None
+    )
+    unit, what = (
+        (lbs.value * dp, f"local_batch_size × data-parallel degree = {lbs.value} × {dp}")
+        if dp
+        else (lbs.value, "local_batch_size")
+    )
+    if gbs.value % unit:
+        yield _diag(
+            "batch-size",
+            gbs,
+            f"global batch size {gbs.value} is not a multiple of {what} = {unit}",
+            f"use a multiple of {unit}, e.g. {max(unit, gbs.value // unit * unit)}",
+        )
+
+
+def sequence_length(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """With TP or CP, seq_len is divisible by tp × 2·cp."""
+    seq, tp, cp = facts.seq_len, facts.tp, facts.cp
+    if not _ints(seq, tp, cp) or (tp.value <= 1 and cp.value <= 1) or tp.value < 1 or cp.value < 1:
+        return
+    unit = tp.value * 2 * cp.value
+    if seq.value % unit:
+        yield _diag(
+            "seq-len", seq, f"sequence length {seq.value} is not divisible by tp × 2·cp = {unit}"
+        )
+
+
+def tensor_parallel_heads(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The TP degree divides the attention heads and the key/value heads."""
+    tp = facts.tp
+    if not _ints(tp) or tp.value <= 1:
+        return
+    for heads, kind in ((facts.n_heads, "attention heads"), (facts.n_kv_heads, "key/value heads")):
+        if heads is not None and heads % tp.value:
+            yield _diag(
+                "tp-heads",
+                tp,
+                f"tensor parallel degree {tp.value} does not divide the {heads} {kind} of "
+                f"`{facts.model_name.value}` flavor `{facts.flavor.value}`",
+            )
+            return
+
+
+def checkpoint_keep(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """keep_latest_k is 0 (keep all) or at least 2; torchtitan refuses 1."""
+    k = facts.keep_latest_k
+    if _ints(k) and (k.value == 1 or k.value < 0):
+        yield _diag(
+            "keep-latest-k",
+            k,
+            f"keep_latest_k = {k.value} is not allowed",
+            "use 0 to keep every checkpoint, or 2 or more",
+        )
+
+
+def hf_model_only(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Hugging Face loads and saves carry model weights only."""
+    if facts.initial_load_in_hf.value is True and facts.initial_load_model_only.value is False:
+        yield _diag(
+            "hf-model-only",
+            facts.initial_load_in_hf,
+            "an initial load in HF format restores the model only, but initial_load_model_only is false",
+        )
+    if facts.last_save_in_hf.value is True and facts.last_save_model_only.value is False:
+        yield _diag(
+            "hf-model-only",
+            facts.last_save_in_hf,
+            "a last save in HF format holds the model only, but last_save_model_only is false",
+        )
+    if (
+        facts.initial_load_in_hf_quantized.value is True
+        and facts.initial_load_in_hf.value is not True
+    ):
+        yield _diag(
+            "hf-model-only",
+            facts.initial_load_in_hf_quantized,
+            "a quantized HF initial load needs initial_load_in_hf",
+        )
+
+
+def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Converter names are registered ones, of one quantization family, and their tables are used."""
+    names = facts.converters.value if isinstance(facts.converters.value, list) else []
+    valid = [n for n in names if n in CONVERTER_NAMES]
+    for name in names:
+        if not isinstance(name, str) or name in CONVERTER_NAMES:
+            continue
+        if name in STALE_CONVERTER_NAMES:
+            hint = f'`"{name}"` is a name from an older torchtitan; v0.2.2 registers `"{STALE_CONVERTER_NAMES[name]}"`'
+        else:
+            close = difflib.get_close_matches(name, CONVERTER_NAMES, n=1, cutoff=0.6)
+            hint = (
+                f'did you mean `"{close[0]}"`?'
+                if close
+                else "registered converters: " + ", ".join(CONVERTER_NAMES)
+            )
+        yield _diag(
+            "unknown-converter",
+            facts.converters,
+            f'converter `"{name}"` is not registered; the trainer would fail with KeyError',
+            hint,
+        )
+    families = {n.rsplit(".", 1)[-1] for n in valid}
+    if len(families) > 1:
+        yield _diag(
+            "converter-families", facts.converters, "float8 and mx converters cannot be combined"
+        )
+    for table in facts.quantize_tables:
+        if table.value not in names:
+            hint = f'add `"{table.value}"` to `model.converters` to enable it, or delete the table'
+            if any(
+                STALE_CONVERTER_NAMES.get(n) == table.value for n in names if isinstance(n, str)
+            ):
+                hint = (
+                    f'`model.converters` names it by an old name; write `"{table.value}"` instead'
+                )
+            yield _diag(
+                "inert-section",
+                table,
+                f"`[{table.path}]` has no effect: converter `{table.value}` is not in model.converters",
+                hint,
+                severity=Severity.WARNING,
+            )
+
+
+def float8_options(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """A float8 recipe cannot be combined with the float8 FSDP all-gather."""
+    names = facts.converters.value if isinstance(facts.converters.value, list) else []
+    if "quantize.linear.float8" not in names:
+        return
+    if (
+        facts.float8_recipe.value not in (None, "tensorwise")
+        and facts.float8_all_gather.value is True
+    ):
+        yield _diag(
+            "float8-options",
+            facts.float8_recipe,
+            f"recipe `{facts.float8_recipe.value}` does not support enable_fsdp_float8_all_gather (tensorwise only)",
+        )
+    if facts.float8_precompute.value is True and facts.float8_all_gather.value is not True:
+        yield _diag(
+            "float8-options",
+            facts.float8_precompute,
+            "precompute_float8_dynamic_scale_for_fsdp has no effect without enable_fsdp_float8_all_gather",
+            severity=Severity.WARNING,
+        )
+
+
+def optimizer_in_backward(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Stepping the optimizer inside backward does not work with EP, PP or fault tolerance."""
+    if facts.early_step_in_backward.value is not True:
+        return
+    for setting, what in ((facts.ep, "expert parallel"), (facts.pp, "pipeline parallel")):
+        if _ints(setting) and setting.value > 1:
+            yield _diag(
+                "optimizer-in-backward",
+                facts.early_step_in_backward,
+                f"early_step_in_backward is not supported with {what} (degree {setting.value})",
+            )
+    if facts.fault_tolerance.value is True:
+        yield _diag(
+            "optimizer-in-backward",
+            facts.early_step_in_backward,
+            "early_step_in_backward is not supported with fault tolerance",
+        )
+
+
+def activation_checkpointing(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The selective option is "op" or a positive integer; memory_budget mode needs compile."""
+    mode, option = facts.ac_mode.value, facts.selective_ac_option.value
+    if (
+        mode == "selective"
+        and isinstance(option, str)
+        and option != "op"
+        and not (option.isdigit() and int(option) > 0)
+    ):
+        yield _diag(
+            "activation-checkpoint",
+            facts.selective_ac_option,
+            f'selective_ac_option "{option}" must be "op" or a positive integer such as "2"',
+        )
+    if mode == "memory_budget" and facts.compile_enable.value is not True:
+        yield _diag(
+            "activation-checkpoint",
+            facts.ac_mode,
+            "memory_budget activation checkpointing needs compile.enable = true",
+        )
+
+
+def async_tensor_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Async TP needs torch.compile."""
+    if facts.async_tp.value is True and facts.compile_enable.value is not True:
+        yield _diag(
+            "async-tp", facts.async_tp, "enable_async_tensor_parallel needs compile.enable = true"
+        )
+
+
+def value_constraints(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Checks v0.2.2 itself made while building the config (``__post_init__``)."""
+    if facts.cp_load_balancer.value == "":
+        yield _diag(
+            "invalid-value",
+            facts.cp_load_balancer,
+            "context_parallel_load_balancer must not be empty",
+            'use "headtail", "ptrr", or leave the key out',
+        )
+    steps = facts.validation_steps
+    if _ints(steps) and not (steps.value > 0 or steps.value == -1):
+        yield _diag(
+            "invalid-value",
+            steps,
+            f"validation steps {steps.value} must be positive or -1 (the whole set)",
+        )
+
+
+RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
+    parallel_degrees,
+    world_size,
+    expert_parallel,
+    global_batch,
+    sequence_length,
+    tensor_parallel_heads,
+    checkpoint_keep,
+    hf_model_only,
+    converters,
+    float8_options,
+    optimizer_in_backward,
+    activation_checkpointing,
+    async_tensor_parallel,
+    value_constraints,
+)
+"""Every cross-field rule, in the order their findings are reported."""
+
+
+def check(facts: ConfigFacts) -> list[Diagnostic]:
+    """Run every rule."""
+    return [diagnostic for rule in RULES for diagnostic in rule(facts)]

@@ -1,0 +1,483 @@
+"""Check one legacy TOML file: syntax, schema (with extensions), deprecations and cross-field rules.
+
+Every problem is collected in one pass and returned as diagnostics; nothing here prints or exits.
+The parsed document and the merged schema are returned too, for callers that go on (the migrator).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from schemas import rules, typecheck
+from schemas.diagnostics import Diagnostic, Severity, Span
+from schemas.legacy_spec import LEGACY_SPEC
+from schemas.merge import merge_sections
+from schemas.spans import KeySpan, locate_keys
+from schemas.spec import MISSING, ExtensionSpec, SectionSpec
+from schemas.suggest import schema_paths, suggest
+
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CheckOptions:
+    """How to check: world size for the rules, and how custom config modules are found."""
+
+    ngpu: int | None = None
+    """World size the parallel degrees must fit; ``None`` skips world-size rules."""
+    allow_import: bool = False
+    """Import custom config modules instead of reading their source."""
+    module_path: tuple[Path, ...] = ()
+    """Extra directories to search for custom config modules."""
+    extensions: tuple[str, ...] = ()
+    """Extensions to merge although the TOML does not declare them (short names or modules)."""
+
+
+@dataclasses.dataclass(slots=True, kw_only=True)
+class FileCheck:
+    """The outcome of checking one file."""
+
+    file: str
+    """The path as the user named it."""
+    diagnostics: list[Diagnostic]
+    """Every finding, sorted by position."""
+    document: dict[str, Any] | None = None
+    """The parsed TOML, when it parsed."""
+    schema: SectionSpec | None = None
+    """The legacy schema merged with the file's extensions, when they could be read."""
+    extensions: tuple[ExtensionSpec, ...] = ()
+    """The extensions that were merged."""
+    spans: dict[tuple, KeySpan] = dataclasses.field(default_factory=dict)
+    """Positions of the keys in the file."""
+
+
+def check_file(
+    path: Path, options: CheckOptions = CheckOptions(), *, shown: str | None = None
+) -> FileCheck:
+    """Read and check one file; unreadable files become a diagnostic, not an exception."""
+    shown = shown or str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        return FileCheck(
+            file=shown,
+            diagnostics=[_file_error("unreadable-file", shown, f"cannot read the file: {reason}")],
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        col = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
+        span = Span(file=shown, line=line, col=col)
+        message = f"the file is not valid UTF-8 (byte 0x{raw[error.start]:02x})"
+        return FileCheck(
+            file=shown,
+            diagnostics=[
+                Diagnostic(
+                    code="toml-syntax",
+                    severity=Severity.ERROR,
+                    path="",
+                    message=message,
+                    hint="TOML files must be UTF-8 encoded",
+                    span=span,
+                )
+            ],
+        )
+    return check_text(text, file=shown, base_dir=path.resolve().parent, options=options)
+
+
+def _file_error(code: str, file: str, message: str, hint: str | None = None) -> Diagnostic:
+    return Diagnostic(
+        code=code,
+        severity=Severity.ERROR,
+        path="",
+        message=message,
+        hint=hint,
+        span=Span(file=file, line=1, col=1),
+    )
+
+
+def check_text(
+    text: str, *, file: str, base_dir: Path, options: CheckOptions = CheckOptions()
+) -> FileCheck:
+    """Check TOML source text; ``base_dir`` is where custom config modules are looked up first."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        return FileCheck(file=file, diagnostics=[_syntax_diagnostic(error, text, file)])
+    spans = locate_keys(text)
+    checker = _Checker(file=file, spans=spans)
+    extensions = _load_extensions(document, base_dir, options, checker)
+    schema = LEGACY_SPEC
+    for extension in extensions:
+        schema = merge_sections(schema, extension.root)
+    checker.walk(document, schema, ())
+    checker.deprecations(document)
+    checker.diagnostics.extend(
+        rules.check(legacy_facts(document, schema, checker.span_of, options.ngpu))
+    )
+    checker.diagnostics.sort(key=Diagnostic.sort_key)
+    return FileCheck(
+        file=file,
+        diagnostics=checker.diagnostics,
+        document=document,
+        schema=schema,
+        extensions=tuple(extensions),
+        spans=spans,
+    )
+
+
+def _syntax_diagnostic(error: tomllib.TOMLDecodeError, text: str, file: str) -> Diagnostic:
+    message = str(error)
+    match = _TOML_POSITION.search(message)
+    if match:
+        line, col = int(match.group(1)), int(match.group(2))
+        message = message[: match.start()].strip()
+    else:  # "(at end of document)"
+        line = text.count("\n") + 1
+        col = len(text) - text.rfind("\n")
+        message = re.sub(r"\s*\(at end of document\)", "", message) + " at the end of the file"
+    hint = (
+        "remove the byte order mark at the start of the file" if text.startswith("\ufeff") else None
+    )
+    message = message[0].lower() + message[1:] if message else "invalid TOML"
+    return Diagnostic(
+        code="toml-syntax",
+        severity=Severity.ERROR,
+        path="",
+        message=f"invalid TOML: {message}",
+        hint=hint,
+        span=Span(file=file, line=line, col=col),
+    )
+
+
+def _search_dirs(base_dir: Path, options: CheckOptions) -> list[Path]:
+    # Next to the TOML first, then its ancestors (an upstream checkout names modules from its
+    # root), then --module-path, then where Python itself would look.
+    dirs = [base_dir, *base_dir.parents, *options.module_path, Path.cwd()]
+    dirs += [Path(p) for p in sys.path if p]
+    return dirs
+
+
+def _load_extensions(
+    document: dict, base_dir: Path, options: CheckOptions, checker: _Checker
+) -> list[ExtensionSpec]:
+    from schemas import extension_reader
+
+    requested: list[tuple[str, tuple]] = []
+    job = document.get("job")
+    module = job.get("custom_config_module") if isinstance(job, dict) else None
+    if isinstance(module, str) and module:
+        requested.append((module, ("job", "custom_config_module")))
+    requested += [(name, ()) for name in options.extensions]
+
+    loaded: list[ExtensionSpec] = []
+    for name, where in requested:
+        path = ".".join(where) or "--extension"
+        try:
+            if options.allow_import and extension_reader.known_extension(name) is None:
+                spec = extension_reader.import_extension(
+                    name, search_dirs=_search_dirs(base_dir, options)
+                )
+            else:
+                spec = extension_reader.known_extension(name) or extension_reader.read_extension(
+                    name, search_dirs=_search_dirs(base_dir, options)
+                )
+        except extension_reader.ExtensionError as error:
+            checker.add("extension-error", where, str(error), _extension_hint(name), path=path)
+            continue
+        for note in spec.notes:
+            checker.add(
+                "extension-unreadable",
+                where,
+                note,
+                "pass --allow-import to import the module instead",
+                severity=Severity.WARNING,
+                path=path,
+            )
+        loaded.append(spec)
+    return loaded
+
+
+def _extension_hint(name: str) -> str:
+    from schemas.extension_reader import KNOWN_EXTENSIONS
+
+    close = difflib.get_close_matches(
+        name, [*KNOWN_EXTENSIONS, *KNOWN_EXTENSIONS.values()], n=1, cutoff=0.7
+    )
+    if close:
+        return f"did you mean `{close[0]}`?"
+    return "put the module next to the TOML or pass --module-path DIR"
+
+
+class _Checker:
+    """Walks a document against a schema, collecting diagnostics with spans."""
+
+    def __init__(self, *, file: str, spans: dict[tuple, KeySpan]) -> None:
+        self.file = file
+        self.spans = spans
+        self.diagnostics: list[Diagnostic] = []
+        self._paths: dict[str, bool] | None = None
+        self._schema: SectionSpec | None = None
+
+    def span_of(self, parts: tuple) -> Span | None:
+        """The span of a key path, or of its nearest written ancestor."""
+        for end in range(len(parts), 0, -1):
+            found = self.spans.get(parts[:end])
+            if found is not None:
+                return Span(file=self.file, line=found.line, col=found.col, end_col=found.end_col)
+        return None
+
+    def add(
+        self,
+        code: str,
+        parts: tuple,
+        message: str,
+        hint: str | None = None,
+        *,
+        severity: Severity = Severity.ERROR,
+        path: str | None = None,
+    ) -> None:
+        span = self.span_of(parts) if parts else Span(file=self.file, line=1, col=1)
+        dotted = path if path is not None else ".".join(str(p) for p in parts)
+        self.diagnostics.append(
+            Diagnostic(
+                code=code, severity=severity, path=dotted, message=message, hint=hint, span=span
+            )
+        )
+
+    def walk(self, data: dict, section: SectionSpec, parts: tuple) -> None:
+        if not parts:
+            self._schema = section
+            self._paths = schema_paths(section)
+        for key, value in data.items():
+            here = (*parts, key)
+            field = section.field(key)
+            if field is None:
+                self.unknown(here, value)
+            elif isinstance(field.annotation, SectionSpec):
+                if isinstance(value, dict):
+                    self.walk(value, field.annotation, here)
+                else:
+                    dotted = ".".join(here)
+                    self.add(
+                        "wrong-type",
+                        here,
+                        f"`{dotted}` must be a table [{dotted}], got {typecheck.value_name(value)}",
+                        "the old loader silently replaced it with the defaults",
+                    )
+            elif not typecheck.matches(value, field.annotation):
+                self.mismatch(here, value, field.annotation)
+
+    def unknown(self, parts: tuple, value: Any) -> None:
+        dotted = ".".join(parts)
+        is_table = isinstance(value, dict)
+        found = suggest(parts, self._paths or {}, is_table=is_table)
+        kind = "section" if is_table else "key"
+        where = f"[{'.'.join(parts[:-1])}]" if len(parts) > 1 else "the top level"
+        message = (
+            f"unknown {kind} `{dotted}`"
+            if is_table or len(parts) == 1
+            else f"unknown key `{parts[-1]}` in {where}"
+        )
+        if found.code == "moved-key":
+            message = f"`{dotted}` is not a v0.2.2 {kind}"
+        self.add(found.code, parts, message, found.hint)
+
+    def mismatch(self, parts: tuple, value: Any, annotation: Any) -> None:
+        dotted = ".".join(parts)
+        choices = _literal_choices(annotation)
+        if choices and isinstance(value, str):
+            close = difflib.get_close_matches(
+                value, [c for c in choices if isinstance(c, str)], n=1, cutoff=0.6
+            )
+            hint = f'did you mean "{close[0]}"?' if close else None
+            message = f"`{dotted}` is {typecheck.value_name(value)}; expected {typecheck.type_name(annotation)}"
+            self.add("invalid-choice", parts, message, hint)
+            return
+        message = f"`{dotted}` must be {typecheck.type_name(annotation)}, got {typecheck.value_name(value)}"
+        self.add(
+            "wrong-type",
+            parts,
+            message + _element_detail(value, annotation),
+            _type_hint(value, annotation),
+        )
+
+    def deprecations(self, document: dict) -> None:
+        model = document.get("model")
+        if isinstance(model, dict) and isinstance(model.get("tokenizer_path"), str):
+            self.add(
+                "deprecated-key",
+                ("model", "tokenizer_path"),
+                "`model.tokenizer_path` is deprecated; the old loader copied it into model.hf_assets_path",
+                "set `model.hf_assets_path` to the folder that holds tokenizer.json instead",
+                severity=Severity.WARNING,
+            )
+        experimental = document.get("experimental")
+        if isinstance(experimental, dict) and experimental.get("custom_args_module"):
+            self.add(
+                "deprecated-key",
+                ("experimental", "custom_args_module"),
+                "`experimental.custom_args_module` is deprecated and does not add the module's sections",
+                "use `[job] custom_config_module` instead",
+                severity=Severity.WARNING,
+            )
+        job = document.get("job")
+        if isinstance(job, dict) and "config_file" in job:
+            self.add(
+                "ignored-key",
+                ("job", "config_file"),
+                "`job.config_file` inside a TOML is ignored; the file to load is named on the command line",
+                "delete the key",
+                severity=Severity.WARNING,
+            )
+
+
+def _literal_choices(annotation: Any) -> tuple:
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return typing.get_args(annotation)
+    return tuple(
+        c
+        for arg in typing.get_args(annotation)
+        if typing.get_origin(arg) is Literal
+        for c in typing.get_args(arg)
+    )
+
+
+def _element_detail(value: Any, annotation: Any) -> str:
+    """For a list with one bad element, say which (the list itself had the right shape)."""
+    if not isinstance(value, list):
+        return ""
+    for arg in [annotation, *typing.get_args(annotation)]:
+        if typing.get_origin(arg) is list and typing.get_args(arg):
+            inner = typing.get_args(arg)[0]
+            for index, item in enumerate(value):
+                if not typecheck.matches(item, inner):
+                    return f": element {index} is {typecheck.value_name(item)}"
+    return ""
+
+
+def _type_hint(value: Any, annotation: Any) -> str | None:
+    if isinstance(value, str):
+        for kind in (int, float, bool):
+            if typecheck.matches(_parse_scalar(value), kind) and typecheck.matches(
+                _parse_scalar(value), annotation
+            ):
+                return f"write {value} without quotes"
+    wants_list = typing.get_origin(annotation) is list or any(
+        typing.get_origin(a) is list for a in typing.get_args(annotation)
+    )
+    if wants_list and isinstance(value, str):
+        items = ", ".join(f'"{part}"' for part in value.split(",")) if value else ""
+        return f"write a TOML array: [{items}]"
+    return None
+
+
+def _parse_scalar(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except (tomllib.TOMLDecodeError, ValueError):
+        return MISSING
+
+
+def _effective(
+    document: dict, schema: SectionSpec, parts: tuple[str, ...], span_of
+) -> rules.Setting:
+    """The value at ``parts``: written, else the schema default, with the span where written."""
+    node: Any = document
+    written = True
+    for part in parts:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            written = False
+            break
+    if not written:
+        node = _default(schema, parts)
+    return rules.Setting(value=node, path=".".join(parts), span=span_of(parts) if written else None)
+
+
+def _default(schema: SectionSpec, parts: tuple[str, ...]) -> Any:
+    section: Any = schema
+    for part in parts:
+        field = section.field(part) if isinstance(section, SectionSpec) else None
+        if field is None:
+            return None
+        section = field.annotation
+        default = field.default
+    return None if default is MISSING else default
+
+
+_QUANTIZE_TABLES = rules.CONVERTER_NAMES
+
+
+def legacy_facts(
+    document: dict, schema: SectionSpec, span_of, ngpu: int | None
+) -> rules.ConfigFacts:
+    """The rule inputs of a legacy document (defaults from the merged schema)."""
+    from schemas import flavors
+
+    def get(path: str) -> rules.Setting:
+        return _effective(document, schema, tuple(path.split(".")), span_of)
+
+    tables = []
+    for name in _QUANTIZE_TABLES:
+        parts = tuple(name.split("."))
+        node: Any = document
+        for part in parts:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            tables.append(rules.Setting(value=name, path=name, span=span_of(parts)))
+    model_name, flavor_name = get("model.name"), get("model.flavor")
+    found = (
+        flavors.flavor(model_name.value, flavor_name.value)
+        if isinstance(model_name.value, str) and isinstance(flavor_name.value, str)
+        else None
+    )
+    fault_tolerance = get("fault_tolerance.enable")
+    return rules.ConfigFacts(
+        ngpu=ngpu,
+        dp_replicate=get("parallelism.data_parallel_replicate_degree"),
+        dp_shard=get("parallelism.data_parallel_shard_degree"),
+        tp=get("parallelism.tensor_parallel_degree"),
+        pp=get("parallelism.pipeline_parallel_degree"),
+        cp=get("parallelism.context_parallel_degree"),
+        ep=get("parallelism.expert_parallel_degree"),
+        etp=get("parallelism.expert_tensor_parallel_degree"),
+        local_batch_size=get("training.local_batch_size"),
+        global_batch_size=get("training.global_batch_size"),
+        seq_len=get("training.seq_len"),
+        keep_latest_k=get("checkpoint.keep_latest_k"),
+        initial_load_in_hf=get("checkpoint.initial_load_in_hf"),
+        initial_load_model_only=get("checkpoint.initial_load_model_only"),
+        initial_load_in_hf_quantized=get("checkpoint.initial_load_in_hf_quantized"),
+        last_save_in_hf=get("checkpoint.last_save_in_hf"),
+        last_save_model_only=get("checkpoint.last_save_model_only"),
+        converters=get("model.converters"),
+        quantize_tables=tuple(tables),
+        early_step_in_backward=get("optimizer.early_step_in_backward"),
+        fault_tolerance=fault_tolerance,
+        ac_mode=get("activation_checkpoint.mode"),
+        selective_ac_option=get("activation_checkpoint.selective_ac_option"),
+        compile_enable=get("compile.enable"),
+        async_tp=get("parallelism.enable_async_tensor_parallel"),
+        cp_load_balancer=get("parallelism.context_parallel_load_balancer"),
+        validation_steps=get("validation.steps"),
+        float8_recipe=get("quantize.linear.float8.recipe_name"),
+        float8_all_gather=get("quantize.linear.float8.enable_fsdp_float8_all_gather"),
+        float8_precompute=get("quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"),
+        model_name=model_name,
+        flavor=flavor_name,
+        n_heads=found.n_heads if found else None,
+        n_kv_heads=found.n_kv_heads if found else None,
+        moe=found.moe if found else None,
+    )

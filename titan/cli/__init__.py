@@ -1,0 +1,1 @@
+"""Console entry points (``titan-validate`` ...). Each imports only what its path needs."""
