@@ -282,7 +282,7 @@ class ActivationCheckpoint(Section):
     preserve_rng_state: bool = True
     """Stash and restore the RNG state around recomputation for determinism."""
     determinism_check: str = "default"
-    """torch.utils.checkpoint determinism check."""
+    """Determinism check mode of torch.utils.checkpoint."""
     debug: bool = False
     """Capture activation checkpointing debug information."""
 
@@ -295,7 +295,7 @@ class Compile(Section):
     components: list[str] = Field(default_factory=lambda: ["model", "loss"])
     """Components to compile: model and/or loss."""
     backend: str = "inductor"
-    """torch.compile backend."""
+    """Backend passed to torch.compile."""
 
 
 class Float8Linear(Section):
@@ -306,7 +306,7 @@ class Float8Linear(Section):
     precompute_float8_dynamic_scale_for_fsdp: bool = False
     """Precompute float8 scales with one all-reduce (needs the float8 all-gather)."""
     recipe_name: Literal["tensorwise", "rowwise", "rowwise_with_gw_hp"] | None = None
-    """torchao float8 recipe; unset means tensorwise."""
+    """Float8 recipe of torchao; unset means tensorwise."""
     filter_fqns: list[str] = Field(default_factory=list)
     """Module name fragments to leave unconverted; auto_filter_small_kn enables torchao's filter."""
     emulate: bool = False
@@ -319,7 +319,7 @@ class MXLinear(Section):
     mxfp8_dim1_cast_kernel_choice: Literal["triton", "cuda", "torch"] = "triton"
     """Kernel used for the dim-1 cast."""
     recipe_name: str = "mxfp8_cublas"
-    """torchao MX recipe name."""
+    """MX recipe name of torchao."""
     filter_fqns: list[str] = Field(default_factory=lambda: ["output"])
     """Module name fragments to leave unconverted."""
 

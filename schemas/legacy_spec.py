@@ -737,7 +737,7 @@ LEGACY_SPEC = SectionSpec(
                         name="determinism_check",
                         annotation=str,
                         default="default",
-                        doc="torch.utils.checkpoint determinism check.",
+                        doc="Determinism check mode of torch.utils.checkpoint.",
                     ),
                     FieldSpec(
                         name="debug",
@@ -772,7 +772,7 @@ LEGACY_SPEC = SectionSpec(
                         name="backend",
                         annotation=str,
                         default="inductor",
-                        doc="torch.compile backend.",
+                        doc="Backend passed to torch.compile.",
                     ),
                 ),
             ),
@@ -816,7 +816,7 @@ LEGACY_SPEC = SectionSpec(
                                                 ]
                                                 | None,
                                                 default=None,
-                                                doc="torchao float8 recipe; unset means tensorwise.",
+                                                doc="Float8 recipe of torchao; unset means tensorwise.",
                                             ),
                                             FieldSpec(
                                                 name="filter_fqns",
@@ -851,7 +851,7 @@ LEGACY_SPEC = SectionSpec(
                                                 name="recipe_name",
                                                 annotation=str,
                                                 default="mxfp8_cublas",
-                                                doc="torchao MX recipe name.",
+                                                doc="MX recipe name of torchao.",
                                             ),
                                             FieldSpec(
                                                 name="filter_fqns",

@@ -23,7 +23,9 @@ def merge_sections(base: SectionSpec, custom: SectionSpec) -> SectionSpec:
         ):
             section = merge_sections(field.annotation, replacement.annotation)
             doc = replacement.doc or field.doc
-            merged.append(FieldSpec(name=field.name, annotation=section, default=field.default, doc=doc))
+            merged.append(
+                FieldSpec(name=field.name, annotation=section, default=field.default, doc=doc)
+            )
         else:
             merged.append(replacement)
     merged.extend(custom_by_name.values())

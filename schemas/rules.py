@@ -106,6 +106,11 @@ def _diag(
     )
 
 
+def _blame(*settings: Setting) -> Setting:
+    """The first setting the user wrote (it has a span), else the first one."""
+    return next((s for s in settings if s.span is not None), settings[0])
+
+
 def _degrees(facts: ConfigFacts) -> list[Setting]:
     return [facts.dp_replicate, facts.dp_shard, facts.tp, facts.pp, facts.cp]
 
@@ -258,7 +263,9 @@ def sequence_length(facts: ConfigFacts) -> Iterator[Diagnostic]:
     unit = tp.value * 2 * cp.value
     if seq.value % unit:
         yield _diag(
-            "seq-len", seq, f"sequence length {seq.value} is not divisible by tp × 2·cp = {unit}"
+            "seq-len",
+            _blame(seq, tp, cp),
+            f"sequence length {seq.value} is not divisible by tp × 2·cp = {unit}",
         )
 
 
@@ -450,7 +457,48 @@ def value_constraints(facts: ConfigFacts) -> Iterator[Diagnostic]:
         )
 
 
+EXPERIMENT_MODELS = (
+    "simple_fsdp.llama3",
+    "simple_fsdp.deepseek_v3",
+    "vlm",
+    "compiler_toolkit.deepseek_v3",
+    "compiler_toolkit.llama3",
+    "transformers_modeling_backend",
+    "autoparallel.llama3",
+    "autoparallel.deepseek_v3",
+    "autoparallel.local_map_deepseek_v3",
+)
+"""Train specs of torchtitan's experiments at v0.2.2 (their flavors are not checked)."""
+
+
+def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The model is a known train spec and the flavor one of its flavors."""
+    from schemas import flavors
+
+    name, flavor = facts.model_name.value, facts.flavor.value
+    if not isinstance(name, str) or not isinstance(flavor, str) or name in EXPERIMENT_MODELS:
+        return
+    names = flavors.flavor_names(name)
+    if names is None:
+        known = [*flavors.FLAVORS, *flavors.FAMILY_ALIASES, *EXPERIMENT_MODELS]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`?" if close else "known models: " + ", ".join(known)
+        yield _diag(
+            "unknown-model",
+            facts.model_name,
+            f"model `{name}` is not a torchtitan v0.2.2 train spec; it must be registered by "
+            "custom code (experimental.custom_import)",
+            hint,
+            severity=Severity.WARNING,
+        )
+    elif flavor not in names:
+        close = difflib.get_close_matches(flavor, names, n=1, cutoff=0.5)
+        hint = f"did you mean `{close[0]}`?" if close else f"{name} flavors: " + ", ".join(names)
+        yield _diag("unknown-flavor", facts.flavor, f"`{name}` has no flavor `{flavor}`", hint)
+
+
 RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
+    model_and_flavor,
     parallel_degrees,
     world_size,
     expert_parallel,

@@ -33,8 +33,12 @@ def spec_from_model(model: type[BaseModel]) -> SectionSpec:
             default = MISSING
         else:
             default = info.default
-        fields.append(FieldSpec(name=name, annotation=annotation, default=default, doc=info.description))
-    return SectionSpec(name=model.__name__, fields=tuple(fields), doc=(model.__doc__ or "").strip() or None)
+        fields.append(
+            FieldSpec(name=name, annotation=annotation, default=default, doc=info.description)
+        )
+    return SectionSpec(
+        name=model.__name__, fields=tuple(fields), doc=(model.__doc__ or "").strip() or None
+    )
 
 
 def annotation_source(annotation: Any) -> str:
@@ -55,7 +59,12 @@ def annotation_source(annotation: Any) -> str:
 
 def _section_source(spec: SectionSpec, indent: str) -> str:
     inner = indent + "    "
-    lines = [f"SectionSpec(", f"{inner}name={spec.name!r},", f"{inner}doc={spec.doc!r},", f"{inner}fields=("]
+    lines = [
+        "SectionSpec(",
+        f"{inner}name={spec.name!r},",
+        f"{inner}doc={spec.doc!r},",
+        f"{inner}fields=(",
+    ]
     for field in spec.fields:
         if isinstance(field.annotation, SectionSpec):
             annotation = _section_source(field.annotation, inner + "        ")

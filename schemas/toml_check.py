@@ -183,14 +183,15 @@ def _load_extensions(
     for name, where in requested:
         path = ".".join(where) or "--extension"
         try:
-            if options.allow_import and extension_reader.known_extension(name) is None:
-                spec = extension_reader.import_extension(
-                    name, search_dirs=_search_dirs(base_dir, options)
-                )
+            # Short names (`flux`) are titan's flags; a TOML names a module as v0.2.2 imported it.
+            builtin = extension_reader.known_extension(name) if not where else None
+            dirs = _search_dirs(base_dir, options)
+            if builtin is not None:
+                spec = builtin
+            elif options.allow_import and name not in extension_reader.KNOWN_EXTENSIONS:
+                spec = extension_reader.import_extension(name, search_dirs=dirs)
             else:
-                spec = extension_reader.known_extension(name) or extension_reader.read_extension(
-                    name, search_dirs=_search_dirs(base_dir, options)
-                )
+                spec = extension_reader.read_extension(name, search_dirs=dirs)
         except extension_reader.ExtensionError as error:
             checker.add("extension-error", where, str(error), _extension_hint(name), path=path)
             continue

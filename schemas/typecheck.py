@@ -106,7 +106,9 @@ def matches(value: Any, annotation: Any) -> bool:
         return value is None
     origin = typing.get_origin(annotation)
     if origin is Literal:
-        return any(type(value) is type(choice) and value == choice for choice in annotation.__args__)
+        return any(
+            type(value) is type(choice) and value == choice for choice in annotation.__args__
+        )
     if origin in (Union, types.UnionType):
         return any(matches(value, arg) for arg in annotation.__args__)
     if origin is typing.Annotated:
@@ -123,7 +125,9 @@ def matches(value: Any, annotation: Any) -> bool:
             return True
         if len(args) == 2 and args[1] is Ellipsis:
             return all(matches(item, args[0]) for item in value)
-        return len(args) == len(value) and all(matches(v, a) for v, a in zip(value, args))
+        return len(args) == len(value) and all(
+            matches(v, a) for v, a in zip(value, args, strict=True)
+        )
     if origin is dict or annotation is dict:
         if not isinstance(value, dict):
             return False

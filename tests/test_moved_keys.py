@@ -27,7 +27,9 @@ _ROW = re.compile(r"^\| ([a-z_][a-z0-9_.]*) \|", re.MULTILINE)
 @dataclasses.dataclass(frozen=True)
 class Schema:
     keys: frozenset[str]  # leaf keys of the base JobConfig at v0.2.2
-    sections: frozenset[str]  # every table path above a base leaf ("quantize", "quantize.linear", ...)
+    sections: frozenset[
+        str
+    ]  # every table path above a base leaf ("quantize", "quantize.linear", ...)
     custom_keys: frozenset[str]  # keys only legal when a shipped custom_config_module is merged
 
     def is_path(self, path: str) -> bool:
@@ -41,14 +43,21 @@ def schema() -> Schema:
     text = SCHEMA_MD.read_text(encoding="utf-8")
     base, _, custom = text.partition(CUSTOM_HEADING)
     keys = frozenset(_ROW.findall(base))
-    sections = frozenset(".".join(k.split(".")[:i]) for k in keys for i in range(1, k.count(".") + 1))
+    sections = frozenset(
+        ".".join(k.split(".")[:i]) for k in keys for i in range(1, k.count(".") + 1)
+    )
     return Schema(keys, sections, frozenset(_ROW.findall(custom)) - keys)
 
 
 def test_schema_parse_matches_the_documented_totals(schema: Schema) -> None:
     assert len(schema.keys) == 149  # "18 top-level sections, 149 leaf keys"
     assert len({k.split(".")[0] for k in schema.keys}) == 18
-    assert {"quantize.linear.float8", "quantize.grouped_mm.mx", "debug", "parallelism"} <= schema.sections
+    assert {
+        "quantize.linear.float8",
+        "quantize.grouped_mm.mx",
+        "debug",
+        "parallelism",
+    } <= schema.sections
     assert "fault_tolerance.sync_steps" in schema.custom_keys
 
 
@@ -74,7 +83,9 @@ def test_every_new_path_exists_at_v022(row: MovedKey, schema: Schema) -> None:
     assert "job.custom_config_module" in row.note
 
 
-@pytest.mark.parametrize("row", [r for r in MOVED_KEYS if r.old not in DEPRECATED_BUT_VALID], ids=lambda r: r.old)
+@pytest.mark.parametrize(
+    "row", [r for r in MOVED_KEYS if r.old not in DEPRECATED_BUT_VALID], ids=lambda r: r.old
+)
 def test_every_old_path_is_invalid_at_v022(row: MovedKey, schema: Schema) -> None:
     assert not schema.is_path(row.old), f"{row.old} is still a valid v0.2.2 path"
 
@@ -122,7 +133,10 @@ def test_lookup_exact_row() -> None:
     assert row is not None and row.old == "training.compile"
     assert new_location("training.compile") == "compile.enable"
     assert new_location("training.batch_size") == "training.local_batch_size"
-    assert new_location("experimental.pipeline_parallel_degree") == "parallelism.pipeline_parallel_degree"
+    assert (
+        new_location("experimental.pipeline_parallel_degree")
+        == "parallelism.pipeline_parallel_degree"
+    )
 
 
 def test_lookup_section_prefix_row() -> None:
@@ -138,14 +152,24 @@ def test_lookup_section_prefix_row() -> None:
 def test_exact_rows_under_a_section_beat_the_section() -> None:
     assert new_location("float8.enable_float8_linear") == "model.converters"
     assert new_location("float8.moe_fqns_prototype") == "quantize.grouped_mm.float8.fqns"
-    assert new_location("mx.use_fp8_dim1_cast_triton_kernel") == "quantize.linear.mx.mxfp8_dim1_cast_kernel_choice"
+    assert (
+        new_location("mx.use_fp8_dim1_cast_triton_kernel")
+        == "quantize.linear.mx.mxfp8_dim1_cast_kernel_choice"
+    )
     removed = lookup("float8.force_recompute_fp8_weight_in_bwd")
     assert removed is not None and removed.old == "float8.force_recompute_fp8_weight_in_bwd"
     assert removed.new is None and new_location("float8.force_recompute_fp8_weight_in_bwd") is None
 
 
 def test_unknown_and_current_paths() -> None:
-    for path in ("training.stpes", "bogus", "bogus.key", "", "compile.enable", "quantize.linear.float8.emulate"):
+    for path in (
+        "training.stpes",
+        "bogus",
+        "bogus.key",
+        "",
+        "compile.enable",
+        "quantize.linear.float8.emulate",
+    ):
         assert lookup(path) is None, path
         assert new_location(path) is None, path
     # only whole-table rows act as prefixes; a leaf row does not swallow invented children
@@ -170,7 +194,9 @@ def test_module_is_pure_stdlib_data() -> None:
         alias.name.split(".")[0]
         for node in ast.walk(tree)
         if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
+        for alias in (
+            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+        )
     }
     assert imported == {"dataclasses"}
     row = MOVED_KEYS[0]

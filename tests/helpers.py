@@ -1,0 +1,48 @@
+"""Running titan-validate in-process, with its output captured."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from collections.abc import Sequence
+
+from titan.cli.validate import run
+
+
+@dataclasses.dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> dict:
+        return json.loads(self.out)
+
+
+def validate(*args: object) -> Result:
+    """``titan-validate ARGS`` in this process; returns exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    code = run([str(a) for a in args], stdout=out, stderr=err)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def findings(result: Result) -> list[tuple]:
+    """(code, file, line, col) of every finding in a JSON report."""
+    return [(d["code"], d["file"], d["line"], d["col"]) for d in result.json()["diagnostics"]]
+
+
+def write(tmp_path, name: str, text: str, *, encoding: str = "utf-8"):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding=encoding)
+    return path
+
+
+def codes(result: Result) -> list[str]:
+    return [d["code"] for d in result.json()["diagnostics"]]
+
+
+def only(items: Sequence):
+    assert len(items) == 1, items
+    return items[0]

@@ -1,0 +1,60 @@
+"""Readers for ``../shared`` (the reference tables and the upstream corpus), shared by the tests.
+
+CI clones the repository with ``shared/`` beside it; elsewhere the tests that need it skip.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SCHEMA_MD = SHARED / "reference" / "schema_v022.md"
+CORPUS = SHARED / "corpus" / "torchtitan-v0.2.2"
+CUSTOM_HEADING = "## Sections added by the shipped custom config modules"
+_ROW = re.compile(r"^\| ([a-z_][a-z0-9_.]*) \| `(.+?)` \| `(.+?)` \|", re.MULTILINE)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceKey:
+    """One row of a reference table."""
+
+    path: str
+    type: str
+    default: object
+
+
+def _row(match: re.Match) -> ReferenceKey:
+    type_text = match.group(2).replace("\\|", "|")
+    return ReferenceKey(match.group(1), type_text, ast.literal_eval(match.group(3)))
+
+
+def reference_keys() -> dict[str, ReferenceKey]:
+    """The 149 base keys of schema_v022.md (skips the test when shared/ is absent)."""
+    if not SCHEMA_MD.is_file():
+        pytest.skip(f"{SCHEMA_MD} is not here (shared/ is not beside the repository)")
+    base = SCHEMA_MD.read_text(encoding="utf-8").partition(CUSTOM_HEADING)[0]
+    return {row.path: row for row in map(_row, _ROW.finditer(base))}
+
+
+def extension_keys() -> dict[str, tuple[ReferenceKey, str]]:
+    """Rows of the custom-module table: path -> (key, module short name)."""
+    if not SCHEMA_MD.is_file():
+        pytest.skip(f"{SCHEMA_MD} is not here (shared/ is not beside the repository)")
+    custom = SCHEMA_MD.read_text(encoding="utf-8").partition(CUSTOM_HEADING)[2]
+    rows = re.finditer(
+        r"^\| ([a-z_][a-z0-9_.]*) \| `(.+?)` \| `(.+?)` \| (\w+)", custom, re.MULTILINE
+    )
+    return {m.group(1): (_row(m), m.group(4)) for m in rows}
+
+
+def corpus_files() -> list[Path]:
+    """Every upstream v0.2.2 TOML (skips the test when the corpus is absent)."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"{CORPUS} is not here (shared/ is not beside the repository)")
+    return sorted(CORPUS.rglob("*.toml"))
