@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
-import inspect
+import textwrap
 import sys
 import typing
 from collections.abc import Iterator, Sequence
@@ -76,8 +76,14 @@ def _terminal_name(node: ast.expr) -> str | None:
 def _string_statement(node: ast.stmt | None) -> str | None:
     """The tyro-style field docstring: a bare string literal statement."""
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-        return inspect.cleandoc(node.value.value) if isinstance(node.value.value, str) else None
+        return _cleandoc(node.value.value) if isinstance(node.value.value, str) else None
     return None
+
+
+def _cleandoc(text: str) -> str:
+    # inspect.cleandoc, without importing inspect (that import costs more than a whole check).
+    first, _, rest = text.expandtabs().partition("\n")
+    return "\n".join([first.strip(), textwrap.dedent(rest)]).strip()
 
 
 def find_module_source(module: str, *, search_dirs: Sequence[Path]) -> Path | None:

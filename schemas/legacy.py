@@ -86,7 +86,7 @@ class Model(Section):
     """Folder with Hugging Face assets: tokenizer files, config.json and safetensors weights."""
     tokenizer_path: str | None = None
     """Deprecated: copied into hf_assets_path with a warning."""
-    converters: list[str] = Field(default_factory=list)
+    converters: list[str] = Field(default=[])
     """Registered model converters applied in order after meta init, e.g. quantize.linear.float8."""
     print_after_conversion: bool = False
     """Log the model after the converters ran."""
@@ -252,7 +252,7 @@ class Checkpoint(Section):
     """Keep only the latest k checkpoints; 0 keeps all, 1 is not allowed."""
     load_step: int = -1
     """Step to load; -1 loads the latest."""
-    exclude_from_loading: list[str] = Field(default_factory=list)
+    exclude_from_loading: list[str] = Field(default=[])
     """State keys not to load, e.g. optimizer, lr_scheduler or dataloader."""
     enable_first_step_checkpoint: bool = False
     """Save a checkpoint right after the first step."""
@@ -269,9 +269,7 @@ class ActivationCheckpoint(Section):
     """Activation checkpointing mode."""
     selective_ac_option: str = "2"
     """Selective mode: "op" for per-op checkpointing or a positive integer N for every N-th layer."""
-    per_op_sac_force_recompute_mm_shapes_by_fqns: list[str] = Field(
-        default_factory=lambda: ["moe.router.gate"]
-    )
+    per_op_sac_force_recompute_mm_shapes_by_fqns: list[str] = Field(default=["moe.router.gate"])
     """Linear modules whose matmul shapes are always recomputed under per-op checkpointing."""
     early_stop: bool = False
     """Stop recomputation early."""
@@ -292,7 +290,7 @@ class Compile(Section):
 
     enable: bool = False
     """Use torch.compile."""
-    components: list[str] = Field(default_factory=lambda: ["model", "loss"])
+    components: list[str] = Field(default=["model", "loss"])
     """Components to compile: model and/or loss."""
     backend: str = "inductor"
     """Backend passed to torch.compile."""
@@ -307,7 +305,7 @@ class Float8Linear(Section):
     """Precompute float8 scales with one all-reduce (needs the float8 all-gather)."""
     recipe_name: Literal["tensorwise", "rowwise", "rowwise_with_gw_hp"] | None = None
     """Float8 recipe of torchao; unset means tensorwise."""
-    filter_fqns: list[str] = Field(default_factory=list)
+    filter_fqns: list[str] = Field(default=[])
     """Module name fragments to leave unconverted; auto_filter_small_kn enables torchao's filter."""
     emulate: bool = False
     """Emulate float8 for testing on hardware without float8 support (not with compile)."""
@@ -320,14 +318,14 @@ class MXLinear(Section):
     """Kernel used for the dim-1 cast."""
     recipe_name: str = "mxfp8_cublas"
     """MX recipe name of torchao."""
-    filter_fqns: list[str] = Field(default_factory=lambda: ["output"])
+    filter_fqns: list[str] = Field(default=["output"])
     """Module name fragments to leave unconverted."""
 
 
 class Float8GroupedMM(Section):
     """[quantize.grouped_mm.float8]: float8 grouped GEMMs in MoE layers."""
 
-    fqns: list[str] | str = Field(default_factory=list)
+    fqns: list[str] | str = Field(default=[])
     """MoE module name fragments whose grouped GEMMs run in float8."""
 
 
@@ -336,7 +334,7 @@ class MXGroupedMM(Section):
 
     recipe_name: Literal["mxfp8"] = "mxfp8"
     """MX recipe for grouped GEMMs."""
-    fqns: list[str] | str = Field(default_factory=list)
+    fqns: list[str] | str = Field(default=[])
     """MoE module name fragments whose grouped GEMMs run in MX."""
 
 

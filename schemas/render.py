@@ -133,25 +133,11 @@ def render_sarif(
     out.write("\n")
 
 
-def render_text(
-    diagnostics: Sequence[Diagnostic],
-    *,
-    files: int,
-    out: TextIO,
-    sources: Mapping[str, str],
-    color: bool | None = None,
-) -> None:
-    """Human output: location, message, the source line with a caret under the key, the hint."""
-    if not diagnostics:
-        out.write(f"All checks passed: {files} file{'s' if files != 1 else ''}, no problems.\n")
-        return
-    # rich costs tens of milliseconds to import; only pay when there is something to show.
-    from rich.console import Console
-    from rich.text import Text
+Segment = tuple[str, str]  # (text, rich style); a line is a list of segments
 
-    console = Console(
-        file=out, highlight=False, soft_wrap=True, force_terminal=color, no_color=color is False
-    )
+
+def _text_lines(diagnostics: Sequence[Diagnostic], *, files: int, sources: Mapping[str, str]):
+    """The text report as styled lines: location, message, source line, caret and hint."""
     style = {
         Severity.ERROR: "bold red",
         Severity.WARNING: "bold yellow",
@@ -160,38 +146,62 @@ def render_text(
     lines_of = {name: text.splitlines() for name, text in sources.items()}
     for d in diagnostics:
         where = str(d.span) if d.span else "<config>"
-        head = Text.assemble(
-            (where, "bold"),
-            ": ",
-            (f"{d.severity.value}[{d.code}]", style[d.severity]),
-            " ",
-            d.message,
-        )
-        console.print(head)
+        tag = f"{d.severity.value}[{d.code}]"
+        yield [(where, "bold"), (": ", ""), (tag, style[d.severity]), (" " + d.message, "")]
         lines = lines_of.get(d.span.file, []) if d.span else []
         if d.span and 0 < d.span.line <= len(lines):
             source = lines[d.span.line - 1].replace("\t", " ")
             gutter = str(d.span.line)
             pad = " " * len(gutter)
             width = max(1, (d.span.end_col or d.span.col + 1) - d.span.col)
-            console.print(Text.assemble((f" {pad} |", "blue")))
-            console.print(Text.assemble((f" {gutter} |", "blue"), " ", source))
-            caret = Text.assemble(
-                (f" {pad} |", "blue"), " ", " " * (d.span.col - 1), ("^" * width, style[d.severity])
-            )
-            if d.hint:
-                caret.append(" " + d.hint, style="cyan")
-            console.print(caret)
+            yield [(f" {pad} |", "blue")]
+            yield [(f" {gutter} |", "blue"), (" " + source, "")]
+            caret = [
+                (f" {pad} |", "blue"),
+                (" " * d.span.col, ""),
+                ("^" * width, style[d.severity]),
+            ]
+            yield caret + ([(" " + d.hint, "cyan")] if d.hint else [])
         elif d.hint:
-            console.print(Text.assemble(("  = hint: ", "cyan"), d.hint))
-        console.print()
+            yield [("  = hint: ", "cyan"), (d.hint, "")]
+        yield []
     s = _summary(diagnostics, files)
     failing = len({d.span.file for d in diagnostics if d.span and d.severity is Severity.ERROR})
-    console.print(
-        Text(
-            f"Found {s['errors']} error{'s' if s['errors'] != 1 else ''} and "
-            f"{s['warnings']} warning{'s' if s['warnings'] != 1 else ''} "
-            f"({failing} of {files} file{'s' if files != 1 else ''} failing).",
-            style="bold",
+    plural = lambda n, word: f"{n} {word}{'s' if n != 1 else ''}"  # noqa: E731
+    yield [
+        (
+            f"Found {plural(s['errors'], 'error')} and {plural(s['warnings'], 'warning')} "
+            f"({failing} of {plural(files, 'file')} failing).",
+            "bold",
         )
-    )
+    ]
+
+
+def render_text(
+    diagnostics: Sequence[Diagnostic],
+    *,
+    files: int,
+    out: TextIO,
+    sources: Mapping[str, str],
+    color: bool | None = None,
+) -> None:
+    """Human output: location, message, the source line with a caret under the key, the hint.
+
+    ``color`` None means: colour when ``out`` is a terminal.
+    """
+    if not diagnostics:
+        out.write(f"All checks passed: {files} file{'s' if files != 1 else ''}, no problems.\n")
+        return
+    lines = _text_lines(diagnostics, files=files, sources=sources)
+    if color is None:
+        color = out.isatty() if hasattr(out, "isatty") else False
+    if not color:
+        # Plain output (pipes, CI logs, files) needs no styling engine.
+        out.writelines("".join(text for text, _ in line) + "\n" for line in lines)
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(file=out, highlight=False, soft_wrap=True, force_terminal=True)
+    for line in lines:
+        console.print(Text.assemble(*line))

@@ -226,7 +226,6 @@ class _Checker:
         self.file = file
         self.spans = spans
         self.diagnostics: list[Diagnostic] = []
-        self._paths: dict[str, bool] | None = None
         self._schema: SectionSpec | None = None
 
     def span_of(self, parts: tuple) -> Span | None:
@@ -258,7 +257,6 @@ class _Checker:
     def walk(self, data: dict, section: SectionSpec, parts: tuple) -> None:
         if not parts:
             self._schema = section
-            self._paths = schema_paths(section)
         for key, value in data.items():
             here = (*parts, key)
             field = section.field(key)
@@ -281,7 +279,8 @@ class _Checker:
     def unknown(self, parts: tuple, value: Any) -> None:
         dotted = ".".join(parts)
         is_table = isinstance(value, dict)
-        found = suggest(parts, self._paths or {}, is_table=is_table)
+        # Only files with unknown keys pay for listing every path of the schema.
+        found = suggest(parts, schema_paths(self._schema), is_table=is_table)
         kind = "section" if is_table else "key"
         where = f"[{'.'.join(parts[:-1])}]" if len(parts) > 1 else "the top level"
         message = (
