@@ -154,6 +154,8 @@ def run(
     except UsageError as error:
         stderr.write(f"titan-validate: error: {error}\n")
         return 2
+    except BrokenPipeError:
+        raise
     except KeyboardInterrupt:
         stderr.write("titan-validate: interrupted\n")
         return 2
@@ -264,7 +266,14 @@ def _export_schema(target: Path, options, stderr: TextIO) -> None:
 
 def main() -> None:
     """Console script entry point."""
-    raise SystemExit(run())
+    try:
+        code = run()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`titan-validate ... | head`): not our error, and no traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":
