@@ -13,8 +13,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
-import textwrap
 import sys
+import textwrap
 import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path

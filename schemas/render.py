@@ -136,6 +136,15 @@ def render_sarif(
 Segment = tuple[str, str]  # (text, rich style); a line is a list of segments
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c != 0x09}
+_CONTROL.update({0x0A: "\\n", 0x0D: "\\r"})
+
+
+def _printable(text: str) -> str:
+    """Escape control characters: a config must not be able to drive the reader's terminal."""
+    return text.translate(_CONTROL)
+
+
 def _text_lines(diagnostics: Sequence[Diagnostic], *, files: int, sources: Mapping[str, str]):
     """The text report as styled lines: location, message, source line, caret and hint."""
     style = {
@@ -145,12 +154,17 @@ def _text_lines(diagnostics: Sequence[Diagnostic], *, files: int, sources: Mappi
     }
     lines_of = {name: text.splitlines() for name, text in sources.items()}
     for d in diagnostics:
-        where = str(d.span) if d.span else "<config>"
+        where = _printable(str(d.span)) if d.span else "<config>"
         tag = f"{d.severity.value}[{d.code}]"
-        yield [(where, "bold"), (": ", ""), (tag, style[d.severity]), (" " + d.message, "")]
+        yield [
+            (where, "bold"),
+            (": ", ""),
+            (tag, style[d.severity]),
+            (" " + _printable(d.message), ""),
+        ]
         lines = lines_of.get(d.span.file, []) if d.span else []
         if d.span and 0 < d.span.line <= len(lines):
-            source = lines[d.span.line - 1].replace("\t", " ")
+            source = _printable(lines[d.span.line - 1].replace("\t", " "))
             gutter = str(d.span.line)
             pad = " " * len(gutter)
             width = max(1, (d.span.end_col or d.span.col + 1) - d.span.col)
@@ -161,9 +175,9 @@ def _text_lines(diagnostics: Sequence[Diagnostic], *, files: int, sources: Mappi
                 (" " * d.span.col, ""),
                 ("^" * width, style[d.severity]),
             ]
-            yield caret + ([(" " + d.hint, "cyan")] if d.hint else [])
+            yield caret + ([(" " + _printable(d.hint), "cyan")] if d.hint else [])
         elif d.hint:
-            yield [("  = hint: ", "cyan"), (d.hint, "")]
+            yield [("  = hint: ", "cyan"), (_printable(d.hint), "")]
         yield []
     s = _summary(diagnostics, files)
     failing = len({d.span.file for d in diagnostics if d.span and d.severity is Severity.ERROR})

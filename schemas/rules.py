@@ -184,13 +184,9 @@ def world_size(facts: ConfigFacts) -> Iterator[Diagnostic]:
 def expert_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """EP needs an MoE model; expert TP is 1 or equal to TP; EP borrows from dp_shard × cp (× tp)."""
     ep, etp, tp, cp = facts.ep, facts.etp, facts.tp, facts.cp
-    if not _ints(ep, etp, tp, cp) or ep.value <= 1:
-        if _ints(etp, tp) and etp.value not in (1, tp.value):
-            yield _diag(
-                "expert-parallel",
-                etp,
-                f"expert TP degree {etp.value} must be 1 or equal the TP degree {tp.value}",
-            )
+    # v0.2.2's ParallelDims checks expert degrees only when EP is on; bad cp/tp are reported
+    # by parallel_degrees.
+    if not _ints(ep, etp, tp, cp) or ep.value <= 1 or tp.value < 1 or cp.value < 1:
         return
     if facts.moe is False:
         yield _diag(
@@ -230,9 +226,9 @@ def global_batch(facts: ConfigFacts) -> Iterator[Diagnostic]:
     if lbs.value < 1:
         yield _diag("batch-size", lbs, f"local batch size {lbs.value} must be at least 1")
         return
-    if gbs.value == -1:
-        return
-    if gbs.value < 1:
+    if gbs.value < 0:
+        return  # v0.2.2 treats any negative value as local batch size x DP degree
+    if gbs.value == 0:
         yield _diag("batch-size", gbs, f"global batch size {gbs.value} must be -1 or positive")
         return
     shard = _resolved_dp_shard(facts)
@@ -324,7 +320,9 @@ def hf_model_only(facts: ConfigFacts) -> Iterator[Diagnostic]:
 
 def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """Converter names are registered ones, of one quantization family, and their tables are used."""
-    names = facts.converters.value if isinstance(facts.converters.value, list) else []
+    if not isinstance(facts.converters.value, list):
+        return  # wrong type: reported by the schema check
+    names = facts.converters.value
     valid = [n for n in names if n in CONVERTER_NAMES]
     for name in names:
         if not isinstance(name, str) or name in CONVERTER_NAMES:
@@ -373,7 +371,7 @@ def float8_options(facts: ConfigFacts) -> Iterator[Diagnostic]:
     if "quantize.linear.float8" not in names:
         return
     if (
-        facts.float8_recipe.value not in (None, "tensorwise")
+        facts.float8_recipe.value in ("rowwise", "rowwise_with_gw_hp")
         and facts.float8_all_gather.value is True
     ):
         yield _diag(
@@ -432,8 +430,9 @@ def activation_checkpointing(facts: ConfigFacts) -> Iterator[Diagnostic]:
 
 
 def async_tensor_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
-    """Async TP needs torch.compile."""
-    if facts.async_tp.value is True and facts.compile_enable.value is not True:
+    """Async TP needs torch.compile (checked only when TP is on, as v0.2.2 does)."""
+    tp_on = _ints(facts.tp) and facts.tp.value > 1
+    if tp_on and facts.async_tp.value is True and facts.compile_enable.value is not True:
         yield _diag(
             "async-tp", facts.async_tp, "enable_async_tensor_parallel needs compile.enable = true"
         )
@@ -494,7 +493,12 @@ def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
     elif flavor not in names:
         close = difflib.get_close_matches(flavor, names, n=1, cutoff=0.5)
         hint = f"did you mean `{close[0]}`?" if close else f"{name} flavors: " + ", ".join(names)
-        yield _diag("unknown-flavor", facts.flavor, f"`{name}` has no flavor `{flavor}`", hint)
+        yield _diag(
+            "unknown-flavor",
+            _blame(facts.flavor, facts.model_name),
+            f"`{name}` has no flavor `{flavor}`",
+            hint,
+        )
 
 
 RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (

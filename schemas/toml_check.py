@@ -121,9 +121,13 @@ def check_text(
         schema = merge_sections(schema, extension.root)
     checker.walk(document, schema, ())
     checker.deprecations(document)
-    checker.diagnostics.extend(
-        rules.check(legacy_facts(document, schema, checker.span_of, options.ngpu))
-    )
+    for finding in rules.check(legacy_facts(document, schema, checker.span_of, options.ngpu)):
+        if finding.span is None:
+            # A default the file did not write (perhaps from a custom module): point at the
+            # nearest section the file does write, else at the file itself.
+            span = checker.span_of(tuple(finding.path.split("."))) or Span(file=file, line=1, col=1)
+            finding = dataclasses.replace(finding, span=span)
+        checker.diagnostics.append(finding)
     checker.diagnostics.sort(key=Diagnostic.sort_key)
     return FileCheck(
         file=file,

@@ -237,7 +237,8 @@ def test_upstream_corpus_agrees_across_formats():
 def test_messages_and_hints_survive_github_escaping(tmp_path):
     done = all_formats(write(tmp_path, "job.toml", FINDINGS))
     expected = [
-        d["message"] + (f" ({d['hint']})" if d["hint"] else "") for d in done["report"]["diagnostics"]
+        d["message"] + (f" ({d['hint']})" if d["hint"] else "")
+        for d in done["report"]["diagnostics"]
     ]
     assert done["messages"] == expected
     sarif = json.loads(done["runs"]["sarif"].out)["runs"][0]["results"]
@@ -278,7 +279,7 @@ def test_control_characters_in_keys_do_not_reach_the_terminal(tmp_path):
     # (else a config file can recolour or rewrite the reader's terminal).
     result = validate(write(tmp_path, "hostile.toml", HOSTILE), "--color", "never")
     assert result.code == 1
-    assert "\x1b" not in result.out
+    assert "\x1b" not in result.out and "\r" not in result.out
 
 
 # --- colour and --strict ------------------------------------------------------------------------

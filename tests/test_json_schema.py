@@ -76,7 +76,12 @@ def test_corpus_files_without_extensions_satisfy_the_schema():
 
 @pytest.mark.parametrize(
     "text",
-    ["[training]\nstpes = 1\n", '[training]\nsteps = "10"\n', '[compile]\nbackend = 3\n', "[bogus]\n"],
+    [
+        "[training]\nstpes = 1\n",
+        '[training]\nsteps = "10"\n',
+        "[compile]\nbackend = 3\n",
+        "[bogus]\n",
+    ],
 )
 def test_schema_and_validator_both_reject(tmp_path, text):
     path = write(tmp_path, "bad.toml", text)

@@ -1,0 +1,383 @@
+"""Cross-field rules (schemas/rules.py) on real TOML text, through titan-validate and the checker.
+
+Each case is a TOML file whose comments say what must be reported at that line:
+``key = 1  # error[code] dotted.path: exact message`` (``@N`` first when the column is not 1).
+A first line ``# flags: --ngpu 8`` is passed to the CLI. A case with no such comment must be clean.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from schemas import rules
+from schemas.toml_check import CheckOptions, check_text
+from tests.helpers import validate, write
+
+NOTE = re.compile(r"(?:@(\d+) )?(error|warning)\[([\w-]+)\] ([\w.]+): (.*)")
+
+CASES = {
+    # model_and_flavor
+    "unknown-flavor": """
+        [model]
+        name = "llama3"
+        flavor = "8b"  # error[unknown-flavor] model.flavor: `llama3` has no flavor `8b`
+    """,
+    "unknown-model": """
+        [model]
+        name = "lama3"  # warning[unknown-model] model.name: model `lama3` is not a torchtitan v0.2.2 train spec; it must be registered by custom code (experimental.custom_import)
+    """,
+    "alias-llama3_ft": '[model]\nname = "llama3_ft"\nflavor = "8B"\n',
+    "experiment-model-flavor-unchecked": '[model]\nname = "simple_fsdp.llama3"\nflavor = "x"\n',
+    # parallel_degrees
+    "bad-degrees": """
+        # flags: --ngpu 8
+        [parallelism]
+        data_parallel_shard_degree = -2  # error[parallel-degree] parallelism.data_parallel_shard_degree: `parallelism.data_parallel_shard_degree` is -2; it must be -1 or at least 1
+        tensor_parallel_degree = 0  # error[parallel-degree] parallelism.tensor_parallel_degree: `parallelism.tensor_parallel_degree` is 0; it must be at least 1
+        expert_parallel_degree = -1  # error[parallel-degree] parallelism.expert_parallel_degree: `parallelism.expert_parallel_degree` is -1; it must be at least 1
+    """,
+    # world_size
+    "world-size-product": """
+        # flags: --ngpu 8
+        [parallelism]
+        data_parallel_shard_degree = 2  # error[world-size] parallelism.data_parallel_shard_degree: the parallel degrees multiply to 4 (tensor_parallel_degree=2 × dp_shard=2) but --ngpu is 8
+        tensor_parallel_degree = 2
+    """,
+    "world-size-inferred": """
+        # flags: --ngpu 8
+        [parallelism]
+        pipeline_parallel_degree = 3  # error[world-size] parallelism.pipeline_parallel_degree: 8 GPUs cannot be split by pipeline_parallel_degree=3 = 3: 8 is not divisible by 3
+    """,
+    "world-size-without-ngpu": "[parallelism]\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = 2\n",
+    "world-size-fits": "# flags: --ngpu 8\n[parallelism]\ndata_parallel_shard_degree = 4\ntensor_parallel_degree = 2\n",
+    "world-size-inferred-fits": "# flags: --ngpu 8\n[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 2\n",
+    # expert_parallel
+    "ep-on-dense-llama3": """
+        [parallelism]
+        expert_parallel_degree = 2  # error[expert-parallel] parallelism.expert_parallel_degree: expert parallel degree 2 on `llama3` flavor `debugmodel`, which has no experts
+    """,
+    "etp-not-1-or-tp": """
+        # flags: --ngpu 8
+        model = { name = "deepseek_v3", flavor = "16B" }
+        [parallelism]
+        expert_parallel_degree = 2
+        tensor_parallel_degree = 2
+        expert_tensor_parallel_degree = 3  # error[expert-parallel] parallelism.expert_tensor_parallel_degree: expert TP degree 3 must be 1 or equal the TP degree 2
+    """,
+    "ep-does-not-divide": """
+        # flags: --ngpu 8
+        model = { name = "deepseek_v3", flavor = "16B" }
+        [parallelism]
+        expert_parallel_degree = 3  # error[expert-parallel] parallelism.expert_parallel_degree: expert parallel degree 3 must divide dp_shard × cp × tp = 8
+    """,
+    "ep-8-of-8": '# flags: --ngpu 8\nmodel = { name = "deepseek_v3", flavor = "16B" }\n[parallelism]\nexpert_parallel_degree = 8\n',
+    "etp-equals-tp": '# flags: --ngpu 8\nmodel = { name = "deepseek_v3", flavor = "16B" }\n[parallelism]\nexpert_parallel_degree = 2\ntensor_parallel_degree = 2\nexpert_tensor_parallel_degree = 2\n',
+    # global_batch: with --ngpu, dp_shard = -1 resolves to 8
+    "global-batch-dp": """
+        # flags: --ngpu 8
+        [training]
+        local_batch_size = 2
+        global_batch_size = 24  # error[batch-size] training.global_batch_size: global batch size 24 is not a multiple of local_batch_size × data-parallel degree = 2 × 8 = 16
+    """,
+    "global-batch-local": """
+        [training]
+        local_batch_size = 2
+        global_batch_size = 25  # error[batch-size] training.global_batch_size: global batch size 25 is not a multiple of local_batch_size = 2
+    """,
+    "global-batch-dp-fits": "# flags: --ngpu 8\n[training]\nlocal_batch_size = 2\nglobal_batch_size = 32\n",
+    "global-batch-dp-unknown": "[training]\nlocal_batch_size = 2\nglobal_batch_size = 24\n",
+    # sequence_length: a default seq_len blames the degree the file wrote, tp before cp
+    "seq-len": """
+        [parallelism]
+        tensor_parallel_degree = 2
+        [training]
+        seq_len = 2050  # error[seq-len] training.seq_len: sequence length 2050 is not divisible by tp × 2·cp = 4
+    """,
+    "seq-len-default-blames-cp": """
+        [parallelism]
+        context_parallel_degree = 3  # error[seq-len] parallelism.context_parallel_degree: sequence length 2048 is not divisible by tp × 2·cp = 6
+    """,
+    "seq-len-default-blames-tp": """
+        [parallelism]
+        context_parallel_degree = 3
+        tensor_parallel_degree = 2  # error[seq-len] parallelism.tensor_parallel_degree: sequence length 2048 is not divisible by tp × 2·cp = 12
+    """,
+    "seq-len-no-tp-no-cp": "[training]\nseq_len = 2050\n",
+    "seq-len-fits": "[parallelism]\ntensor_parallel_degree = 2\n[training]\nseq_len = 2052\n",
+    # tensor_parallel_heads: qwen3 0.6B has 16 heads and 8 key/value heads
+    "tp-heads": """
+        [model]
+        name = "qwen3"
+        flavor = "0.6B"
+        [parallelism]
+        tensor_parallel_degree = 16  # error[tp-heads] parallelism.tensor_parallel_degree: tensor parallel degree 16 does not divide the 8 key/value heads of `qwen3` flavor `0.6B`
+    """,
+    "tp-heads-fit": '[model]\nname = "qwen3"\nflavor = "0.6B"\n[parallelism]\ntensor_parallel_degree = 8\n',
+    # checkpoint_keep
+    "keep-1": "[checkpoint]\nkeep_latest_k = 1  # error[keep-latest-k] checkpoint.keep_latest_k: keep_latest_k = 1 is not allowed\n",
+    "keep-negative": "[checkpoint]\nkeep_latest_k = -1  # error[keep-latest-k] checkpoint.keep_latest_k: keep_latest_k = -1 is not allowed\n",
+    "keep-0": "[checkpoint]\nkeep_latest_k = 0\n",
+    "keep-2": "[checkpoint]\nkeep_latest_k = 2\n",
+    # hf_model_only
+    "hf-not-model-only": """
+        [checkpoint]
+        initial_load_in_hf = true  # error[hf-model-only] checkpoint.initial_load_in_hf: an initial load in HF format restores the model only, but initial_load_model_only is false
+        initial_load_model_only = false
+        last_save_in_hf = true  # error[hf-model-only] checkpoint.last_save_in_hf: a last save in HF format holds the model only, but last_save_model_only is false
+        last_save_model_only = false
+    """,
+    "hf-quantized-without-hf": """
+        [checkpoint]
+        initial_load_in_hf_quantized = true  # error[hf-model-only] checkpoint.initial_load_in_hf_quantized: a quantized HF initial load needs initial_load_in_hf
+    """,
+    "hf-model-only-fine": "[checkpoint]\ninitial_load_in_hf = true\ninitial_load_in_hf_quantized = true\nlast_save_in_hf = true\n",
+    # converters
+    "unknown-converter": """
+        [model]
+        converters = ["quantize.linear.flaot8"]  # error[unknown-converter] model.converters: converter `"quantize.linear.flaot8"` is not registered; the trainer would fail with KeyError
+    """,
+    "stale-converter-and-its-table": """
+        [model]
+        converters = ["float8"]  # error[unknown-converter] model.converters: converter `"float8"` is not registered; the trainer would fail with KeyError
+        [quantize.linear.float8]  # @18 warning[inert-section] quantize.linear.float8: `[quantize.linear.float8]` has no effect: converter `quantize.linear.float8` is not in model.converters
+    """,
+    "float8-and-mx": """
+        [model]
+        converters = ["quantize.linear.float8", "quantize.linear.mx"]  # error[converter-families] model.converters: float8 and mx converters cannot be combined
+    """,
+    "inert-table": """
+        [quantize.linear.float8]  # @18 warning[inert-section] quantize.linear.float8: `[quantize.linear.float8]` has no effect: converter `quantize.linear.float8` is not in model.converters
+        emulate = true
+    """,
+    "table-enabled": '[model]\nconverters = ["quantize.linear.float8", "quantize.grouped_mm.float8"]\n[quantize.linear.float8]\nemulate = true\n',
+    # float8_options
+    "rowwise-all-gather": """
+        [model]
+        converters = ["quantize.linear.float8"]
+        [quantize.linear.float8]
+        recipe_name = "rowwise"  # error[float8-options] quantize.linear.float8.recipe_name: recipe `rowwise` does not support enable_fsdp_float8_all_gather (tensorwise only)
+        enable_fsdp_float8_all_gather = true
+    """,
+    "rowwise-all-gather-converter-off": """
+        [quantize.linear.float8]  # @18 warning[inert-section] quantize.linear.float8: `[quantize.linear.float8]` has no effect: converter `quantize.linear.float8` is not in model.converters
+        recipe_name = "rowwise"
+        enable_fsdp_float8_all_gather = true
+    """,
+    "precompute-without-all-gather": """
+        [model]
+        converters = ["quantize.linear.float8"]
+        [quantize.linear.float8]
+        precompute_float8_dynamic_scale_for_fsdp = true  # warning[float8-options] quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp: precompute_float8_dynamic_scale_for_fsdp has no effect without enable_fsdp_float8_all_gather
+    """,
+    "tensorwise-all-gather-precompute": '[model]\nconverters = ["quantize.linear.float8"]\n[quantize.linear.float8]\nrecipe_name = "tensorwise"\nenable_fsdp_float8_all_gather = true\nprecompute_float8_dynamic_scale_for_fsdp = true\n',
+    # optimizer_in_backward
+    "step-in-backward": """
+        model = { name = "deepseek_v3", flavor = "16B" }
+        [optimizer]
+        early_step_in_backward = true  # error[optimizer-in-backward] optimizer.early_step_in_backward: early_step_in_backward is not supported with expert parallel (degree 2)  # error[optimizer-in-backward] optimizer.early_step_in_backward: early_step_in_backward is not supported with pipeline parallel (degree 2)  # error[optimizer-in-backward] optimizer.early_step_in_backward: early_step_in_backward is not supported with fault tolerance
+        [parallelism]
+        pipeline_parallel_degree = 2
+        expert_parallel_degree = 2
+        [fault_tolerance]
+        enable = true
+    """,
+    "step-in-backward-alone": 'model = { name = "deepseek_v3", flavor = "16B" }\n[optimizer]\nearly_step_in_backward = true\n',
+    # activation_checkpointing
+    "selective-option": """
+        [activation_checkpoint]
+        selective_ac_option = "abc"  # error[activation-checkpoint] activation_checkpoint.selective_ac_option: selective_ac_option "abc" must be "op" or a positive integer such as "2"
+    """,
+    "memory-budget-without-compile": """
+        [activation_checkpoint]
+        mode = "memory_budget"  # error[activation-checkpoint] activation_checkpoint.mode: memory_budget activation checkpointing needs compile.enable = true
+    """,
+    "selective-op": '[activation_checkpoint]\nselective_ac_option = "op"\n',
+    "selective-3": '[activation_checkpoint]\nselective_ac_option = "3"\n',
+    "memory-budget-compiled": '[activation_checkpoint]\nmode = "memory_budget"\n[compile]\nenable = true\n',
+    # async_tensor_parallel
+    "async-tp-without-compile": """
+        [parallelism]
+        tensor_parallel_degree = 2
+        enable_async_tensor_parallel = true  # error[async-tp] parallelism.enable_async_tensor_parallel: enable_async_tensor_parallel needs compile.enable = true
+    """,
+    "async-tp-compiled": "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n[compile]\nenable = true\n",
+    # value_constraints
+    "empty-load-balancer-zero-steps": """
+        [parallelism]
+        context_parallel_load_balancer = ""  # error[invalid-value] parallelism.context_parallel_load_balancer: context_parallel_load_balancer must not be empty
+        [validation]
+        steps = 0  # error[invalid-value] validation.steps: validation steps 0 must be positive or -1 (the whole set)
+    """,
+    "validation-steps-minus-one": "[validation]\nsteps = -1\n",
+    "validation-steps-5": "[validation]\nsteps = 5\n",
+    # nothing written: defaults never crash and never fire
+    "empty": "",
+    "empty-with-ngpu": "# flags: --ngpu 8\n",
+}
+
+
+def source(case: str) -> str:
+    return textwrap.dedent(CASES[case]).lstrip("\n")
+
+
+def expected(text: str) -> list[tuple]:
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for note in line.split("  # ")[1:]:
+            match = NOTE.fullmatch(note)
+            assert match, f"malformed expectation: {note}"
+            col, severity, code, path, message = match.groups()
+            out.append((code, severity, path, number, int(col or 1), message))
+    return sorted(out)
+
+
+def report(tmp_path, text: str) -> tuple[int, list[dict]]:
+    """Exit code and findings of ``titan-validate --format json`` (flags from a ``# flags:`` line)."""
+    first = text.partition("\n")[0]
+    flags = first.removeprefix("# flags:").split() if first.startswith("# flags:") else []
+    result = validate(write(tmp_path, "job.toml", text), "--format", "json", *flags)
+    assert result.code in (0, 1), result.err
+    return result.code, result.json()["diagnostics"]
+
+
+def rows(diagnostics: list[dict]) -> list[tuple]:
+    """(code, severity, path, line, col, message) of every finding, sorted."""
+    keys = ("code", "severity", "path", "line", "col", "message")
+    return sorted(tuple(d[k] for k in keys) for d in diagnostics)
+
+
+def found(tmp_path, text: str) -> list[tuple]:
+    return rows(report(tmp_path, text)[1])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_rule(tmp_path, case):
+    text = source(case)
+    exit_code, diagnostics = report(tmp_path, text)
+    assert rows(diagnostics) == expected(text)
+    assert exit_code == int(any(e[1] == "error" for e in expected(text)))  # warnings alone pass
+
+
+@pytest.mark.parametrize(
+    ("case", "hint"),
+    [
+        ("unknown-flavor", "did you mean `8B`?"),
+        ("unknown-model", "did you mean `llama3`?"),
+        ("unknown-converter", 'did you mean `"quantize.linear.float8"`?'),
+        ("stale-converter-and-its-table", 'v0.2.2 registers `"quantize.linear.float8"`'),
+        ("stale-converter-and-its-table", "`model.converters` names it by an old name"),
+    ],
+)
+def test_hint(tmp_path, case, hint):
+    assert any(hint in (d["hint"] or "") for d in report(tmp_path, source(case))[1])
+
+
+def test_checker_reports_what_the_cli_reports(tmp_path):
+    text = source("world-size-inferred")
+    checked = check_text(text, file="job.toml", base_dir=tmp_path, options=CheckOptions(ngpu=8))
+    assert sorted(
+        (d.code, d.severity.value, d.path, d.span.line, d.span.col, d.message)
+        for d in checked.diagnostics
+    ) == expected(text)
+
+
+WRONG_TYPED = {
+    "quoted-tp": '[parallelism]\ntensor_parallel_degree = "2"\n[training]\nseq_len = 2050\n',
+    "float-dp-shard": "[parallelism]\ndata_parallel_shard_degree = 2.0\n",
+    "bool-ep": "[parallelism]\nexpert_parallel_degree = true\n",
+    "quoted-global-batch": '[training]\nlocal_batch_size = 2\nglobal_batch_size = "24"\n',
+    "quoted-keep": '[checkpoint]\nkeep_latest_k = "1"\n',
+    "quoted-hf": '[checkpoint]\ninitial_load_in_hf = "true"\ninitial_load_model_only = false\n',
+    "int-selective-option": "[activation_checkpoint]\nselective_ac_option = 3\n",
+    "quoted-steps": '[validation]\nsteps = "0"\n',
+    "quoted-step-in-backward": '[optimizer]\nearly_step_in_backward = "true"\n[parallelism]\npipeline_parallel_degree = 2\n',
+    # Regression cases: converters and float8_options once used these values unchecked.
+    "string-converters": '[model]\nconverters = "quantize.linear.float8"\n[quantize.linear.float8]\nemulate = true\n',
+    "int-float8-recipe": '[model]\nconverters = ["quantize.linear.float8"]\n[quantize.linear.float8]\nrecipe_name = 1\nenable_fsdp_float8_all_gather = true\n',
+}
+
+
+@pytest.mark.parametrize("case", WRONG_TYPED)
+def test_a_wrong_typed_value_gives_one_wrong_type_and_no_rule_noise(tmp_path, case):
+    findings = found(tmp_path, "# flags: --ngpu 8\n" + WRONG_TYPED[case])
+    assert [f[:2] for f in findings] == [("wrong-type", "error")]
+
+
+def test_bad_cp_or_tp_degree_with_ep_is_reported_not_a_crash(tmp_path):
+    # Regression: expert_parallel once computed `ep % (cp × tp)` before checking cp, tp >= 1.
+    for key in ("context_parallel_degree", "tensor_parallel_degree"):
+        text = (
+            f'[model]\nname = "deepseek_v3"\n[parallelism]\nexpert_parallel_degree = 2\n{key} = 0\n'
+        )
+        assert [d[:4] for d in found(tmp_path, text)] == [
+            ("parallel-degree", "error", f"parallelism.{key}", 5)
+        ]
+
+
+def test_unwritten_flavor_blames_the_written_model_name(tmp_path):
+    # flux has no "debugmodel" (the default flavor): the finding must still point into the file.
+    [d] = report(tmp_path, '[model]\nname = "flux"\n')[1]
+    assert (d["code"], d["message"]) == ("unknown-flavor", "`flux` has no flavor `debugmodel`")
+    assert (d["file"], d["line"], d["col"]) == (str(tmp_path / "job.toml"), 2, 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # parallel_dims.py asserts `etp == tp or etp == 1` only `if ep > 1`.
+        "[parallelism]\ntensor_parallel_degree = 2\nexpert_tensor_parallel_degree = 3\n",
+        # train.py: `if global_batch_size < 0:` uses local × DP, so any negative value runs.
+        "[training]\nglobal_batch_size = -2\n",
+        # parallelize.py raises "Async TP requires torch.compile" only `if parallel_dims.tp_enabled`.
+        "[parallelism]\nenable_async_tensor_parallel = true\n",
+    ],
+    ids=["etp-without-ep", "negative-global-batch", "async-tp-without-tp"],
+)
+def test_no_error_where_v022_runs(tmp_path, text):
+    assert [d for d in found(tmp_path, text) if d[1] == "error"] == []
+
+
+def test_rules_check_reports_the_paths_it_is_given():
+    """The contract the registry side reuses: no spans, its own paths, a world size."""
+    # fmt: off
+    values = {
+        "dp_replicate": 1, "dp_shard": -1, "tp": 3, "pp": 1, "cp": 1, "ep": 1, "etp": 1,
+        "local_batch_size": 8, "global_batch_size": -1, "seq_len": 2048, "keep_latest_k": 1,
+        "initial_load_in_hf": False, "initial_load_model_only": True,
+        "initial_load_in_hf_quantized": False, "last_save_in_hf": False,
+        "last_save_model_only": True, "converters": [], "early_step_in_backward": False,
+        "fault_tolerance": False, "ac_mode": "selective", "selective_ac_option": "2",
+        "compile_enable": False, "async_tp": False, "cp_load_balancer": "headtail",
+        "validation_steps": -1, "float8_recipe": None, "float8_all_gather": False,
+        "float8_precompute": False, "model_name": "llama3", "flavor": "debugmodel",
+    }
+    # fmt: on
+    paths = {"tp": "parallelism.tensor_parallel_degree", "seq_len": "trainer.training.seq_len"}
+    settings = {
+        name: rules.Setting(value=value, path=paths.get(name, f"registry.{name}"))
+        for name, value in values.items()
+    }
+    facts = rules.ConfigFacts(ngpu=8, n_heads=16, n_kv_heads=16, moe=False, **settings)
+    diagnostics = rules.check(facts)
+    assert [(d.code, d.path, d.span) for d in diagnostics] == [
+        ("world-size", "parallelism.tensor_parallel_degree", None),
+        ("seq-len", "trainer.training.seq_len", None),  # nothing has a span: the first is blamed
+        ("tp-heads", "parallelism.tensor_parallel_degree", None),
+        ("keep-latest-k", "registry.keep_latest_k", None),
+    ]
+    assert [d.message for d in diagnostics] == [
+        "8 GPUs cannot be split by tensor_parallel_degree=3 = 3: 8 is not divisible by 3",
+        "sequence length 2048 is not divisible by tp × 2·cp = 6",
+        "tensor parallel degree 3 does not divide the 16 attention heads of `llama3` flavor `debugmodel`",
+        "keep_latest_k = 1 is not allowed",
+    ]
+
+
+def test_every_code_the_rules_emit_has_a_case():
+    emitted = set(re.findall(r'_diag\(\s*"([\w-]+)"', Path(rules.__file__).read_text()))
+    covered = {e[0] for case in CASES for e in expected(source(case))}
+    assert len(emitted) == 18 and emitted <= covered
