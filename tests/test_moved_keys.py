@@ -18,8 +18,8 @@ from schemas.moved_keys import (
     lookup,
     new_location,
 )
+from tests.reference import SCHEMA_MD
 
-SCHEMA_MD = pathlib.Path("/work/shared/reference/schema_v022.md")
 CUSTOM_HEADING = "## Sections added by the shipped custom config modules"
 _ROW = re.compile(r"^\| ([a-z_][a-z0-9_.]*) \|", re.MULTILINE)
 
