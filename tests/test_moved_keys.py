@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import pathlib
-import re
 
 import pytest
 
@@ -18,18 +17,13 @@ from schemas.moved_keys import (
     lookup,
     new_location,
 )
-from tests.reference import SCHEMA_MD
-
-CUSTOM_HEADING = "## Sections added by the shipped custom config modules"
-_ROW = re.compile(r"^\| ([a-z_][a-z0-9_.]*) \|", re.MULTILINE)
+from tests.reference import extension_keys, reference_keys
 
 
 @dataclasses.dataclass(frozen=True)
 class Schema:
     keys: frozenset[str]  # leaf keys of the base JobConfig at v0.2.2
-    sections: frozenset[
-        str
-    ]  # every table path above a base leaf ("quantize", "quantize.linear", ...)
+    sections: frozenset[str]  # every table path above a base leaf ("quantize.linear", ...)
     custom_keys: frozenset[str]  # keys only legal when a shipped custom_config_module is merged
 
     def is_path(self, path: str) -> bool:
@@ -38,15 +32,11 @@ class Schema:
 
 @pytest.fixture(scope="module")
 def schema() -> Schema:
-    if not SCHEMA_MD.is_file():
-        pytest.skip(f"{SCHEMA_MD} is absent (the shared reference is not mounted here)")
-    text = SCHEMA_MD.read_text(encoding="utf-8")
-    base, _, custom = text.partition(CUSTOM_HEADING)
-    keys = frozenset(_ROW.findall(base))
+    keys = frozenset(reference_keys())
     sections = frozenset(
         ".".join(k.split(".")[:i]) for k in keys for i in range(1, k.count(".") + 1)
     )
-    return Schema(keys, sections, frozenset(_ROW.findall(custom)) - keys)
+    return Schema(keys, sections, frozenset(extension_keys()) - keys)
 
 
 def test_schema_parse_matches_the_documented_totals(schema: Schema) -> None:
