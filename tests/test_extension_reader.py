@@ -4,7 +4,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 from typing import Any, Literal
 
@@ -119,15 +118,6 @@ def write(root: Path, relative: str, source: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(source), encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def unique_name():
-    """A fresh top-level module name per test, so imports never hit a cached sys.modules entry."""
-    name = f"titan_ext_{uuid.uuid4().hex[:12]}"
-    yield name
-    for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[module]
 
 
 # --- built-in known modules -------------------------------------------------------------------
@@ -501,28 +491,28 @@ def test_find_module_source_forms(tmp_path):
 # --- --allow-import ----------------------------------------------------------------------------
 
 
-def test_import_extension_agrees_with_static_read(tmp_path, unique_name):
-    write(tmp_path, f"{unique_name}/__init__.py", "from .job_config import JobConfig\n")
-    write(tmp_path, f"{unique_name}/job_config.py", USER_MODULE)
+def test_import_extension_agrees_with_static_read(tmp_path, fresh_module_name):
+    write(tmp_path, f"{fresh_module_name}/__init__.py", "from .job_config import JobConfig\n")
+    write(tmp_path, f"{fresh_module_name}/job_config.py", USER_MODULE)
     path_before = list(sys.path)
-    imported = import_extension(unique_name, search_dirs=[tmp_path])
+    imported = import_extension(fresh_module_name, search_dirs=[tmp_path])
     assert sys.path == path_before
-    static = read_extension(unique_name, search_dirs=[tmp_path])
-    assert imported.origin == "import" and imported.module == unique_name
+    static = read_extension(fresh_module_name, search_dirs=[tmp_path])
+    assert imported.origin == "import" and imported.module == fresh_module_name
     assert shape(imported.root) == shape(static.root)
     assert imported.root == static.root  # docs and lines come from the source
 
 
-def test_import_extension_wraps_errors_from_user_code(tmp_path, unique_name):
-    write(tmp_path, f"{unique_name}.py", "raise RuntimeError('no GPU here')\n")
+def test_import_extension_wraps_errors_from_user_code(tmp_path, fresh_module_name):
+    write(tmp_path, f"{fresh_module_name}.py", "raise RuntimeError('no GPU here')\n")
     path_before = list(sys.path)
     with pytest.raises(ExtensionError, match="RuntimeError: no GPU here") as info:
-        import_extension(unique_name, search_dirs=[tmp_path])
+        import_extension(fresh_module_name, search_dirs=[tmp_path])
     assert info.value.__cause__ is None and info.value.__suppress_context__
     assert sys.path == path_before
 
 
-def test_import_extension_without_job_config(tmp_path, unique_name):
-    write(tmp_path, f"{unique_name}.py", "X = 1\n")
+def test_import_extension_without_job_config(tmp_path, fresh_module_name):
+    write(tmp_path, f"{fresh_module_name}.py", "X = 1\n")
     with pytest.raises(ExtensionError, match="has no attribute 'JobConfig'"):
-        import_extension(unique_name, search_dirs=[tmp_path])
+        import_extension(fresh_module_name, search_dirs=[tmp_path])

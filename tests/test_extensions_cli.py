@@ -7,7 +7,6 @@ import json
 import shutil
 import sys
 import tomllib
-import uuid
 
 import pytest
 
@@ -35,15 +34,6 @@ class Gadget:
 class JobConfig:
     gadget: Gadget = field(default_factory=Gadget)
 """
-
-
-@pytest.fixture
-def module_name():
-    """A fresh top-level module name per test, so imports never hit a cached sys.modules entry."""
-    name = f"titan_cli_ext_{uuid.uuid4().hex[:12]}"
-    yield name
-    for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[module]
 
 
 def json_of(*args):
@@ -174,11 +164,11 @@ def test_typo_inside_nested_team_alerts_is_found_at_its_line_and_column(tmp_path
 # --- module lookup ------------------------------------------------------------------------------
 
 
-def test_missing_module_is_an_extension_error_at_the_key(tmp_path, module_name):
+def test_missing_module_is_an_extension_error_at_the_key(tmp_path, fresh_module_name):
     path = write(
         tmp_path,
         "cfg/job.toml",
-        f'[job]\ndump_folder = "o"\n  custom_config_module = "{module_name}"\n',
+        f'[job]\ndump_folder = "o"\n  custom_config_module = "{fresh_module_name}"\n',
     )
     result, diagnostics = json_of(path)
     assert result.code == 1
@@ -189,21 +179,21 @@ def test_missing_module_is_an_extension_error_at_the_key(tmp_path, module_name):
         3,
         3,
     )
-    assert "--module-path" in d["hint"] and module_name in d["message"]
+    assert "--module-path" in d["hint"] and fresh_module_name in d["message"]
     text = validate(path, "--color", "never").out
     assert f"{path}:3:3: error[extension-error]" in text
 
-    write(tmp_path, f"elsewhere/{module_name}.py", STATIC_MODULE.format(extra=""))
+    write(tmp_path, f"elsewhere/{fresh_module_name}.py", STATIC_MODULE.format(extra=""))
     path.write_text(path.read_text() + "[gadget]\nsize = 4\n")
     assert validate(path).code == 1  # the module is not beside the TOML or above it
     assert validate(path, "--module-path", tmp_path / "elsewhere").code == 0
     assert not (tmp_path / "elsewhere" / "imported.marker").exists()
 
 
-def test_module_path_package_form(tmp_path, module_name):
-    write(tmp_path, f"lib/{module_name}/__init__.py", "from .cfg import JobConfig\n")
-    write(tmp_path, f"lib/{module_name}/cfg.py", STATIC_MODULE.format(extra=""))
-    text = f'[job]\ncustom_config_module = "{module_name}"\n\n[gadget]\nsize = "4"\n'
+def test_module_path_package_form(tmp_path, fresh_module_name):
+    write(tmp_path, f"lib/{fresh_module_name}/__init__.py", "from .cfg import JobConfig\n")
+    write(tmp_path, f"lib/{fresh_module_name}/cfg.py", STATIC_MODULE.format(extra=""))
+    text = f'[job]\ncustom_config_module = "{fresh_module_name}"\n\n[gadget]\nsize = "4"\n'
     path = write(tmp_path, "cfg/job.toml", text)
     assert codes(json_of(path)[0]) == ["extension-error", "unknown-key"]
     result, diagnostics = json_of(path, "--module-path", tmp_path / "lib")
@@ -214,15 +204,17 @@ def test_module_path_package_form(tmp_path, module_name):
 # --- never executed without --allow-import ------------------------------------------------------
 
 
-def test_module_is_read_not_run_unless_import_is_allowed(tmp_path, module_name):
-    write(tmp_path, f"{module_name}.py", STATIC_MODULE.format(extra=""))
+def test_module_is_read_not_run_unless_import_is_allowed(tmp_path, fresh_module_name):
+    write(tmp_path, f"{fresh_module_name}.py", STATIC_MODULE.format(extra=""))
     path = write(
-        tmp_path, "job.toml", f'[job]\ncustom_config_module = "{module_name}"\n[gadget]\nsize = 2\n'
+        tmp_path,
+        "job.toml",
+        f'[job]\ncustom_config_module = "{fresh_module_name}"\n[gadget]\nsize = 2\n',
     )
     marker = tmp_path / "imported.marker"
     assert validate(path).code == 0
     assert not marker.exists()
-    assert module_name not in sys.modules
+    assert fresh_module_name not in sys.modules
     bad = write(tmp_path, "bad.toml", path.read_text() + "sise = 1\n")
     assert findings(json_of(bad)[0]) == [("unknown-key", str(bad), 5, 1)]
     assert not marker.exists()
@@ -232,11 +224,13 @@ def test_module_is_read_not_run_unless_import_is_allowed(tmp_path, module_name):
     assert marker.read_text() == "ran"
 
 
-def test_module_that_raises_on_import_is_still_read_statically(tmp_path, module_name):
+def test_module_that_raises_on_import_is_still_read_statically(tmp_path, fresh_module_name):
     raising = STATIC_MODULE.format(extra="raise RuntimeError('no GPU on this runner')\n")
-    write(tmp_path, f"{module_name}.py", raising)
+    write(tmp_path, f"{fresh_module_name}.py", raising)
     path = write(
-        tmp_path, "job.toml", f'[job]\ncustom_config_module = "{module_name}"\n[gadget]\nsize = 2\n'
+        tmp_path,
+        "job.toml",
+        f'[job]\ncustom_config_module = "{fresh_module_name}"\n[gadget]\nsize = 2\n',
     )
     assert validate(path).code == 0
 
