@@ -56,6 +56,8 @@ class FileCheck:
     """The extensions that were merged."""
     spans: dict[tuple, KeySpan] = dataclasses.field(default_factory=dict)
     """Positions of the keys in the file."""
+    text: str | None = None
+    """The source text, when it decoded (renderers show lines from it)."""
 
 
 def check_file(
@@ -112,13 +114,11 @@ def check_text(
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        return FileCheck(file=file, diagnostics=[_syntax_diagnostic(error, text, file)])
+        return FileCheck(file=file, diagnostics=[_syntax_diagnostic(error, text, file)], text=text)
     spans = locate_keys(text)
     checker = _Checker(file=file, spans=spans)
     extensions = _load_extensions(document, base_dir, options, checker)
-    schema = LEGACY_SPEC
-    for extension in extensions:
-        schema = merge_sections(schema, extension.root)
+    schema = merged_schema(extensions)
     checker.walk(document, schema, ())
     checker.deprecations(document)
     for finding in rules.check(legacy_facts(document, schema, checker.span_of, options.ngpu)):
@@ -136,6 +136,7 @@ def check_text(
         schema=schema,
         extensions=tuple(extensions),
         spans=spans,
+        text=text,
     )
 
 
@@ -171,6 +172,29 @@ def _search_dirs(base_dir: Path, options: CheckOptions) -> list[Path]:
     return dirs
 
 
+def load_extension(
+    name: str, *, search_dirs: list[Path], allow_import: bool, from_toml: bool
+) -> ExtensionSpec:
+    """One extension: built in, read from source, or imported; raises ``ExtensionError``."""
+    from schemas import extension_reader
+
+    # Short names (`flux`) are titan's flags; a TOML names a module as v0.2.2 imported it.
+    builtin = None if from_toml else extension_reader.known_extension(name)
+    if builtin is not None:
+        return builtin
+    if allow_import and name not in extension_reader.KNOWN_EXTENSIONS:
+        return extension_reader.import_extension(name, search_dirs=search_dirs)
+    return extension_reader.read_extension(name, search_dirs=search_dirs)
+
+
+def merged_schema(extensions: list[ExtensionSpec]) -> SectionSpec:
+    """The legacy schema with each extension merged in order."""
+    schema = LEGACY_SPEC
+    for extension in extensions:
+        schema = merge_sections(schema, extension.root)
+    return schema
+
+
 def _load_extensions(
     document: dict, base_dir: Path, options: CheckOptions, checker: _Checker
 ) -> list[ExtensionSpec]:
@@ -187,15 +211,12 @@ def _load_extensions(
     for name, where in requested:
         path = ".".join(where) or "--extension"
         try:
-            # Short names (`flux`) are titan's flags; a TOML names a module as v0.2.2 imported it.
-            builtin = extension_reader.known_extension(name) if not where else None
-            dirs = _search_dirs(base_dir, options)
-            if builtin is not None:
-                spec = builtin
-            elif options.allow_import and name not in extension_reader.KNOWN_EXTENSIONS:
-                spec = extension_reader.import_extension(name, search_dirs=dirs)
-            else:
-                spec = extension_reader.read_extension(name, search_dirs=dirs)
+            spec = load_extension(
+                name,
+                search_dirs=_search_dirs(base_dir, options),
+                allow_import=options.allow_import,
+                from_toml=bool(where),
+            )
         except extension_reader.ExtensionError as error:
             checker.add("extension-error", where, str(error), _extension_hint(name), path=path)
             continue
@@ -421,9 +442,6 @@ def _default(schema: SectionSpec, parts: tuple[str, ...]) -> Any:
     return None if default is MISSING else default
 
 
-_QUANTIZE_TABLES = rules.CONVERTER_NAMES
-
-
 def legacy_facts(
     document: dict, schema: SectionSpec, span_of, ngpu: int | None
 ) -> rules.ConfigFacts:
@@ -434,7 +452,7 @@ def legacy_facts(
         return _effective(document, schema, tuple(path.split(".")), span_of)
 
     tables = []
-    for name in _QUANTIZE_TABLES:
+    for name in rules.CONVERTER_NAMES:  # each names its table
         parts = tuple(name.split("."))
         node: Any = document
         for part in parts:

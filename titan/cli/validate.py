@@ -196,11 +196,8 @@ def _validate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     for path, shown in files:
         result = check_file(path, options, shown=shown)
         diagnostics += result.diagnostics
-        if any(d.span is not None for d in result.diagnostics):
-            try:
-                sources[shown] = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                pass
+        if result.text is not None:
+            sources[shown] = result.text
     _render(args, diagnostics, sources, len(files), stdout)
     return exit_code(diagnostics, strict=args.strict)
 
@@ -240,23 +237,23 @@ def _render(args: argparse.Namespace, diagnostics, sources, files: int, stdout: 
 
 
 def _export_schema(target: Path, options, stderr: TextIO) -> None:
+    from schemas.extension_reader import ExtensionError
     from schemas.json_schema import write_json_schema
+    from schemas.toml_check import load_extension, merged_schema
 
     spec = None
     if options.extensions:
-        from schemas import extension_reader
-        from schemas.legacy_spec import LEGACY_SPEC
-        from schemas.merge import merge_sections
-
-        spec = LEGACY_SPEC
-        for name in options.extensions:
-            try:
-                found = extension_reader.known_extension(name) or extension_reader.read_extension(
-                    name, search_dirs=[*options.module_path, Path.cwd()]
+        dirs = [*options.module_path, Path.cwd()]
+        try:
+            found = [
+                load_extension(
+                    name, search_dirs=dirs, allow_import=options.allow_import, from_toml=False
                 )
-            except extension_reader.ExtensionError as error:
-                raise UsageError(str(error)) from None
-            spec = merge_sections(spec, found.root)
+                for name in options.extensions
+            ]
+        except ExtensionError as error:
+            raise UsageError(str(error)) from None
+        spec = merged_schema(found)
     try:
         write_json_schema(target, spec)
     except OSError as error:
