@@ -1,0 +1,1 @@
+"""Trainer components; each owns a nested ``Config`` and is constructed with ``config.build()``."""

@@ -1,0 +1,1 @@
+"""Quantization converters (float8 and MX through torchao)."""

@@ -1,0 +1,1 @@
+"""Trainer variants outside the core: fault tolerance."""

@@ -1,0 +1,1 @@
+"""Fault-tolerant training with TorchFT replica groups (legacy ``[fault_tolerance]``)."""

@@ -1,0 +1,1 @@
+"""Datasets read through the dataset registry."""

@@ -1,0 +1,1 @@
+"""Contracts between the trainer and the components it builds (models, converters)."""

@@ -1,0 +1,1 @@
+"""Trainer tools that are not components: profiling."""
