@@ -15,6 +15,7 @@ a value upstream dropped (validation batch size and sequence length, the job des
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -60,6 +61,8 @@ class Home:
     """What a reader of the migration report must know about this key."""
     extension: str | None = None
     """Short name of the custom config module that defines the key, for extension keys."""
+    also: tuple[str, ...] = ()
+    """Further paths that receive the same value (Flux keeps copies in its data loaders)."""
 
 
 SECTION_HOMES: dict[str, str] = {
@@ -276,7 +279,7 @@ _EXTENSION_KEYS: tuple[Home, ...] = (
         path="dataloader.img_size",
         trainer=_FLUX,
         extension="flux",
-        note="also set on validator.dataloader.img_size",
+        also=("validator.dataloader.img_size",),
     ),
     Home(
         legacy="training.test_mode",
@@ -284,7 +287,7 @@ _EXTENSION_KEYS: tuple[Home, ...] = (
         path="encoder.test_mode",
         trainer=_FLUX,
         extension="flux",
-        note="also set on dataloader.encoder and validator.dataloader.encoder",
+        also=("dataloader.encoder.test_mode", "validator.dataloader.encoder.test_mode"),
     ),
     *(
         Home(
@@ -293,7 +296,7 @@ _EXTENSION_KEYS: tuple[Home, ...] = (
             path=f"encoder.{name}",
             trainer=_FLUX,
             extension="flux",
-            note="also set on dataloader.encoder and validator.dataloader.encoder",
+            also=(f"dataloader.encoder.{name}", f"validator.dataloader.encoder.{name}"),
         )
         for name in ("t5_encoder", "clip_encoder", "autoencoder_path", "max_t5_encoding_len")
     ),
@@ -372,6 +375,8 @@ def home(legacy: str, *, extension: str | None = None) -> Home | None:
     """The home of a legacy key (looked up in ``extension``'s keys first), or ``None``."""
     if extension is not None and (extension, legacy) in EXTENSION_HOMES:
         return EXTENSION_HOMES[extension, legacy]
+    if legacy not in _base_keys():
+        return None  # a key of some other custom module: the migrator reads its own section
     if legacy in KEY_HOMES:
         return KEY_HOMES[legacy]
     section, _, name = legacy.rpartition(".")
@@ -379,6 +384,11 @@ def home(legacy: str, *, extension: str | None = None) -> Home | None:
         kind: HomeKind = "same" if SECTION_HOMES[section] == section else "moved"
         return Home(legacy=legacy, kind=kind, path=f"{SECTION_HOMES[section]}.{name}")
     return None
+
+
+@functools.cache
+def _base_keys() -> frozenset[str]:
+    return frozenset(_leaves(LEGACY_SPEC))
 
 
 def base_homes() -> dict[str, Home]:

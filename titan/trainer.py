@@ -57,7 +57,11 @@ class Trainer(Configurable):
         """Profiler and memory-snapshot settings."""
         metrics: MetricsProcessor.Config = field(default_factory=MetricsProcessor.Config)
         """Metric logging frequency and sinks."""
-        tokenizer: BaseTokenizer.Config | None = field(default_factory=HuggingFaceTokenizer.Config)
+        # No flags: the tokenizer has no options of its own (it reads hf_assets_path), and tyro
+        # would turn ``X | None`` into a pair of subcommands.
+        tokenizer: Annotated[BaseTokenizer.Config | None, tyro.conf.Suppress] = field(
+            default_factory=HuggingFaceTokenizer.Config
+        )
         """Tokenizer, read from hf_assets_path; None for models that bring their own."""
         # torchtitan defaults to an abstract loader that cannot be built; titan defaults to the
         # text loader on c4_test, which is also what a legacy TOML without a dataset meant.

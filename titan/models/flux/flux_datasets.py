@@ -12,7 +12,11 @@ from titan.models.flux.configs import Encoder
 
 
 class FluxDataLoader(ParallelAwareDataloader):
-    """Yields images with their T5 and CLIP encodings (the tokenizers come from ``encoder``)."""
+    """Yields images with their T5 and CLIP encodings (the tokenizers come from ``encoder``).
+
+    The trainer passes its ``hf_assets_path`` to ``build``; torchtitan copies it into this config
+    instead, which lets the two drift apart.
+    """
 
     @dataclasses.dataclass(kw_only=True, slots=True)
     class Config(ParallelAwareDataloader.Config):
@@ -30,8 +34,6 @@ class FluxDataLoader(ParallelAwareDataloader):
         """Attach stratified denoising timesteps to each sample (validation)."""
         encoder: Encoder = field(default_factory=Encoder)
         """Text encoders whose tokenizers the loader uses."""
-        hf_assets_path: str = "./tests/assets/tokenizer"
-        """Folder with the tokenizer assets; the trainer copies its own hf_assets_path here."""
 
     def __init__(self, *, config: Config, **runtime: Any) -> None:
         raise not_yet("FluxDataLoader")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
-from typing import Any
+from typing import Annotated, Any
+
+import tyro
 
 from titan.components._pending import not_yet
 from titan.components.dataloader import BaseDataLoader
@@ -24,7 +26,7 @@ class FluxTrainer(Trainer):
         """A Flux training run."""
 
         # Flux builds its T5 and CLIP tokenizers inside the data loader, from ``encoder``.
-        tokenizer: BaseTokenizer.Config | None = None
+        tokenizer: Annotated[BaseTokenizer.Config | None, tyro.conf.Suppress] = None
         """Unused by Flux: the data loader brings the T5 and CLIP tokenizers."""
         dataloader: BaseDataLoader.Config = field(default_factory=FluxDataLoader.Config)
         """Training data loader of image-text pairs."""

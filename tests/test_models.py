@@ -1,0 +1,355 @@
+"""Tests for ``titan.models``: every flavor's config tree, the registries, and the config classes."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import importlib
+import pathlib
+import subprocess
+import sys
+import types
+import typing
+
+import pytest
+
+import titan.models
+from schemas.flavors import flavor, flavor_names
+from titan.config.configurable import Configurable, NotBuildableError
+from titan.models import FAMILY_ALIASES, SUPPORTED_MODELS, model_registry
+from titan.models.common import Attention, BaseAttention, MoE
+from titan.protocols.model_spec import ModelSpec
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MODELS_DIR = REPO / "titan" / "models"
+CONFIG_MODULES = {
+    f: importlib.import_module(f"titan.models.{f}.model_config") for f in SUPPORTED_MODELS
+}
+FAMILY_FLAVORS = [(f, name) for f in SUPPORTED_MODELS for name in flavor_names(f)]
+MOE_FAMILIES = ("deepseek_v3", "gpt_oss", "llama4")  # every flavor has MoE layers
+
+
+def typed(value: object) -> object:
+    """``value`` with every leaf tagged by its type, so ``1 == 1.0 == True`` no longer holds;
+    tuples and lists compare equal (both are sequences in the v0.2.2 dicts)."""
+    if isinstance(value, dict):
+        return {key: typed(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return ("sequence", [typed(item) for item in value])
+    return (type(value).__name__, value)
+
+
+# ----------------------------------------------------------------------------- flavors
+
+
+@pytest.mark.parametrize(("family", "name"), FAMILY_FLAVORS)
+def test_every_flavor_round_trips_to_its_v022_args(family, name):
+    module = CONFIG_MODULES[family]
+    expected = flavor(family, name).args
+    spec = importlib.import_module(f"titan.models.{family}").model_registry(name)
+    assert typed(module.flavor_args(spec.model)) == typed(expected)
+    assert list(module.flavor_args(spec.model)) == list(module.ARG_NAMES)
+    assert module.config_from_args(module.flavor_args(spec.model)) == spec.model
+
+
+@pytest.mark.parametrize("family", SUPPORTED_MODELS)
+def test_family_package_lists_every_flavor(family):
+    package = importlib.import_module(f"titan.models.{family}")
+    assert package.FLAVORS == flavor_names(family)
+
+
+def test_llama4_keeps_the_irope_flavors_torchtitan_removed():
+    assert {"debugmodel_irope", "17bx16e_irope", "17bx128e_irope"} <= set(
+        titan.models.llama4.FLAVORS
+    )
+    assert model_registry("llama4", "17bx16e_irope").model.layer.attention.every_n_layers_nope == 4
+
+
+def test_supported_models_and_aliases_match_schemas():
+    assert set(SUPPORTED_MODELS) == {"llama3", "qwen3", "deepseek_v3", "llama4", "gpt_oss", "flux"}
+    for alias, family in FAMILY_ALIASES.items():
+        assert flavor_names(alias) == flavor_names(family)
+        assert model_registry(alias, "8B") == model_registry(family, "8B")
+
+
+# ----------------------------------------------------------------------------- registries
+
+
+@pytest.mark.parametrize("family", SUPPORTED_MODELS)
+def test_model_registry_returns_fresh_equal_independent_specs(family):
+    name = flavor_names(family)[0]
+    args_before = copy.deepcopy(flavor(family, name).args)
+    first, second = model_registry(family, name), model_registry(family, name)
+    assert isinstance(first, ModelSpec)
+    assert (first.name, first.flavor) == (family, name)
+    assert first == second and first is not second and first.model is not second.model
+    first.model.rope.theta = 123.0
+    if family == "flux":
+        first.model.autoencoder.z_channels = 1
+    else:
+        first.model.layer.attention.n_heads = 1
+    assert first != second
+    assert CONFIG_MODULES[family].flavor_args(second.model) == flavor(family, name).args
+    assert flavor(family, name).args == args_before
+
+
+@pytest.mark.parametrize("family", SUPPORTED_MODELS)
+def test_spec_says_training_has_not_landed(family):
+    spec = model_registry(family, flavor_names(family)[0])
+    assert f"does not train {family} yet" in spec.training_status
+    assert "issue 5" in spec.training_status
+    assert spec.build_loss_fn is None and spec.parallelize_fn is None
+    with pytest.raises(NotBuildableError, match=f"does not train {family} yet"):
+        spec.resolve("parallelize_fn")
+
+
+@pytest.mark.parametrize(
+    ("family", "name", "hint"),
+    [
+        ("llama3", "8b", "'8B'"),
+        ("qwen3", "30B-A3", "'30B-A3B'"),
+        ("llama4", "17bx16e_rope", "'17bx16e_irope'"),
+        ("flux", "flux_dev", "'flux-dev'"),
+        ("deepseek_v3", "617B", "'671B'"),
+    ],
+)
+def test_unknown_flavor_lists_flavors_and_suggests(family, name, hint):
+    with pytest.raises(ValueError, match=f"did you mean {hint}") as info:
+        model_registry(family, name)
+    assert f"unknown {family} flavor {name!r}" in str(info.value)
+    assert all(known in str(info.value) for known in flavor_names(family))
+
+
+def test_unknown_family_suggests():
+    with pytest.raises(ValueError, match="did you mean 'llama3'") as info:
+        model_registry("lama3", "8B")
+    assert "deepseek_v3, flux, gpt_oss, llama3, llama4, qwen3" in str(info.value)
+    with pytest.raises(ValueError, match="unknown model family 'mistral'"):
+        model_registry("mistral", "7B")
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def test_building_llama3_names_the_missing_implementation():
+    with pytest.raises(NotBuildableError) as info:
+        model_registry("llama3", "8B").model.build()
+    assert "titan.models.llama3.model:Llama3Model is not part of this titan yet" in str(info.value)
+
+
+@pytest.mark.parametrize("family", [f for f in SUPPORTED_MODELS if f != "llama3"])
+def test_building_a_later_family_says_so(family):
+    with pytest.raises(NotBuildableError, match=f"cannot build a {family} model: titan-train"):
+        model_registry(family, flavor_names(family)[0]).model.build()
+
+
+def test_building_parts_names_their_implementation():
+    with pytest.raises(NotBuildableError, match="titan.models.common.model:Attention is not"):
+        Attention.Config().build()
+    with pytest.raises(NotBuildableError, match="has no component to build"):
+        BaseAttention.Config().build()
+
+
+# ----------------------------------------------------------------------------- config classes
+
+
+def _config_classes() -> list[type]:
+    modules = [
+        importlib.import_module(f"titan.models.common.{m}")
+        for m in ("rope", "attention", "feed_forward", "moe", "decoder")
+    ] + list(CONFIG_MODULES.values())
+    found = []
+    for module in modules:
+        for owner in vars(module).values():
+            if (
+                isinstance(owner, type)
+                and owner.__module__ == module.__name__
+                and issubclass(owner, Configurable)
+            ):
+                found.append(owner.__dict__["Config"])
+    return found
+
+
+CONFIG_CLASSES = _config_classes()
+
+
+def test_config_classes_are_found():
+    names = {c.__qualname__ for c in CONFIG_CLASSES}
+    assert {"RoPE.Config", "MoE.Config", "Decoder.Config", "MLAttention.Config"} <= names
+    assert {"FluxModel.Config", "AutoEncoder.Config", "GptOssMoE.Config"} <= names
+
+
+@pytest.mark.parametrize("config", CONFIG_CLASSES, ids=lambda c: c.__qualname__)
+def test_config_class_is_keyword_only_slotted_and_resolvable(config):
+    assert "__slots__" in config.__dict__
+    assert all(f.kw_only for f in dataclasses.fields(config))
+    instance = config()  # every field has a default
+    with pytest.raises(TypeError):
+        config(1)
+    with pytest.raises(AttributeError):
+        instance.not_a_field = 1
+    hints = typing.get_type_hints(config)
+    assert {f.name for f in dataclasses.fields(config)} <= set(hints)
+    assert config._owner is None  # build() imports _owner_path instead
+    assert config._owner_path is None or config._owner_path.startswith("titan.models.")
+
+
+def _is_dataclass_decorator(node: ast.expr) -> bool:
+    target = node.func if isinstance(node, ast.Call) else node
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+    return name == "dataclass"
+
+
+def _is_classvar(annotation: ast.expr) -> bool:
+    return "ClassVar" in ast.unparse(annotation)
+
+
+def test_every_config_field_has_a_docstring():
+    missing = []
+    for path in sorted(MODELS_DIR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            if not any(_is_dataclass_decorator(d) for d in node.decorator_list):
+                continue
+            body = node.body
+            for index, statement in enumerate(body):
+                if not isinstance(statement, ast.AnnAssign) or _is_classvar(statement.annotation):
+                    continue
+                following = body[index + 1] if index + 1 < len(body) else None
+                documented = (
+                    isinstance(following, ast.Expr)
+                    and isinstance(following.value, ast.Constant)
+                    and isinstance(following.value.value, str)
+                )
+                if not documented:
+                    where = path.relative_to(REPO)
+                    missing.append(f"{where}:{statement.lineno} {ast.unparse(statement.target)}")
+    assert not missing, "fields without a docstring:\n" + "\n".join(missing)
+
+
+def test_no_torch_on_import():
+    families = ", ".join(f"titan.models.{f}" for f in SUPPORTED_MODELS)
+    code = (
+        f"import sys, titan.models, {families}\n"
+        "for f in titan.models.SUPPORTED_MODELS:\n"
+        "    titan.models.model_registry(f, titan.models.__dict__[f].FLAVORS[0])\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+# ----------------------------------------------------------------------------- conversions
+
+
+def test_config_from_args_rejects_unknown_and_missing_names():
+    module = CONFIG_MODULES["llama3"]
+    args = dict(flavor("llama3", "8B").args)
+    args["n_head"] = args.pop("n_heads")
+    with pytest.raises(ValueError, match="unknown 'n_head' \\(did you mean 'n_heads'\\?\\)"):
+        module.config_from_args(args)
+    args = copy.deepcopy(flavor("qwen3", "30B-A3B").args)
+    args["moe_args"]["topk"] = args["moe_args"].pop("top_k")
+    with pytest.raises(ValueError, match="moe_args: unknown 'topk'.*missing 'top_k'"):
+        CONFIG_MODULES["qwen3"].config_from_args(args)
+
+
+def test_qwen3_dense_args_with_moe_settings_are_refused():
+    args = copy.deepcopy(flavor("qwen3", "8B").args)
+    args["moe_args"]["num_experts"] = 64
+    with pytest.raises(ValueError, match="moe_enabled=False"):
+        CONFIG_MODULES["qwen3"].config_from_args(args)
+
+
+def test_flavor_args_refuses_what_v022_cannot_express():
+    config = model_registry("llama3", "8B").model
+    config.layer.feed_forward.hidden_dim = 14336
+    with pytest.raises(ValueError, match="set multiple_of, not hidden_dim"):
+        CONFIG_MODULES["llama3"].flavor_args(config)
+
+
+@pytest.mark.parametrize("family", SUPPORTED_MODELS)
+def test_default_config_is_small_and_expressible_in_v022(family):
+    module = CONFIG_MODULES[family]
+    model_class = next(
+        c
+        for c in CONFIG_CLASSES
+        if c.__module__ == module.__name__ and c.__qualname__.endswith("Model.Config")
+    )
+    args = module.flavor_args(model_class())
+    assert module.flavor_args(module.config_from_args(args)) == args
+    count = model_class().num_params()
+    assert count is None if family == "flux" else 0 < count < 50_000_000
+
+
+# ----------------------------------------------------------------------------- model facts
+
+
+@pytest.mark.parametrize(
+    ("family", "name", "count"),
+    [
+        ("llama3", "8B", 8_030_261_248),
+        ("llama3", "70B", 70_553_706_496),
+        ("llama3", "405B", 405_853_388_800),
+        ("qwen3", "0.6B", 596_049_920),  # tied output, q/k norms
+        ("qwen3", "8B", 8_190_735_360),
+        ("qwen3", "30B-A3B", 30_532_122_624),
+        ("gpt_oss", "20b", 20_914_757_184),  # attention and expert biases, sinks
+        ("gpt_oss", "120b", 116_829_156_672),
+        # The published 671B counts the router's score-correction bias, a buffer in torchtitan.
+        ("deepseek_v3", "671B", 671_026_419_200 - 58 * 256),
+    ],
+)
+def test_num_params_matches_published_counts(family, name, count):
+    assert model_registry(family, name).model.num_params() == count
+
+
+def test_num_params_of_llama4_and_flux():
+    assert model_registry("llama4", "17bx128e").model.num_params() == pytest.approx(400e9, 0.01)
+    assert model_registry("llama4", "17bx16e").model.num_params() == pytest.approx(108e9, 0.01)
+    assert model_registry("flux", "flux-dev").model.num_params() is None
+
+
+def test_effective_hidden_dims():
+    hidden = {n: model_registry("llama3", n).model for n in ("8B", "70B", "405B")}
+    assert {n: c.layer.feed_forward.effective_hidden_dim(c.dim) for n, c in hidden.items()} == {
+        "8B": 14336,
+        "70B": 28672,
+        "405B": 53248,
+    }
+    scout = model_registry("llama4", "17bx16e").model
+    assert scout.layer.moe_hidden_dim(scout.dim) == 8192
+    assert scout.layer.feed_forward.effective_hidden_dim(scout.dim) == 16384
+
+
+def test_moe_layer_patterns():
+    def moe_layers(family, name):
+        config = model_registry(family, name).model
+        return [config.layer.uses_moe(i) for i in range(config.n_layers)]
+
+    assert moe_layers("llama4", "17bx128e")[:4] == [False, True, False, True]
+    assert all(moe_layers("llama4", "17bx16e"))
+    assert moe_layers("deepseek_v3", "671B")[:4] == [False, False, False, True]
+    assert not any(moe_layers("qwen3", "8B")) and all(moe_layers("qwen3", "30B-A3B"))
+    assert all(moe_layers("gpt_oss", "20b")) and not any(moe_layers("llama3", "8B"))
+
+
+@pytest.mark.parametrize("family", SUPPORTED_MODELS)
+def test_update_from_config_takes_seq_len_and_load_balance(family):
+    config = model_registry(family, flavor_names(family)[0]).model
+    trainer_config = types.SimpleNamespace(
+        training=types.SimpleNamespace(seq_len=4096),
+        debug=types.SimpleNamespace(moe_force_load_balance=True),
+    )
+    before = copy.deepcopy(config)
+    config.update_from_config(trainer_config=trainer_config)
+    if family == "flux":  # v0.2.2's flux reads nothing from the job config
+        assert config == before
+        return
+    assert config.max_seq_len == 4096
+    moe = config.layer.moe
+    if family in MOE_FAMILIES:
+        assert isinstance(moe, MoE.Config) and moe.force_load_balance is True
+    else:
+        assert moe is None  # the first flavor of llama3 and qwen3 is dense

@@ -1,0 +1,80 @@
+"""The parts every family's ``model_registry`` shares: flavor lookup, errors, training status."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from schemas.flavors import flavor, flavor_names
+from titan.protocols.model_spec import ModelSpec
+from titan.protocols.module import BaseModel
+
+
+def close_names(name: str, known: Iterable[str]) -> list[str]:
+    """Up to three of ``known`` that look like ``name`` (case is ignored: ``8b`` finds ``8B``)."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    return [by_lower[c] for c in close]
+
+
+def unknown_name(kind: str, name: str, known: Iterable[str]) -> ValueError:
+    """The error for a ``kind`` (``"llama3 flavor"``, ``"model family"``) that does not exist."""
+    known = list(known)
+    close = close_names(name, known)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return ValueError(f"unknown {kind} {name!r}{hint} (known: {', '.join(known)})")
+
+
+def check_arg_names(what: str, args: Mapping[str, Any], expected: Iterable[str]) -> None:
+    """Raise ``ValueError`` unless ``args`` has exactly the ``expected`` keys.
+
+    A v0.2.2 args dict always has every field (defaults filled in), so a missing key means the
+    dict is not what it claims to be, and an unknown key would otherwise be dropped silently.
+    """
+    expected = list(expected)
+    missing = [k for k in expected if k not in args]
+    unknown = [k for k in args if k not in expected]
+    if not missing and not unknown:
+        return
+    problems = []
+    for key in unknown:
+        close = close_names(key, expected)
+        problems.append(f"unknown {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    problems += [f"missing {key!r}" for key in missing]
+    raise ValueError(f"{what}: {'; '.join(problems)}")
+
+
+def deferred_training(family: str) -> str:
+    """The training status of a family whose training lands after llama3's."""
+    return (
+        f"titan-train does not train {family} yet; llama3 training lands first (issue 5), "
+        "the other families later"
+    )
+
+
+def family_flavors(family: str) -> tuple[str, ...]:
+    """The v0.2.2 flavor names of ``family``, in torchtitan's order."""
+    names = flavor_names(family)
+    if names is None:  # a titan bug: every family package names a family schemas knows
+        raise LookupError(f"schemas.flavors has no family {family!r}")
+    return names
+
+
+def flavor_model_spec(
+    family: str,
+    name: str,
+    *,
+    config_from_args: Callable[[dict[str, Any]], BaseModel.Config],
+    training_status: str | None,
+) -> ModelSpec:
+    """A fresh ``ModelSpec`` for flavor ``name``, its config tree built from the v0.2.2 args."""
+    found = flavor(family, name)
+    if found is None:
+        raise unknown_name(f"{family} flavor", name, family_flavors(family))
+    return ModelSpec(
+        name=family,
+        flavor=name,
+        model=config_from_args(found.args),
+        training_status=training_status,
+    )

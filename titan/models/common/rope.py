@@ -1,0 +1,70 @@
+"""Rotary position embeddings shared by the decoder families."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from titan.config.configurable import Configurable
+from titan.models.common.registry import check_arg_names
+from titan.protocols.module import Module
+
+
+class RoPE(Module):
+    """Rotary position embedding without any context-length scaling (qwen3)."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(Configurable.Config):
+        """Rotary position embedding."""
+
+        _owner_path = "titan.models.common.model:RoPE"
+
+        theta: float = 10000.0
+        """Base of the rotary frequencies; larger values rotate slower and reach further."""
+
+
+class LlamaRoPE(RoPE):
+    """Rotary position embedding with llama 3's optional long-context frequency scaling."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(RoPE.Config):
+        """Rotary position embedding, optionally scaled the llama 3.1 way."""
+
+        _owner_path = "titan.models.common.model:LlamaRoPE"
+
+        scaling: Literal["none", "llama"] = "none"
+        """Frequency scaling: none, or llama 3.1's smooth low/high-frequency interpolation."""
+        # The four scaling defaults are torchtitan's RoPEScalingArgs defaults, which every llama3
+        # flavor uses as they are; they have no effect while scaling is "none".
+        scaling_factor: float = 8.0
+        """How much the low-frequency bands are slowed down (llama scaling only)."""
+        low_freq_factor: float = 1.0
+        """Wavelength bound, as a fraction of the original context, of the slowed bands."""
+        high_freq_factor: float = 4.0
+        """Wavelength bound, as a fraction of the original context, of the untouched bands."""
+        original_max_position_embeddings: int = 8192
+        """Context length the model was pretrained with before scaling."""
+
+
+# v0.2.2's RoPEScalingArgs, field by field; ``rope_scaling_args=None`` means no scaling.
+_SCALING_ARGS = (
+    "scaling_factor",
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position_embeddings",
+)
+
+
+def llama_rope_from_args(*, theta: Any, scaling_args: dict[str, Any] | None) -> LlamaRoPE.Config:
+    """The rope of v0.2.2's ``rope_theta`` and ``rope_scaling_args`` (a dict or ``None``)."""
+    if scaling_args is None:
+        return LlamaRoPE.Config(theta=theta)
+    check_arg_names("rope_scaling_args", scaling_args, _SCALING_ARGS)
+    return LlamaRoPE.Config(theta=theta, scaling="llama", **scaling_args)
+
+
+def llama_rope_scaling_args(rope: LlamaRoPE.Config) -> dict[str, Any] | None:
+    """v0.2.2's ``rope_scaling_args`` for ``rope``: its four scaling numbers, or ``None``."""
+    if rope.scaling == "none":
+        return None
+    return {name: getattr(rope, name) for name in _SCALING_ARGS}

@@ -1,0 +1,37 @@
+"""deepseek_v3: DeepSeek V2/V3 style MoE decoders, every v0.2.2 flavor with its numbers."""
+
+from __future__ import annotations
+
+from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.deepseek_v3.model_config import (
+    TRAINING_STATUS,
+    DeepSeekV3Model,
+    DeepSeekV3TransformerBlock,
+    MLAttention,
+    YaRNRoPE,
+    config_from_args,
+    flavor_args,
+)
+from titan.protocols.model_spec import ModelSpec
+
+FLAVORS: tuple[str, ...] = family_flavors("deepseek_v3")
+"""Flavor names, in torchtitan's order: debugmodel (+ flex), 16B, 236B, 671B."""
+
+
+def model_registry(flavor: str) -> ModelSpec:
+    """A fresh ``ModelSpec`` of deepseek_v3 ``flavor`` (e.g. ``"671B"``); ValueError if unknown."""
+    return flavor_model_spec(
+        "deepseek_v3", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+    )
+
+
+__all__ = [
+    "FLAVORS",
+    "DeepSeekV3Model",
+    "DeepSeekV3TransformerBlock",
+    "MLAttention",
+    "YaRNRoPE",
+    "config_from_args",
+    "flavor_args",
+    "model_registry",
+]

@@ -1,0 +1,224 @@
+"""deepseek_v3's model config: multi-head latent attention, YaRN rope, dense then MoE layers."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import field
+from typing import Any, Literal
+
+from titan.config.configurable import NotBuildableError
+from titan.models.common.attention import BaseAttention
+from titan.models.common.decoder import Decoder, TransformerBlock
+from titan.models.common.feed_forward import FeedForward
+from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
+from titan.models.common.registry import check_arg_names, deferred_training
+from titan.models.common.rope import RoPE
+
+TRAINING_STATUS = deferred_training("deepseek_v3")
+
+# v0.2.2's DeepSeekV3ModelArgs fields (deepseek_v3/model/args.py), in order.
+ARG_NAMES = (
+    "max_batch_size",
+    "max_seq_len",
+    "vocab_size",
+    "dim",
+    "inter_dim",
+    "moe_inter_dim",
+    "n_layers",
+    "n_dense_layers",
+    "n_heads",
+    "norm_eps",
+    "moe_args",
+    "expert_parallel_comm_backend",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "attn_type",
+    "attn_mask_type",
+    "original_seq_len",
+    "rope_theta",
+    "rope_factor",
+    "beta_fast",
+    "beta_slow",
+    "mscale",
+)
+
+
+class YaRNRoPE(RoPE):
+    """Rotary position embedding stretched by YaRN beyond the pretraining context."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(RoPE.Config):
+        """YaRN rope; the scaling applies only when max_seq_len exceeds original_seq_len."""
+
+        _owner_path = "titan.models.deepseek_v3.model:YaRNRoPE"
+
+        original_seq_len: int = 4096
+        """Context length of pretraining, beyond which the frequencies are interpolated."""
+        rope_factor: float = 1.0
+        """Context extension factor; 1 leaves the frequencies as they are."""
+        beta_fast: float = 32
+        """Rotation count above which a frequency band is left unscaled."""
+        beta_slow: float = 1
+        """Rotation count below which a frequency band is fully interpolated."""
+        mscale: float = 1.0
+        """Coefficient of YaRN's attention temperature, 0.1·mscale·ln(rope_factor) + 1."""
+
+
+class MLAttention(BaseAttention):
+    """Multi-head latent attention: keys and values go through a small shared latent."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(BaseAttention.Config):
+        """Multi-head latent attention (MLA) with separate rope and no-rope query/key parts."""
+
+        _owner_path = "titan.models.deepseek_v3.model:MLAttention"
+
+        q_lora_rank: int = 0
+        """Rank of the query's low-rank projection; 0 projects queries directly."""
+        kv_lora_rank: int = 64
+        """Width of the compressed key/value latent."""
+        qk_nope_head_dim: int = 32
+        """Per-head width of the query/key part without rope."""
+        qk_rope_head_dim: int = 16
+        """Per-head width of the query/key part with rope (the rope's dimension)."""
+        v_head_dim: int = 32
+        """Per-head width of the values."""
+
+        def num_params(self, dim: int) -> int:
+            """Parameters of the query, latent key/value and output projections and norms."""
+            qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.q_lora_rank == 0:
+                query = dim * self.n_heads * qk_head_dim
+            else:
+                rank = self.q_lora_rank
+                query = dim * rank + rank + rank * self.n_heads * qk_head_dim
+            rank = self.kv_lora_rank
+            key_value = (
+                dim * (rank + self.qk_rope_head_dim)
+                + rank
+                + rank * self.n_heads * (self.qk_nope_head_dim + self.v_head_dim)
+            )
+            return query + key_value + self.n_heads * self.v_head_dim * dim
+
+
+class DeepSeekV3TransformerBlock(TransformerBlock):
+    """A deepseek_v3 block: the first n_dense_layers are dense, the rest run the MoE."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(TransformerBlock.Config):
+        """deepseek_v3 block with MLA attention."""
+
+        _owner_path = "titan.models.deepseek_v3.model:DeepSeekV3TransformerBlock"
+
+        attention: BaseAttention.Config = field(default_factory=MLAttention.Config)
+        """Multi-head latent attention of the block."""
+        moe: MoE.Config | None = field(default_factory=MoE.Config)
+        """Mixture of experts of the layers after the dense ones; None makes every layer dense."""
+        n_dense_layers: int = 1
+        """How many leading layers use the dense feed-forward instead of the MoE."""
+
+        def uses_moe(self, layer_id: int) -> bool:
+            """Whether layer ``layer_id`` is past the leading dense layers."""
+            return self.moe is not None and layer_id >= self.n_dense_layers
+
+
+class DeepSeekV3Model(Decoder):
+    """DeepSeek V2/V3 style decoder: MLA attention, YaRN rope, shared plus routed experts."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(Decoder.Config):
+        """A deepseek_v3 model."""
+
+        _owner_path = "titan.models.deepseek_v3.model:DeepSeekV3Model"
+
+        rope: YaRNRoPE.Config = field(default_factory=YaRNRoPE.Config)
+        """YaRN rotary embedding of the rope part of queries and keys."""
+        layer: DeepSeekV3TransformerBlock.Config = field(
+            default_factory=DeepSeekV3TransformerBlock.Config
+        )
+        """The block every layer is built from."""
+        max_batch_size: int = 8
+        """Batch size of v0.2.2's inference caches; unused in training, kept for migration."""
+        expert_parallel_comm_backend: Literal["standard", "deepep"] = "standard"
+        """Token dispatch of expert parallelism: all-to-all collectives, or DeepEP kernels."""
+
+        def build(self, **kwargs: Any) -> Any:
+            """Refuse clearly: titan cannot construct a deepseek_v3 model yet."""
+            raise NotBuildableError(f"cannot build a deepseek_v3 model: {TRAINING_STATUS}")
+
+
+def config_from_args(args: dict[str, Any]) -> DeepSeekV3Model.Config:
+    """The config tree of a complete v0.2.2 deepseek_v3 args dict (``schemas.flavors`` form)."""
+    check_arg_names("deepseek_v3 model args", args, ARG_NAMES)
+    return DeepSeekV3Model.Config(
+        dim=args["dim"],
+        n_layers=args["n_layers"],
+        vocab_size=args["vocab_size"],
+        norm_eps=args["norm_eps"],
+        max_seq_len=args["max_seq_len"],
+        max_batch_size=args["max_batch_size"],
+        expert_parallel_comm_backend=args["expert_parallel_comm_backend"],
+        rope=YaRNRoPE.Config(
+            theta=args["rope_theta"],
+            original_seq_len=args["original_seq_len"],
+            rope_factor=args["rope_factor"],
+            beta_fast=args["beta_fast"],
+            beta_slow=args["beta_slow"],
+            mscale=args["mscale"],
+        ),
+        layer=DeepSeekV3TransformerBlock.Config(
+            attention=MLAttention.Config(
+                n_heads=args["n_heads"],
+                q_lora_rank=args["q_lora_rank"],
+                kv_lora_rank=args["kv_lora_rank"],
+                qk_nope_head_dim=args["qk_nope_head_dim"],
+                qk_rope_head_dim=args["qk_rope_head_dim"],
+                v_head_dim=args["v_head_dim"],
+                attn_type=args["attn_type"],
+                attn_mask_type=args["attn_mask_type"],
+            ),
+            feed_forward=FeedForward.Config(hidden_dim=args["inter_dim"]),
+            moe=MoE.Config(
+                hidden_dim=args["moe_inter_dim"], **moe_fields_from_args(args["moe_args"])
+            ),
+            n_dense_layers=args["n_dense_layers"],
+        ),
+    )
+
+
+def flavor_args(config: DeepSeekV3Model.Config) -> dict[str, Any]:
+    """The v0.2.2 deepseek_v3 args dict ``config`` stands for (inverse of ``config_from_args``)."""
+    layer, rope = config.layer, config.rope
+    attention, ffn, moe = layer.attention, layer.feed_forward, layer.moe
+    if not isinstance(attention, MLAttention.Config) or ffn is None or moe is None:
+        raise ValueError("a deepseek_v3 block has MLA attention, a feed-forward and an MoE")
+    return {
+        "max_batch_size": config.max_batch_size,
+        "max_seq_len": config.max_seq_len,
+        "vocab_size": config.vocab_size,
+        "dim": config.dim,
+        "inter_dim": ffn.effective_hidden_dim(config.dim),
+        "moe_inter_dim": layer.moe_hidden_dim(config.dim),
+        "n_layers": config.n_layers,
+        "n_dense_layers": layer.n_dense_layers,
+        "n_heads": attention.n_heads,
+        "norm_eps": config.norm_eps,
+        "moe_args": moe_args(moe),
+        "expert_parallel_comm_backend": config.expert_parallel_comm_backend,
+        "q_lora_rank": attention.q_lora_rank,
+        "kv_lora_rank": attention.kv_lora_rank,
+        "qk_nope_head_dim": attention.qk_nope_head_dim,
+        "qk_rope_head_dim": attention.qk_rope_head_dim,
+        "v_head_dim": attention.v_head_dim,
+        "attn_type": attention.attn_type,
+        "attn_mask_type": attention.attn_mask_type,
+        "original_seq_len": rope.original_seq_len,
+        "rope_theta": rope.theta,
+        "rope_factor": rope.rope_factor,
+        "beta_fast": rope.beta_fast,
+        "beta_slow": rope.beta_slow,
+        "mscale": rope.mscale,
+    }

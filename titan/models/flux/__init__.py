@@ -1,0 +1,39 @@
+"""flux: FLUX.1 diffusion transformers, every v0.2.2 flavor with its hyperparameters.
+
+The trainer, data loader and validator configs of flux live beside this in ``trainer.py``,
+``flux_datasets.py`` and ``validate.py``; importing this package does not import them.
+"""
+
+from __future__ import annotations
+
+from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.flux.model_config import (
+    TRAINING_STATUS,
+    AutoEncoder,
+    FluxModel,
+    FluxRoPE,
+    config_from_args,
+    flavor_args,
+)
+from titan.protocols.model_spec import ModelSpec
+
+FLAVORS: tuple[str, ...] = family_flavors("flux")
+"""Flavor names, in torchtitan's order: flux-dev, flux-schnell, flux-debug."""
+
+
+def model_registry(flavor: str) -> ModelSpec:
+    """A fresh ``ModelSpec`` of flux ``flavor`` (e.g. ``"flux-dev"``); ``ValueError`` if unknown."""
+    return flavor_model_spec(
+        "flux", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+    )
+
+
+__all__ = [
+    "FLAVORS",
+    "AutoEncoder",
+    "FluxModel",
+    "FluxRoPE",
+    "config_from_args",
+    "flavor_args",
+    "model_registry",
+]

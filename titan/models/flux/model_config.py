@@ -1,0 +1,174 @@
+"""flux's model config: the FLUX.1 diffusion transformer and the autoencoder it works in."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import field
+from typing import Any
+
+from titan.config.configurable import Configurable, NotBuildableError
+from titan.models.common.registry import check_arg_names, deferred_training
+from titan.models.common.rope import RoPE
+from titan.protocols.module import BaseModel, Module
+
+TRAINING_STATUS = deferred_training("flux")
+
+# v0.2.2's FluxModelArgs fields (flux/model/args.py), in order.
+ARG_NAMES = (
+    "in_channels",
+    "out_channels",
+    "vec_in_dim",
+    "context_in_dim",
+    "hidden_size",
+    "mlp_ratio",
+    "num_heads",
+    "depth",
+    "depth_single_blocks",
+    "axes_dim",
+    "theta",
+    "qkv_bias",
+    "autoencoder_params",
+)
+# v0.2.2's AutoEncoderParams fields (flux/model/autoencoder.py), in order.
+AUTOENCODER_ARG_NAMES = (
+    "resolution",
+    "in_channels",
+    "ch",
+    "out_ch",
+    "ch_mult",
+    "num_res_blocks",
+    "z_channels",
+    "scale_factor",
+    "shift_factor",
+)
+
+
+class AutoEncoder(Module):
+    """The image autoencoder whose latent space the transformer denoises (frozen in training)."""
+
+    # torchtitan's AutoEncoderParams defaults: the shape of FLUX.1's pretrained autoencoder,
+    # whose weights training loads from a checkpoint, so they must match it.
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(Configurable.Config):
+        """Shape and latent normalisation of the FLUX.1 autoencoder."""
+
+        _owner_path = "titan.models.flux.model:AutoEncoder"
+
+        resolution: int = 256
+        """Image resolution the autoencoder was built for."""
+        in_channels: int = 3
+        """Channels of the input images."""
+        ch: int = 128
+        """Base channel count of the encoder and decoder."""
+        out_ch: int = 3
+        """Channels of the decoded images."""
+        ch_mult: tuple[int, ...] = (1, 2, 4, 4)
+        """Channel multiplier of each resolution level."""
+        num_res_blocks: int = 2
+        """Residual blocks per resolution level."""
+        z_channels: int = 16
+        """Channels of the latent."""
+        scale_factor: float = 0.3611
+        """Scale applied to latents after shifting, to give them unit variance."""
+        shift_factor: float = 0.1159
+        """Shift subtracted from latents before scaling."""
+
+
+class FluxRoPE(RoPE):
+    """Rotary embedding over several position axes (time, height, width), one band per axis."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(RoPE.Config):
+        """Multi-axis rope; the widths in axes_dim add up to the head width."""
+
+        _owner_path = "titan.models.flux.model:FluxRoPE"
+
+        # FLUX.1's split of a 128-wide head, matching the default hidden_size / num_heads.
+        axes_dim: tuple[int, ...] = (16, 56, 56)
+        """Rope width of each position axis; they must add up to hidden_size // num_heads."""
+
+
+class FluxModel(BaseModel):
+    """FLUX.1: a rectified-flow transformer of double-stream then single-stream blocks."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(BaseModel.Config):
+        """A flux model: transformer sizes, text conditioning widths and the autoencoder."""
+
+        _owner_path = "titan.models.flux.model:FluxModel"
+
+        # Tied to the autoencoder: 16 latent channels packed in 2x2 patches.
+        in_channels: int = 64
+        """Channels of each packed latent patch fed to the transformer."""
+        out_channels: int = 64
+        """Channels of each predicted latent patch."""
+        # Tied to the text encoders every flux flavor uses: CLIP-L pooled, T5-XXL sequence.
+        vec_in_dim: int = 768
+        """Width of the pooled CLIP text embedding."""
+        context_in_dim: int = 4096
+        """Width of the T5 text-encoding tokens."""
+        hidden_size: int = 512
+        """Width of the transformer."""
+        mlp_ratio: float = 4.0
+        """Hidden size of each block's MLP as a multiple of hidden_size."""
+        num_heads: int = 4
+        """Number of attention heads."""
+        depth: int = 2
+        """Number of double-stream blocks (separate image and text weights)."""
+        depth_single_blocks: int = 2
+        """Number of single-stream blocks (image and text tokens concatenated)."""
+        qkv_bias: bool = True
+        """Whether the query/key/value projections have a bias."""
+        rope: FluxRoPE.Config = field(default_factory=FluxRoPE.Config)
+        """Rotary embedding of the image and text token positions."""
+        autoencoder: AutoEncoder.Config = field(default_factory=AutoEncoder.Config)
+        """The autoencoder that maps images to latents and back."""
+
+        def build(self, **kwargs: Any) -> Any:
+            """Refuse clearly: titan cannot construct a flux model yet."""
+            raise NotBuildableError(f"cannot build a flux model: {TRAINING_STATUS}")
+
+
+def config_from_args(args: dict[str, Any]) -> FluxModel.Config:
+    """The config tree of a complete v0.2.2 flux args dict (``schemas.flavors`` form)."""
+    check_arg_names("flux model args", args, ARG_NAMES)
+    autoencoder = args["autoencoder_params"]
+    check_arg_names("flux autoencoder_params", autoencoder, AUTOENCODER_ARG_NAMES)
+    return FluxModel.Config(
+        in_channels=args["in_channels"],
+        out_channels=args["out_channels"],
+        vec_in_dim=args["vec_in_dim"],
+        context_in_dim=args["context_in_dim"],
+        hidden_size=args["hidden_size"],
+        mlp_ratio=args["mlp_ratio"],
+        num_heads=args["num_heads"],
+        depth=args["depth"],
+        depth_single_blocks=args["depth_single_blocks"],
+        qkv_bias=args["qkv_bias"],
+        rope=FluxRoPE.Config(theta=args["theta"], axes_dim=tuple(args["axes_dim"])),
+        autoencoder=AutoEncoder.Config(
+            **{name: autoencoder[name] for name in AUTOENCODER_ARG_NAMES if name != "ch_mult"},
+            ch_mult=tuple(autoencoder["ch_mult"]),
+        ),
+    )
+
+
+def flavor_args(config: FluxModel.Config) -> dict[str, Any]:
+    """The v0.2.2 flux args dict ``config`` stands for (the inverse of ``config_from_args``)."""
+    return {
+        "in_channels": config.in_channels,
+        "out_channels": config.out_channels,
+        "vec_in_dim": config.vec_in_dim,
+        "context_in_dim": config.context_in_dim,
+        "hidden_size": config.hidden_size,
+        "mlp_ratio": config.mlp_ratio,
+        "num_heads": config.num_heads,
+        "depth": config.depth,
+        "depth_single_blocks": config.depth_single_blocks,
+        "axes_dim": config.rope.axes_dim,
+        "theta": config.rope.theta,
+        "qkv_bias": config.qkv_bias,
+        "autoencoder_params": {
+            name: getattr(config.autoencoder, name) for name in AUTOENCODER_ARG_NAMES
+        },
+    }

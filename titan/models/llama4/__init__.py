@@ -1,0 +1,39 @@
+"""llama4: Llama 4 MoE decoders, every v0.2.2 flavor with its hyperparameters.
+
+The ``*_irope`` flavors were removed from torchtitan after v0.2.2; titan keeps them so that a
+legacy config naming one still migrates without loss.
+"""
+
+from __future__ import annotations
+
+from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.llama4.model_config import (
+    TRAINING_STATUS,
+    Llama4Attention,
+    Llama4Model,
+    Llama4TransformerBlock,
+    config_from_args,
+    flavor_args,
+)
+from titan.protocols.model_spec import ModelSpec
+
+FLAVORS: tuple[str, ...] = family_flavors("llama4")
+"""Flavor names in torchtitan's order: debugmodel, 17bx16e, 17bx128e, then their _irope twins."""
+
+
+def model_registry(flavor: str) -> ModelSpec:
+    """A fresh ``ModelSpec`` of llama4 ``flavor`` (e.g. ``"17bx16e"``); ValueError if unknown."""
+    return flavor_model_spec(
+        "llama4", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+    )
+
+
+__all__ = [
+    "FLAVORS",
+    "Llama4Attention",
+    "Llama4Model",
+    "Llama4TransformerBlock",
+    "config_from_args",
+    "flavor_args",
+    "model_registry",
+]

@@ -1,0 +1,33 @@
+"""qwen3: Qwen3 dense and mixture-of-experts decoders, every v0.2.2 flavor with its numbers."""
+
+from __future__ import annotations
+
+from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.qwen3.model_config import (
+    TRAINING_STATUS,
+    Qwen3Attention,
+    Qwen3Model,
+    config_from_args,
+    flavor_args,
+)
+from titan.protocols.model_spec import ModelSpec
+
+FLAVORS: tuple[str, ...] = family_flavors("qwen3")
+"""Flavor names, in torchtitan's order: dense debugmodel to 32B, then the MoE ones."""
+
+
+def model_registry(flavor: str) -> ModelSpec:
+    """A fresh ``ModelSpec`` of qwen3 ``flavor`` (e.g. ``"30B-A3B"``); ``ValueError`` if unknown."""
+    return flavor_model_spec(
+        "qwen3", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+    )
+
+
+__all__ = [
+    "FLAVORS",
+    "Qwen3Attention",
+    "Qwen3Model",
+    "config_from_args",
+    "flavor_args",
+    "model_registry",
+]
