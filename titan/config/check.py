@@ -1,0 +1,231 @@
+"""Check a registry-made ``Trainer.Config``: every field's type, then the shared cross-field rules.
+
+Dataclasses accept any value (``TrainingConfig(steps="10")`` constructs fine), so each field is
+validated with pydantic in strict mode against its annotation, and a config object carrying an
+attribute that is not a field (possible only on a class that forgot ``slots=True``) is reported.
+The cross-field rules are the ones ``titan-validate FILE.toml`` runs (``schemas.rules``), fed with
+a :class:`~schemas.rules.ConfigFacts` built from the config object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import typing
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from schemas import rules
+from schemas.diagnostics import Diagnostic, Severity, Span
+from titan.config.configurable import Configurable, check_config_class
+
+Locate = Callable[[str], Span | None]
+"""Where a dotted config path is written (``None`` when it is a default)."""
+
+
+def check_config(config: Any, *, ngpu: int | None, locate: Locate) -> list[Diagnostic]:
+    """Every problem of ``config``: types and structure first, then the cross-field rules."""
+    found = list(_structure(config, "", locate))
+    if getattr(config, "model_spec", None) is None:
+        found.append(
+            _diag(
+                "unknown-model",
+                "model_spec",
+                "the config has no model: model_spec is not set",
+                locate,
+                "set model_spec=model_registry(flavor) from the model family's package",
+            )
+        )
+    if any(d.severity is Severity.ERROR for d in found):
+        return found  # the rules assume well-typed values
+    return found + rules.check(config_facts(config, ngpu=ngpu, locate=locate))
+
+
+def _diag(code: str, path: str, message: str, locate: Locate, hint: str | None = None):
+    return Diagnostic(
+        code=code,
+        severity=Severity.ERROR,
+        path=path,
+        message=message,
+        hint=hint,
+        span=locate(path),
+    )
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+@functools.cache
+def _adapter(annotation: Any):
+    from pydantic import ConfigDict, TypeAdapter
+
+    return TypeAdapter(annotation, config=ConfigDict(strict=True))
+
+
+def _dataclass_types(annotation: Any) -> tuple[type, ...]:
+    """The dataclass classes an annotation admits (``X``, ``X | None``, ``list[X]`` elements)."""
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        return (annotation,)
+    return tuple(t for arg in typing.get_args(annotation) for t in _dataclass_types(arg))
+
+
+def _structure(node: Any, path: str, locate: Locate) -> Iterator[Diagnostic]:
+    cls = type(node)
+    if issubclass(cls, Configurable.Config):
+        try:
+            check_config_class(cls)
+        except TypeError as exc:
+            yield _diag("wrong-type", path, str(exc), locate)
+    extra = getattr(node, "__dict__", None)
+    for name in extra or ():
+        yield _diag(
+            "unknown-key",
+            _join(path, name),
+            f"{cls.__qualname__} has no field `{name}`",
+            locate,
+            _suggest(name, [f.name for f in dataclasses.fields(node)]),
+        )
+    hints = _hints(cls)
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        annotation = hints[field.name]
+        if typing.get_origin(annotation) is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        yield from _value(value, annotation, _join(path, field.name), locate)
+
+
+def _value(value: Any, annotation: Any, path: str, locate: Locate) -> Iterator[Diagnostic]:
+    classes = _dataclass_types(annotation)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if classes and not isinstance(value, classes):
+            expected = " or ".join(c.__qualname__ for c in classes)
+            yield _diag(
+                "wrong-type",
+                path,
+                f"`{path}` must be a {expected}, not a {type(value).__qualname__}",
+                locate,
+            )
+            return
+        yield from _structure(value, path, locate)
+        return
+    if classes and isinstance(value, list | tuple):
+        element_classes = tuple(c for c in classes)
+        for index, item in enumerate(value):
+            item_path = f"{path}[{index}]"
+            if not isinstance(item, element_classes):
+                expected = " or ".join(c.__qualname__ for c in element_classes)
+                yield _diag(
+                    "wrong-type",
+                    item_path,
+                    f"`{item_path}` must be a {expected}, not {type(item).__qualname__}",
+                    locate,
+                )
+            else:
+                yield from _structure(item, item_path, locate)
+        return
+    from pydantic import ValidationError
+
+    try:
+        _adapter(annotation).validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "".join(f"[{p!r}]" for p in first["loc"] if not isinstance(p, str))
+        yield _diag(
+            "invalid-choice" if first["type"] == "literal_error" else "wrong-type",
+            path + where,
+            f"`{path}` is {value!r}: {first['msg'][0].lower()}{first['msg'][1:]}",
+            locate,
+        )
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _suggest(name: str, names: list[str]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.ConfigFacts:
+    """The cross-field rules' view of a ``Trainer.Config`` (paths in registry spelling)."""
+    from schemas import flavors
+    from titan.components.optimizer import OptimizersInBackwardContainer
+    from titan.components.quantization.float8 import Float8LinearConverter
+
+    def get(path: str) -> rules.Setting:
+        node = config
+        for part in path.split("."):
+            node = getattr(node, part)
+        return rules.Setting(value=node, path=path, span=locate(path))
+
+    converters = list(config.model_converters.converters)
+    names = [type(c)._legacy_name or type(c).__qualname__ for c in converters]
+    float8 = next((c for c in converters if isinstance(c, Float8LinearConverter.Config)), None)
+    f8 = float8 if float8 is not None else Float8LinearConverter.Config()
+    f8_path = "model_converters.converters"
+    if float8 is not None:
+        f8_path += f"[{converters.index(float8)}]"
+    spec = config.model_spec
+    family = spec.name if spec is not None else None
+    flavor_name = spec.flavor if spec is not None else None
+    found = flavors.flavor(family, flavor_name) if spec is not None else None
+    fault_tolerance = getattr(config, "fault_tolerance", None)
+    in_backward = isinstance(config.optimizer, OptimizersInBackwardContainer.Config)
+    return rules.ConfigFacts(
+        ngpu=ngpu,
+        dp_replicate=get("parallelism.data_parallel_replicate_degree"),
+        dp_shard=get("parallelism.data_parallel_shard_degree"),
+        tp=get("parallelism.tensor_parallel_degree"),
+        pp=get("parallelism.pipeline_parallel_degree"),
+        cp=get("parallelism.context_parallel_degree"),
+        ep=get("parallelism.expert_parallel_degree"),
+        etp=get("parallelism.expert_tensor_parallel_degree"),
+        local_batch_size=get("training.local_batch_size"),
+        global_batch_size=get("training.global_batch_size"),
+        seq_len=get("training.seq_len"),
+        keep_latest_k=get("checkpoint.keep_latest_k"),
+        initial_load_in_hf=get("checkpoint.initial_load_in_hf"),
+        initial_load_model_only=get("checkpoint.initial_load_model_only"),
+        initial_load_in_hf_quantized=get("checkpoint.initial_load_in_hf_quantized"),
+        last_save_in_hf=get("checkpoint.last_save_in_hf"),
+        last_save_model_only=get("checkpoint.last_save_model_only"),
+        converters=rules.Setting(
+            value=names, path="model_converters.converters", span=locate("model_converters")
+        ),
+        quantize_tables=(),  # a converter config exists only when it is enabled
+        early_step_in_backward=rules.Setting(
+            value=in_backward, path="optimizer", span=locate("optimizer")
+        ),
+        fault_tolerance=rules.Setting(
+            value=fault_tolerance.enable if fault_tolerance is not None else False,
+            path="fault_tolerance.enable",
+            span=locate("fault_tolerance.enable"),
+        ),
+        ac_mode=get("activation_checkpoint.mode"),
+        selective_ac_option=get("activation_checkpoint.selective_ac_option"),
+        compile_enable=get("compile.enable"),
+        async_tp=get("parallelism.enable_async_tensor_parallel"),
+        cp_load_balancer=get("parallelism.context_parallel_load_balancer"),
+        validation_steps=get("validator.steps"),
+        float8_recipe=rules.Setting(f8.recipe_name, f"{f8_path}.recipe_name", locate(f8_path)),
+        float8_all_gather=rules.Setting(
+            f8.enable_fsdp_float8_all_gather,
+            f"{f8_path}.enable_fsdp_float8_all_gather",
+            locate(f8_path),
+        ),
+        float8_precompute=rules.Setting(
+            f8.precompute_float8_dynamic_scale_for_fsdp,
+            f"{f8_path}.precompute_float8_dynamic_scale_for_fsdp",
+            locate(f8_path),
+        ),
+        model_name=rules.Setting(family, "model_spec.name", locate("model_spec")),
+        flavor=rules.Setting(flavor_name, "model_spec.flavor", locate("model_spec")),
+        n_heads=found.n_heads if found else None,
+        n_kv_heads=found.n_kv_heads if found else None,
+        moe=found.moe if found else None,
+    )
