@@ -7,8 +7,9 @@ list of them into text, JSON, GitHub annotations or SARIF.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
+
+from schemas._frozen import Frozen, _set
 
 
 class Severity(enum.StrEnum):
@@ -19,9 +20,11 @@ class Severity(enum.StrEnum):
     INFO = "info"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Span:
+class Span(Frozen):
     """A place in a source file; lines and columns start at 1, ``end_col`` is exclusive."""
+
+    __slots__ = ("file", "line", "col", "end_line", "end_col")
+    __match_args__ = ()
 
     file: str
     """Path of the file as the user named it."""
@@ -29,18 +32,35 @@ class Span:
     """1-based line of the first character."""
     col: int
     """1-based column of the first character."""
-    end_line: int | None = None
+    end_line: int | None
     """1-based line after the last character (defaults to ``line``)."""
-    end_col: int | None = None
+    end_col: int | None
     """1-based column just past the last character (defaults to ``col + 1``)."""
+
+    def __init__(
+        self,
+        *,
+        file: str,
+        line: int,
+        col: int,
+        end_line: int | None = None,
+        end_col: int | None = None,
+    ) -> None:
+        _set(self, "file", file)
+        _set(self, "line", line)
+        _set(self, "col", col)
+        _set(self, "end_line", end_line)
+        _set(self, "end_col", end_col)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Diagnostic:
+class Diagnostic(Frozen):
     """One finding about a config."""
+
+    __slots__ = ("code", "severity", "path", "message", "hint", "span")
+    __match_args__ = ()
 
     code: str
     """Stable kebab-case identifier (``unknown-key``, ``wrong-type``); SARIF's rule id."""
@@ -50,10 +70,27 @@ class Diagnostic:
     """Dotted key path the finding is about (``training.steps``); empty for the whole file."""
     message: str
     """One sentence saying what is wrong."""
-    hint: str | None = None
+    hint: str | None
     """What to do about it (did you mean ..., moved to ...), if titan knows."""
-    span: Span | None = None
+    span: Span | None
     """Where in the source; ``None`` when the finding has no single place (e.g. a default)."""
+
+    def __init__(
+        self,
+        *,
+        code: str,
+        severity: Severity,
+        path: str,
+        message: str,
+        hint: str | None = None,
+        span: Span | None = None,
+    ) -> None:
+        _set(self, "code", code)
+        _set(self, "severity", severity)
+        _set(self, "path", path)
+        _set(self, "message", message)
+        _set(self, "hint", hint)
+        _set(self, "span", span)
 
     def sort_key(self) -> tuple:
         """Order by file, then position, then code, so output is stable."""
@@ -96,5 +133,7 @@ CODES: dict[str, str] = {
     "async-tp": "Async tensor parallel without torch.compile.",
     "unknown-model": "A model name titan does not know.",
     "unknown-flavor": "A flavor the model does not have.",
+    "unknown-config": "A registry function name (--config) that no registry defines.",
+    "registry-error": "A registry file or function that fails to import or raises.",
 }
 """Every diagnostic code with a one-line description (SARIF rules, README)."""

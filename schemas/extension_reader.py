@@ -5,7 +5,9 @@ v0.2.2 imports that module and merges its ``JobConfig`` dataclass into the base 
 default the module's AST is read: fields, annotations, literal defaults, the docstring under each
 field. What cannot be resolved becomes ``typing.Any`` / ``MISSING`` plus a note (a warning later).
 Importing is opt-in (``--allow-import``). The upstream modules ship as sources in
-``known_extensions/`` and go through the same reader, so TOMLs naming them need no torchtitan.
+``known_extensions/`` and go through the same reader, so TOMLs naming them need no torchtitan; the
+result is stored as data in ``schemas.builtin_extensions_spec`` (``python -m schemas.spec_codegen``)
+so that the validator does not pay for this reader (nor ``ast`` and ``pathlib``) on every run.
 """
 
 from __future__ import annotations
@@ -20,21 +22,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from schemas.builtin_extensions import KNOWN_EXTENSIONS, ExtensionError, known_extension
 from schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
-
-KNOWN_EXTENSIONS: dict[str, str] = {
-    "torchtitan.models.flux.job_config": "flux",
-    "torchtitan.components.ft.config": "ft",
-    "torchtitan.experiments.vlm.job_config": "vlm",
-    "torchtitan.experiments.transformers_modeling_backend.job_config": (
-        "transformers_modeling_backend"
-    ),
-    "torchtitan.experiments.simple_fsdp.job_config": "simple_fsdp",
-    "torchtitan.experiments.compiler_toolkit.job_config": "compiler_toolkit",
-    "torchtitan.experiments.autoparallel.job_config": "autoparallel",
-    "tests.assets.extended_job_config_example": "extended_job_config_example",
-}
-"""Upstream dotted module path -> short name of its built-in copy in ``known_extensions/``."""
 
 _KNOWN_DIR = Path(__file__).parent / "known_extensions"
 _TYPING_MODULES = ("typing", "typing_extensions")
@@ -45,11 +34,6 @@ _FUTURE_NOTE = (
     "{} uses `from __future__ import annotations`: v0.2.2's loader fails on such modules (tyro "
     "raises NameError on the merged string annotations); remove that import"
 )
-
-
-class ExtensionError(Exception):
-    """A problem the user can fix (module not found, no ``JobConfig``, a syntax error in it); the
-    message says what is wrong and how to fix it (``--module-path DIR``, ``--extension NAME``)."""
 
 
 class _Unresolved(Exception):
@@ -389,9 +373,11 @@ def read_extension_source(
     return _Context([*search_dirs, *root]).extension(path, module, origin=str(path))
 
 
-def known_extension(name_or_module: str) -> ExtensionSpec | None:
-    """A built-in upstream module by short name (``"flux"``) or dotted path, else None."""
-    short = KNOWN_EXTENSIONS.get(name_or_module, name_or_module)
+def read_builtin_source(short: str) -> ExtensionSpec | None:
+    """Read a built-in module's source in ``known_extensions/`` by its short name (else None).
+
+    ``known_extension`` serves the generated copy of this; ``schemas.spec_codegen`` uses this to
+    generate it."""
     modules = [module for module, name in KNOWN_EXTENSIONS.items() if name == short]
     if not modules:
         return None
@@ -455,6 +441,8 @@ def _section_from_class(
     for spec in dataclasses.fields(cls):
         twin = static.field(spec.name) if static else None
         where, annotation, default = f"{cls.__qualname__}.{spec.name}", spec.type, spec.default
+        if default is dataclasses.MISSING:
+            default = MISSING  # schemas has its own sentinel
         if isinstance(annotation, str):  # a string annotation, e.g. under __future__.annotations
             try:
                 annotation = typing.get_type_hints(cls)[spec.name]

@@ -17,14 +17,16 @@ are inside its ``torchtitan/models/``. The dicts are shared: treat them as read-
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from typing import Any
 
+from schemas._frozen import Frozen, _set
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Flavor:
+
+class Flavor(Frozen):
     """One entry of a TrainSpec's ``model_args`` dict."""
+
+    __slots__ = ("family", "name", "n_heads", "n_kv_heads", "moe", "args")
+    __match_args__ = ()
 
     family: str
     """TrainSpec name the flavor belongs to, e.g. ``"llama3"`` (aliases already resolved)."""
@@ -39,13 +41,42 @@ class Flavor:
     args: dict[str, Any]
     """Every constructor argument of the family's model-args dataclass, defaults filled in."""
 
+    def __init__(
+        self,
+        *,
+        family: str,
+        name: str,
+        n_heads: int | None,
+        n_kv_heads: int | None,
+        moe: bool,
+        args: dict[str, Any],
+    ) -> None:
+        _set(self, "family", family)
+        _set(self, "name", name)
+        _set(self, "n_heads", n_heads)
+        _set(self, "n_kv_heads", n_kv_heads)
+        _set(self, "moe", moe)
+        _set(self, "args", args)
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of these tables: new dicts and lists, the same immutable leaves and tuples.
+
+    Equivalent to ``copy.deepcopy`` for this data (every leaf is a number, string, bool, None or a
+    tuple of those) and much cheaper: the validator builds every flavor at startup."""
+    if isinstance(value, dict):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return value
+
 
 def _with(base: dict[str, Any], **written: Any) -> dict[str, Any]:
     """``base`` (a dataclass's defaults) overridden by the keyword arguments a flavor writes."""
     unknown = written.keys() - base.keys()
     if unknown:  # a typo here would silently add a field torchtitan does not have
         raise KeyError(f"not a field of this args dataclass: {sorted(unknown)}")
-    return copy.deepcopy(base) | copy.deepcopy(written)
+    return _copy(base) | _copy(written)
 
 
 # models/moe/moe.py: MoEArgs, shared by llama4, qwen3, deepseek_v3 and gpt_oss.

@@ -10,16 +10,64 @@ and every ``new`` against the v0.2.2 schema; release boundaries come from the Py
 0.1.0 (built 2025-06-18), 0.2.0 (2025-10-18), 0.2.1 (2025-12-26) and 0.2.2 (2026-02-20).
 """
 
-import dataclasses
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class MovedKey:
+    """One row of the table: where a legacy key went, since when, and what a user must know.
+
+    Immutable like the frozen dataclass it used to be, but written out: this module is imported
+    whenever a file has an unknown key, and ``import dataclasses`` would cost more than the whole
+    check. It stays pure stdlib (``dataclasses`` is imported only to raise its error)."""
+
+    __slots__ = ("old", "new", "era", "note", "inverted")
+    __match_args__ = ("old", "new", "era", "note", "inverted")
+
     old: str  # dotted legacy path; a section name alone ("float8") means the whole table
     new: str | None  # dotted v0.2.2 path (or section); None = removed with no replacement
     era: str  # e.g. "before v0.1.0", "removed in #1234 (2025-03)"
-    note: str = ""  # one sentence a user needs: inverted meaning, value must change, how to enable
-    inverted: bool = False  # True when the boolean meaning flipped (enable_x -> disable_x)
+    note: str  # one sentence a user needs: inverted meaning, value must change, how to enable
+    inverted: bool  # True when the boolean meaning flipped (enable_x -> disable_x)
+
+    def __init__(
+        self, old: str, new: str | None, era: str, note: str = "", inverted: bool = False
+    ) -> None:
+        _set = object.__setattr__
+        _set(self, "old", old)
+        _set(self, "new", new)
+        _set(self, "era", era)
+        _set(self, "note", note)
+        _set(self, "inverted", inverted)
+
+    def _values(self) -> tuple:
+        return (self.old, self.new, self.era, self.note, self.inverted)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"MovedKey({fields})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        import dataclasses
+
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        import dataclasses
+
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __getstate__(self) -> tuple:
+        return self._values()
+
+    def __setstate__(self, state: tuple) -> None:
+        for name, value in zip(self.__slots__, state, strict=True):
+            object.__setattr__(self, name, value)
 
 
 _M = MovedKey

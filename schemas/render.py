@@ -6,12 +6,13 @@ carries the same findings.
 
 from __future__ import annotations
 
-import json
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from schemas.diagnostics import CODES, Diagnostic, Severity, count
+
+# json and urllib.parse are imported by the formats that use them: plain text, the pre-commit
+# default, should not pay for them.
 
 FORMATS = ("text", "json", "github", "sarif")
 TOOL_NAME = "titan-validate"
@@ -45,6 +46,8 @@ def _as_dict(d: Diagnostic) -> dict:
 
 def render_json(diagnostics: Sequence[Diagnostic], *, files: int, out: TextIO) -> None:
     """One JSON object: the findings and a summary."""
+    import json
+
     payload = {
         "tool": TOOL_NAME,
         "diagnostics": [_as_dict(d) for d in diagnostics],
@@ -87,6 +90,9 @@ def render_sarif(
     diagnostics: Sequence[Diagnostic], *, files: int, out: TextIO, version: str = "0"
 ) -> None:
     """A SARIF 2.1.0 log with one run; rule ids are the diagnostic codes."""
+    import json
+    import urllib.parse
+
     codes = sorted({d.code for d in diagnostics} | set(CODES))
     index = {code: i for i, code in enumerate(codes)}
     rules = [{"id": c, "shortDescription": {"text": CODES.get(c, c)}} for c in codes]

@@ -8,25 +8,31 @@ sides can build: the TOML validator from a legacy document (paths like
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from schemas._frozen import Frozen, _set
 from schemas.diagnostics import Diagnostic, Severity, Span
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Setting:
+class Setting(Frozen):
     """One effective value, with where the user sets it (the default when they did not)."""
+
+    __slots__ = ("value", "path", "span")
+    __match_args__ = ("value", "path", "span")
 
     value: Any
     """The effective value (the default when not written)."""
     path: str
     """Dotted path in the form being checked."""
-    span: Span | None = None
+    span: Span | None
     """Where it is written; ``None`` when it is a default."""
+
+    def __init__(self, value: Any, path: str, span: Span | None = None) -> None:
+        _set(self, "value", value)
+        _set(self, "path", path)
+        _set(self, "span", span)
 
 
 CONVERTER_NAMES = (
@@ -46,9 +52,47 @@ STALE_CONVERTER_NAMES = {
 """Names used by older torchtitan releases, with today's equivalent."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ConfigFacts:
+class ConfigFacts(Frozen):
     """What the cross-field rules need to know about a config, in either form."""
+
+    __slots__ = (
+        "ngpu",
+        "dp_replicate",
+        "dp_shard",
+        "tp",
+        "pp",
+        "cp",
+        "ep",
+        "etp",
+        "local_batch_size",
+        "global_batch_size",
+        "seq_len",
+        "keep_latest_k",
+        "initial_load_in_hf",
+        "initial_load_model_only",
+        "initial_load_in_hf_quantized",
+        "last_save_in_hf",
+        "last_save_model_only",
+        "converters",
+        "quantize_tables",
+        "early_step_in_backward",
+        "fault_tolerance",
+        "ac_mode",
+        "selective_ac_option",
+        "compile_enable",
+        "async_tp",
+        "cp_load_balancer",
+        "validation_steps",
+        "float8_recipe",
+        "float8_all_gather",
+        "float8_precompute",
+        "model_name",
+        "flavor",
+        "n_heads",
+        "n_kv_heads",
+        "moe",
+    )
+    __match_args__ = ()
 
     ngpu: int | None
     """World size to check against (``--ngpu``); ``None`` skips world-size rules."""
@@ -70,7 +114,7 @@ class ConfigFacts:
     last_save_model_only: Setting
     converters: Setting
     """Converter names in legacy spelling (the registry side maps classes to names)."""
-    quantize_tables: tuple[Setting, ...] = ()
+    quantize_tables: tuple[Setting, ...]
     """Converter option tables the user wrote (value: the converter name they configure)."""
     early_step_in_backward: Setting
     fault_tolerance: Setting
@@ -85,12 +129,87 @@ class ConfigFacts:
     float8_precompute: Setting
     model_name: Setting
     flavor: Setting
-    n_heads: int | None = None
+    n_heads: int | None
     """Attention heads of the chosen flavor, when known."""
-    n_kv_heads: int | None = None
+    n_kv_heads: int | None
     """Key/value heads of the chosen flavor, when known."""
-    moe: bool | None = None
+    moe: bool | None
     """Whether the chosen flavor has experts, when known."""
+
+    def __init__(
+        self,
+        *,
+        ngpu: int | None,
+        dp_replicate: Setting,
+        dp_shard: Setting,
+        tp: Setting,
+        pp: Setting,
+        cp: Setting,
+        ep: Setting,
+        etp: Setting,
+        local_batch_size: Setting,
+        global_batch_size: Setting,
+        seq_len: Setting,
+        keep_latest_k: Setting,
+        initial_load_in_hf: Setting,
+        initial_load_model_only: Setting,
+        initial_load_in_hf_quantized: Setting,
+        last_save_in_hf: Setting,
+        last_save_model_only: Setting,
+        converters: Setting,
+        quantize_tables: tuple[Setting, ...] = (),
+        early_step_in_backward: Setting,
+        fault_tolerance: Setting,
+        ac_mode: Setting,
+        selective_ac_option: Setting,
+        compile_enable: Setting,
+        async_tp: Setting,
+        cp_load_balancer: Setting,
+        validation_steps: Setting,
+        float8_recipe: Setting,
+        float8_all_gather: Setting,
+        float8_precompute: Setting,
+        model_name: Setting,
+        flavor: Setting,
+        n_heads: int | None = None,
+        n_kv_heads: int | None = None,
+        moe: bool | None = None,
+    ) -> None:
+        _set(self, "ngpu", ngpu)
+        _set(self, "dp_replicate", dp_replicate)
+        _set(self, "dp_shard", dp_shard)
+        _set(self, "tp", tp)
+        _set(self, "pp", pp)
+        _set(self, "cp", cp)
+        _set(self, "ep", ep)
+        _set(self, "etp", etp)
+        _set(self, "local_batch_size", local_batch_size)
+        _set(self, "global_batch_size", global_batch_size)
+        _set(self, "seq_len", seq_len)
+        _set(self, "keep_latest_k", keep_latest_k)
+        _set(self, "initial_load_in_hf", initial_load_in_hf)
+        _set(self, "initial_load_model_only", initial_load_model_only)
+        _set(self, "initial_load_in_hf_quantized", initial_load_in_hf_quantized)
+        _set(self, "last_save_in_hf", last_save_in_hf)
+        _set(self, "last_save_model_only", last_save_model_only)
+        _set(self, "converters", converters)
+        _set(self, "quantize_tables", quantize_tables)
+        _set(self, "early_step_in_backward", early_step_in_backward)
+        _set(self, "fault_tolerance", fault_tolerance)
+        _set(self, "ac_mode", ac_mode)
+        _set(self, "selective_ac_option", selective_ac_option)
+        _set(self, "compile_enable", compile_enable)
+        _set(self, "async_tp", async_tp)
+        _set(self, "cp_load_balancer", cp_load_balancer)
+        _set(self, "validation_steps", validation_steps)
+        _set(self, "float8_recipe", float8_recipe)
+        _set(self, "float8_all_gather", float8_all_gather)
+        _set(self, "float8_precompute", float8_precompute)
+        _set(self, "model_name", model_name)
+        _set(self, "flavor", flavor)
+        _set(self, "n_heads", n_heads)
+        _set(self, "n_kv_heads", n_kv_heads)
+        _set(self, "moe", moe)
 
 
 def _diag(
@@ -330,6 +449,8 @@ def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
         if name in STALE_CONVERTER_NAMES:
             hint = f'`"{name}"` is a name from an older torchtitan; v0.2.2 registers `"{STALE_CONVERTER_NAMES[name]}"`'
         else:
+            import difflib  # only for a misspelt name: the import costs more than the rules
+
             close = difflib.get_close_matches(name, CONVERTER_NAMES, n=1, cutoff=0.6)
             hint = (
                 f'did you mean `"{close[0]}"`?'
@@ -478,6 +599,10 @@ def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
     if not isinstance(name, str) or not isinstance(flavor, str) or name in EXPERIMENT_MODELS:
         return
     names = flavors.flavor_names(name)
+    if names is not None and flavor in names:
+        return
+    import difflib  # only for an unknown model or flavor: the import costs more than the rules
+
     if names is None:
         known = [*flavors.FLAVORS, *flavors.FAMILY_ALIASES, *EXPERIMENT_MODELS]
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)

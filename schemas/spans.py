@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import dataclasses
 import re
+
+from schemas._frozen import Frozen, _set
 
 Path = tuple[str | int, ...]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class KeySpan:
+class KeySpan(Frozen):
     """Where one key token is written; lines and columns start at 1, ``end_col`` is exclusive."""
+
+    __slots__ = ("line", "col", "end_col", "value_line")
+    __match_args__ = ("line", "col", "end_col", "value_line")
 
     line: int
     """Line of the key token's first character."""
@@ -38,6 +41,12 @@ class KeySpan:
     """Column just past the key token; a quoted key includes its quotes."""
     value_line: int | None
     """Line where the value of a ``key = value`` starts; ``None`` for table headers."""
+
+    def __init__(self, line: int, col: int, end_col: int, value_line: int | None) -> None:
+        _set(self, "line", line)
+        _set(self, "col", col)
+        _set(self, "end_col", end_col)
+        _set(self, "value_line", value_line)
 
 
 # Every quantifier that can meet a long run of input is possessive (``*+``) and the alternatives
@@ -55,6 +64,13 @@ _LITERAL = re.compile(r"'[^'\n]*+'")
 # the first ones belonging to the content.
 _ML_BASIC = re.compile(r'"""(?:[^"\\]|\\.|""?+(?!"))*+"{3,5}', re.DOTALL)
 _ML_LITERAL = re.compile(r"'''(?:[^']|''?+(?!'))*+'{3,5}")
+# The common line: a bare key, then a value that ends on its line (not an array, an inline table
+# or a multi-line string, and a string only if it is closed on that line): what ``keyval`` and
+# ``value`` would find, in one match.
+_SIMPLE_KEYVAL = re.compile(
+    f"({_BARE.pattern})[ \\t]*+=[ \\t]*+(?!\"\"\"|''')"
+    f"(?=[^\\[{{\"']|{_BASIC.pattern}|{_LITERAL.pattern}|\\Z)"
+)
 # Numbers, booleans and dates need no structure, only an end; a local date-time may hold a space.
 _SCALAR = re.compile(r"[^,\]}#\n]*+")
 # ``\e`` and ``\xHH`` are TOML 1.1; accepting them costs nothing for 1.0 input.
@@ -119,12 +135,24 @@ class _Scanner:
 
     def run(self) -> None:
         table: Path = ()
+        text, n, spans, line_starts = self.text, self.n, self.spans, self.line_starts
         while True:
             self.skip(_BLANK)
-            if self.i >= self.n:
+            i = self.i
+            if i >= n:
                 return
-            if self.text[self.i] == "[":
+            if text[i] == "[":
                 table = self.header(table)
+            elif (simple := _SIMPLE_KEYVAL.match(text, i)) is not None:
+                # What keyval, record and value do for such a line, without a dozen calls: the
+                # scan costs as much as parsing the file, and most lines are like this.
+                path = (*table, simple[1])
+                if path not in spans:
+                    line = bisect.bisect_right(line_starts, i)
+                    base = line_starts[line - 1] - 1
+                    spans[path] = KeySpan(line, i - base, simple.end(1) - base, line)
+                if len(path) > _MAX_DEPTH:
+                    raise _TooDeep
             else:
                 self.keyval(table)
             self.end_line()

@@ -6,22 +6,30 @@ wrong section is found as well as a misspelt one.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import functools
+from typing import TYPE_CHECKING
 
-from schemas import moved_keys
+from schemas._frozen import Frozen, _set
 from schemas.spec import SectionSpec
 
+if TYPE_CHECKING:
+    from schemas import moved_keys
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Suggestion:
+
+class Suggestion(Frozen):
     """What titan can say about an unknown key."""
+
+    __slots__ = ("code", "hint")
+    __match_args__ = ("code", "hint")
 
     code: str
     """``moved-key`` when the key is known from an older torchtitan, else ``unknown-key``."""
     hint: str | None
     """The sentence shown to the user, or ``None`` when nothing close exists."""
+
+    def __init__(self, code: str, hint: str | None) -> None:
+        _set(self, "code", code)
+        _set(self, "hint", hint)
 
 
 def schema_paths(spec: SectionSpec, prefix: str = "") -> dict[str, bool]:
@@ -37,11 +45,15 @@ def schema_paths(spec: SectionSpec, prefix: str = "") -> dict[str, bool]:
 
 
 def _close(word: str, candidates: list[str], cutoff: float = 0.75) -> list[str]:
+    import difflib  # only files with unknown keys get here
+
     return difflib.get_close_matches(word, candidates, n=3, cutoff=cutoff)
 
 
 def suggest(parts: tuple[str, ...], paths: dict[str, bool], *, is_table: bool) -> Suggestion:
     """A hint for the unknown key ``parts`` (the dotted path split), given the schema's paths."""
+    from schemas import moved_keys  # only files with unknown keys get here
+
     dotted = ".".join(parts)
     moved = moved_keys.lookup(dotted)
     if moved is not None and moved_keys.new_location(dotted) != dotted:
@@ -83,6 +95,8 @@ def _join(parent: str, name: str) -> str:
 
 
 def _moved_hint(dotted: str, moved: moved_keys.MovedKey) -> str:
+    from schemas import moved_keys
+
     target = moved_keys.new_location(dotted)
     if target is None:
         text = f"removed; {moved.era}"
@@ -98,12 +112,12 @@ def _moved_hint(dotted: str, moved: moved_keys.MovedKey) -> str:
 @functools.cache
 def _extension_index() -> dict[str, list[str]]:
     """Dotted path -> short names of the built-in extensions that add it."""
-    from schemas import extension_reader
+    from schemas import builtin_extensions
 
     index: dict[str, list[str]] = {}
     base = schema_paths(_legacy())
-    for short in sorted(set(extension_reader.KNOWN_EXTENSIONS.values())):
-        spec = extension_reader.known_extension(short)
+    for short in sorted(set(builtin_extensions.KNOWN_EXTENSIONS.values())):
+        spec = builtin_extensions.known_extension(short)
         if spec is None:
             continue
         for path in schema_paths(spec.root):
@@ -123,7 +137,7 @@ def extension_owner(dotted: str) -> str | None:
     owners = _extension_index().get(dotted)
     if not owners:
         return None
-    from schemas.extension_reader import KNOWN_EXTENSIONS
+    from schemas.builtin_extensions import KNOWN_EXTENSIONS
 
     modules = {short: module for module, short in KNOWN_EXTENSIONS.items()}
     first = owners[0]

@@ -6,16 +6,15 @@ The parsed document and the merged schema are returned too, for callers that go 
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import re
 import sys
 import tomllib
 import typing
-from pathlib import Path
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from schemas import rules, typecheck
+from schemas._frozen import DataclassFields, Frozen, _set
 from schemas.diagnostics import Diagnostic, Severity, Span
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.merge import merge_sections
@@ -23,50 +22,115 @@ from schemas.spans import KeySpan, locate_keys
 from schemas.spec import MISSING, ExtensionSpec, SectionSpec
 from schemas.suggest import schema_paths, suggest
 
+if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+
+# pathlib, difflib and dataclasses are imported only on the paths that need them: together they
+# cost more than checking a whole corpus, and this module runs in pre-commit hooks.
+
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class CheckOptions:
+class CheckOptions(Frozen):
     """How to check: world size for the rules, and how custom config modules are found."""
 
-    ngpu: int | None = None
+    __slots__ = ("ngpu", "allow_import", "module_path", "extensions")
+    __match_args__ = ()
+
+    ngpu: int | None
     """World size the parallel degrees must fit; ``None`` skips world-size rules."""
-    allow_import: bool = False
+    allow_import: bool
     """Import custom config modules instead of reading their source."""
-    module_path: tuple[Path, ...] = ()
+    module_path: tuple[Path, ...]
     """Extra directories to search for custom config modules."""
-    extensions: tuple[str, ...] = ()
+    extensions: tuple[str, ...]
     """Extensions to merge although the TOML does not declare them (short names or modules)."""
 
+    def __init__(
+        self,
+        *,
+        ngpu: int | None = None,
+        allow_import: bool = False,
+        module_path: tuple[Path, ...] = (),
+        extensions: tuple[str, ...] = (),
+    ) -> None:
+        _set(self, "ngpu", ngpu)
+        _set(self, "allow_import", allow_import)
+        _set(self, "module_path", module_path)
+        _set(self, "extensions", extensions)
 
-@dataclasses.dataclass(slots=True, kw_only=True)
+
 class FileCheck:
     """The outcome of checking one file."""
+
+    __slots__ = ("file", "diagnostics", "document", "schema", "extensions", "spans", "text")
+    __match_args__ = ()
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+    # Written out rather than a dataclass, as the values in schemas._frozen are, and likewise
+    # still usable with dataclasses.replace, fields and asdict.
+    __dataclass_fields__ = DataclassFields()
+    __dataclass_params__ = DataclassFields()
+    _default_factories = {"spans": dict}
 
     file: str
     """The path as the user named it."""
     diagnostics: list[Diagnostic]
     """Every finding, sorted by position."""
-    document: dict[str, Any] | None = None
+    document: dict[str, Any] | None
     """The parsed TOML, when it parsed."""
-    schema: SectionSpec | None = None
+    schema: SectionSpec | None
     """The legacy schema merged with the file's extensions, when they could be read."""
-    extensions: tuple[ExtensionSpec, ...] = ()
+    extensions: tuple[ExtensionSpec, ...]
     """The extensions that were merged."""
-    spans: dict[tuple, KeySpan] = dataclasses.field(default_factory=dict)
+    spans: dict[tuple, KeySpan]
     """Positions of the keys in the file."""
-    text: str | None = None
+    text: str | None
     """The source text, when it decoded (renderers show lines from it)."""
+
+    def __init__(
+        self,
+        *,
+        file: str,
+        diagnostics: list[Diagnostic],
+        document: dict[str, Any] | None = None,
+        schema: SectionSpec | None = None,
+        extensions: tuple[ExtensionSpec, ...] = (),
+        spans: dict[tuple, KeySpan] | None = None,
+        text: str | None = None,
+    ) -> None:
+        self.file = file
+        self.diagnostics = diagnostics
+        self.document = document
+        self.schema = schema
+        self.extensions = extensions
+        self.spans = {} if spans is None else spans
+        self.text = text
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"FileCheck({fields})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+
+_DEFAULTS = CheckOptions()
 
 
 def check_file(
-    path: Path, options: CheckOptions = CheckOptions(), *, shown: str | None = None
+    path: str | os.PathLike[str],
+    options: CheckOptions = _DEFAULTS,
+    *,
+    shown: str | None = None,
 ) -> FileCheck:
     """Read and check one file; unreadable files become a diagnostic, not an exception."""
     shown = shown or str(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as file:
+            raw = file.read()
     except OSError as error:
         reason = error.strerror or str(error)
         return FileCheck(
@@ -93,7 +157,13 @@ def check_file(
                 )
             ],
         )
-    return check_text(text, file=shown, base_dir=path.resolve().parent, options=options)
+
+    def base_dir() -> Path:
+        from pathlib import Path
+
+        return Path(path).resolve().parent
+
+    return _check_text(text, shown, base_dir, options)
 
 
 def _file_error(code: str, file: str, message: str, hint: str | None = None) -> Diagnostic:
@@ -108,9 +178,17 @@ def _file_error(code: str, file: str, message: str, hint: str | None = None) -> 
 
 
 def check_text(
-    text: str, *, file: str, base_dir: Path, options: CheckOptions = CheckOptions()
+    text: str, *, file: str, base_dir: Path, options: CheckOptions = _DEFAULTS
 ) -> FileCheck:
     """Check TOML source text; ``base_dir`` is where custom config modules are looked up first."""
+    return _check_text(text, file, lambda: base_dir, options)
+
+
+def _check_text(
+    text: str, file: str, base_dir: Callable[[], Path], options: CheckOptions
+) -> FileCheck:
+    # ``base_dir`` is a function: resolving the path is needed only to search for a custom
+    # module, never for the built-in ones or for files without extensions.
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -126,7 +204,14 @@ def check_text(
             # A default the file did not write (perhaps from a custom module): point at the
             # nearest section the file does write, else at the file itself.
             span = checker.span_of(tuple(finding.path.split("."))) or Span(file=file, line=1, col=1)
-            finding = dataclasses.replace(finding, span=span)
+            finding = Diagnostic(
+                code=finding.code,
+                severity=finding.severity,
+                path=finding.path,
+                message=finding.message,
+                hint=finding.hint,
+                span=span,
+            )
         checker.diagnostics.append(finding)
     checker.diagnostics.sort(key=Diagnostic.sort_key)
     return FileCheck(
@@ -165,6 +250,8 @@ def _syntax_diagnostic(error: tomllib.TOMLDecodeError, text: str, file: str) -> 
 
 
 def _search_dirs(base_dir: Path, options: CheckOptions) -> list[Path]:
+    from pathlib import Path
+
     # Next to the TOML first, then its ancestors (an upstream checkout names modules from its
     # root), then --module-path, then where Python itself would look.
     dirs = [base_dir, *base_dir.parents, *options.module_path, Path.cwd()]
@@ -176,15 +263,29 @@ def load_extension(
     name: str, *, search_dirs: list[Path], allow_import: bool, from_toml: bool
 ) -> ExtensionSpec:
     """One extension: built in, read from source, or imported; raises ``ExtensionError``."""
-    from schemas import extension_reader
+    return _load_extension(
+        name, lambda: search_dirs, allow_import=allow_import, from_toml=from_toml
+    )
+
+
+def _load_extension(
+    name: str, search_dirs: Callable[[], list[Path]], *, allow_import: bool, from_toml: bool
+) -> ExtensionSpec:
+    # ``search_dirs`` is a function: building the list resolves paths and imports pathlib, and
+    # the built-in modules (the common case) never look at it, nor load the static reader.
+    from schemas import builtin_extensions
 
     # Short names (`flux`) are titan's flags; a TOML names a module as v0.2.2 imported it.
-    builtin = None if from_toml else extension_reader.known_extension(name)
+    builtin = None if from_toml else builtin_extensions.known_extension(name)
     if builtin is not None:
         return builtin
-    if allow_import and name not in extension_reader.KNOWN_EXTENSIONS:
-        return extension_reader.import_extension(name, search_dirs=search_dirs)
-    return extension_reader.read_extension(name, search_dirs=search_dirs)
+    if name in builtin_extensions.KNOWN_EXTENSIONS:  # an upstream module: read_extension's answer
+        return builtin_extensions.known_extension(name)  # type: ignore[return-value]
+    from schemas import extension_reader
+
+    if allow_import:
+        return extension_reader.import_extension(name, search_dirs=search_dirs())
+    return extension_reader.read_extension(name, search_dirs=search_dirs())
 
 
 def merged_schema(extensions: list[ExtensionSpec]) -> SectionSpec:
@@ -196,9 +297,9 @@ def merged_schema(extensions: list[ExtensionSpec]) -> SectionSpec:
 
 
 def _load_extensions(
-    document: dict, base_dir: Path, options: CheckOptions, checker: _Checker
+    document: dict, base_dir: Callable[[], Path], options: CheckOptions, checker: _Checker
 ) -> list[ExtensionSpec]:
-    from schemas import extension_reader
+    from schemas.builtin_extensions import ExtensionError
 
     requested: list[tuple[str, tuple]] = []
     job = document.get("job")
@@ -211,13 +312,13 @@ def _load_extensions(
     for name, where in requested:
         path = ".".join(where) or "--extension"
         try:
-            spec = load_extension(
+            spec = _load_extension(
                 name,
-                search_dirs=_search_dirs(base_dir, options),
+                lambda: _search_dirs(base_dir(), options),
                 allow_import=options.allow_import,
                 from_toml=bool(where),
             )
-        except extension_reader.ExtensionError as error:
+        except ExtensionError as error:
             checker.add("extension-error", where, str(error), _extension_hint(name), path=path)
             continue
         for note in spec.notes:
@@ -234,7 +335,9 @@ def _load_extensions(
 
 
 def _extension_hint(name: str) -> str:
-    from schemas.extension_reader import KNOWN_EXTENSIONS
+    import difflib
+
+    from schemas.builtin_extensions import KNOWN_EXTENSIONS
 
     close = difflib.get_close_matches(
         name, [*KNOWN_EXTENSIONS, *KNOWN_EXTENSIONS.values()], n=1, cutoff=0.7
@@ -321,6 +424,8 @@ class _Checker:
         dotted = ".".join(parts)
         choices = _literal_choices(annotation)
         if choices and isinstance(value, str):
+            import difflib  # only for a bad choice
+
             close = difflib.get_close_matches(
                 value, [c for c in choices if isinstance(c, str)], n=1, cutoff=0.6
             )

@@ -12,7 +12,6 @@ Supported annotations: ``int``, ``float`` (ints accepted), ``str``, ``bool``, ``
 from __future__ import annotations
 
 import datetime
-import json
 import types
 import typing
 from typing import Any, Literal, Union
@@ -78,6 +77,8 @@ def value_name(value: Any) -> str:
     if isinstance(value, float):
         return f"float {value!r}"
     if isinstance(value, str):
+        import json  # only for a message about a wrong value
+
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"string {json.dumps(shown, ensure_ascii=False)}"
     if isinstance(value, list):
