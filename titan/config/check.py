@@ -125,6 +125,12 @@ def _value(value: Any, annotation: Any, path: str, locate: Locate) -> Iterator[D
             else:
                 yield from _structure(item, item_path, locate)
         return
+    if classes:  # a config-typed field holding something else
+        if value is None and type(None) in typing.get_args(annotation):
+            return
+        expected = " or ".join(c.__qualname__ for c in classes)
+        yield _diag("wrong-type", path, f"`{path}` must be a {expected}, not {value!r}", locate)
+        return
     from pydantic import ValidationError
 
     try:

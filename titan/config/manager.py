@@ -113,7 +113,14 @@ def load_file(path: str) -> ModuleType:
     full = os.path.abspath(path)
     if not os.path.isfile(full):
         raise RegistryError(f"registry file {path} does not exist", code="unreadable-file")
-    digest = hashlib.sha1(full.encode()).hexdigest()[:12]
+    try:
+        with open(full, "rb") as handle:
+            content = handle.read()
+    except OSError as exc:
+        raise RegistryError(f"cannot read {path}: {exc.strerror}", code="unreadable-file") from None
+    # Keyed by path and content: loading the same file twice gives the same classes (so configs
+    # from it compare equal), while an edited file is imported afresh.
+    digest = hashlib.sha1(full.encode() + b"\0" + content).hexdigest()[:16]
     name = f"_titan_registry_{digest}"
     if name in sys.modules:
         return sys.modules[name]
@@ -224,16 +231,23 @@ def user_code_error(exc: BaseException, *, files: set[str] | None, doing: str) -
         found = _unexpected_keyword(exc, frame)
         if found is not None:
             cls, keyword, node = found
-            span = Span(file=frame.filename, line=node.lineno, col=node.col_offset + 1)
+            span = Span(
+                file=frame.filename,
+                line=node.lineno,
+                col=node.col_offset + 1,
+                end_col=node.col_offset + 1 + len(keyword),
+            )
             names = [f.name for f in dataclasses.fields(cls)]
             close = difflib.get_close_matches(keyword, names, n=1, cutoff=0.6)
             message = f"{cls.__qualname__} has no field `{keyword}`"
             hint = f"did you mean `{close[0]}`?" if close else "fields: " + ", ".join(names)
             return RegistryError(message, code="unknown-key", hint=hint, span=span)
-    if isinstance(exc, AttributeError) and exc.name and dataclasses.is_dataclass(exc.obj):
-        names = [f.name for f in dataclasses.fields(exc.obj)]
-        close = difflib.get_close_matches(exc.name, names, n=1, cutoff=0.6)
-        message = f"{type(exc.obj).__qualname__} has no field `{exc.name}`"
+    target = _missing_attribute(exc, frame) if isinstance(exc, AttributeError) else None
+    if target is not None:
+        obj, name = target
+        names = [f.name for f in dataclasses.fields(obj)]
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        message = f"{type(obj).__qualname__} has no field `{name}`"
         hint = f"did you mean `{close[0]}`?" if close else "fields: " + ", ".join(names)
         return RegistryError(message, code="unknown-key", hint=hint, span=span)
     return RegistryError(message, code="registry-error", hint=hint, span=span)
@@ -245,6 +259,39 @@ class _Frame:
     lineno: int | None
     colno: int | None
     globals: dict[str, Any]
+    locals: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _missing_attribute(exc: AttributeError, frame: _Frame) -> tuple[Any, str] | None:
+    """For ``config.section.typo = x`` on a slotted config: the config object and the name."""
+    obj, name = getattr(exc, "obj", None), getattr(exc, "name", None)
+    if name is None:  # assignment to a missing slot sets neither .obj nor .name
+        text = str(exc)
+        marker = "object has no attribute '"
+        if marker not in text:
+            return None
+        name = text.split(marker, 1)[1].rstrip("'")
+        tree = _parse(frame.filename)
+        for node in ast.walk(tree) if tree is not None else ():
+            targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+            for target in targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and target.attr == name
+                    and target.lineno == frame.lineno
+                ):
+                    obj = _static_value(target.value, {**frame.globals, **frame.locals})
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return obj, name
+    return None
+
+
+def _parse(filename: str) -> ast.Module | None:
+    try:
+        with open(filename, encoding="utf-8") as handle:
+            return ast.parse(handle.read(), filename)
+    except (OSError, SyntaxError, ValueError):
+        return None
 
 
 def _user_frame(exc: BaseException, files: set[str] | None) -> _Frame | None:
@@ -265,7 +312,9 @@ def _user_frame(exc: BaseException, files: set[str] | None) -> _Frame | None:
                 None,
             )
             colno = position[2] if position else None
-            best = _Frame(filename, tb.tb_lineno, colno, tb.tb_frame.f_globals)
+            best = _Frame(
+                filename, tb.tb_lineno, colno, tb.tb_frame.f_globals, tb.tb_frame.f_locals
+            )
         tb = tb.tb_next
     if best is None and files is None:
         summary = traceback.extract_tb(exc.__traceback__)
@@ -282,10 +331,8 @@ def _unexpected_keyword(exc: TypeError, frame: _Frame) -> tuple[type, str, ast.k
     if marker not in text:
         return None
     keyword = text.split(marker, 1)[1].rstrip("'")
-    try:
-        with open(frame.filename, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), frame.filename)
-    except (OSError, SyntaxError, ValueError):
+    tree = _parse(frame.filename)
+    if tree is None:
         return None
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not (node.lineno <= (frame.lineno or 0)):
@@ -294,7 +341,7 @@ def _unexpected_keyword(exc: TypeError, frame: _Frame) -> tuple[type, str, ast.k
             continue
         for kw in node.keywords:
             if kw.arg == keyword:
-                cls = _static_value(node.func, frame.globals)
+                cls = _static_value(node.func, {**frame.globals, **frame.locals})
                 if isinstance(cls, type) and dataclasses.is_dataclass(cls):
                     return cls, keyword, kw
     return None
