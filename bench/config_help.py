@@ -50,9 +50,7 @@ def main() -> int:
     print(f"{'command':<28} {'best s':>8} {'median s':>9} {'vs baseline':>12}")
     for name, times in results.items():
         best = min(times)
-        print(
-            f"{name:<28} {best:>8.3f} {statistics.median(times):>9.3f} {best / baseline:>11.2f}x"
-        )
+        print(f"{name:<28} {best:>8.3f} {statistics.median(times):>9.3f} {best / baseline:>11.2f}x")
     help_best = min(results["titan config --help"])
     verdict = "met" if help_best < 2.0 else "NOT met"
     print(f"target: --help under 2 s: {verdict} ({help_best:.3f} s)")
