@@ -12,6 +12,9 @@ import typing
 
 import pytest
 
+import titan.components.quantization.float8
+import titan.components.quantization.mx  # noqa: F401  (registers the converter classes)
+from titan.components.optimizer import OptimizersInBackwardContainer
 from titan.config import Configurable, NotBuildableError
 from titan.config.configurable import owner_of
 from titan.experiments.ft.trainer import FaultTolerantTrainer
@@ -25,7 +28,7 @@ ROOTS = (Trainer.Config, FluxTrainer.Config, FaultTolerantTrainer.Config)
 def config_classes() -> set[type]:
     """Every dataclass reachable from the trainer configs' annotations, plus all converters."""
     seen: set[type] = set()
-    todo = [*ROOTS, *_subclasses(ModelConverter.Config)]
+    todo = [*ROOTS, OptimizersInBackwardContainer.Config, *_subclasses(ModelConverter.Config)]
     while todo:
         cls = todo.pop()
         if cls in seen or not dataclasses.is_dataclass(cls):
