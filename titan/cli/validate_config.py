@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import TextIO
 
-from schemas.diagnostics import Diagnostic, Severity
+from schemas.diagnostics import Diagnostic, Severity, Span
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,14 +82,19 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     except manager.RegistryError as error:
         if error.code == "usage":
             raise UsageError(error.message) from None
-        diagnostics.append(_finding(error))
+        finding = _finding(error)
+        if finding.span is None:
+            spans = _command_line_spans(argv, sources)
+            finding = dataclasses.replace(finding, span=spans.get("config"))
+        diagnostics.append(finding)
     else:
         locate = locator(found.function)
         if overrides:
             config = _apply(config, overrides, stdout=stdout, stderr=stderr)
             if isinstance(config, int):  # tyro printed --help or a bad flag
                 return config
-            locate = _command_line_locator(overrides, sources, fallback=locate)
+            spans, in_function = _command_line_spans(argv, sources), locate
+            locate = lambda path: spans.get(path) or in_function(path)  # noqa: E731
         diagnostics = check_config(config, ngpu=options.ngpu, locate=locate)
     diagnostics = [_relative(d) for d in diagnostics]
     for d in diagnostics:
@@ -104,26 +109,21 @@ COMMAND_LINE = "<command line>"
 """The pseudo file name of findings about a ``--section.field`` override."""
 
 
-def _command_line_locator(overrides: list[str], sources: dict[str, str], *, fallback):
-    """Point findings about an overridden field at its flag on the command line."""
-    from schemas.diagnostics import Span
-
-    text, flags = "", {}
-    for arg in overrides:
+def _command_line_spans(argv: Sequence[str], sources: dict[str, str]) -> dict[str, Span]:
+    """The span of each ``--flag`` (and of the ``--config`` value) on the command line."""
+    text, spans = "", {}
+    for index, arg in enumerate(argv):
         start = len(text) + 1 if text else 0
         text = f"{text} {arg}" if text else arg
         if arg.startswith("--"):
             flag = arg.partition("=")[0]
-            path = flag[2:].replace("-", "_")
-            flags[path] = Span(
-                file=COMMAND_LINE, line=1, col=start + 1, end_col=start + 1 + len(flag)
-            )
+            span = Span(file=COMMAND_LINE, line=1, col=start + 1, end_col=start + 1 + len(flag))
+            spans[flag[2:].replace("-", "_")] = span
+            if flag == "--config" and index + 1 < len(argv) and "=" not in arg:
+                end = start + len(arg) + 1 + len(argv[index + 1])
+                spans["config"] = Span(file=COMMAND_LINE, line=1, col=start + 1, end_col=end + 1)
     sources[COMMAND_LINE] = text
-
-    def locate(path: str):
-        return flags.get(path) or fallback(path)
-
-    return locate
+    return spans
 
 
 def _apply(config, overrides: list[str], *, stdout: TextIO, stderr: TextIO):
