@@ -29,6 +29,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	$(PY) bench/validate_corpus.py
+	$(PY) bench/config_help.py
 
 # Regenerate the files derived from schemas/legacy.py (tests fail while they are stale).
 schema: $(STAMP)
