@@ -2,7 +2,10 @@
 
 1. validate every TOML in legacy_configs/ (clean);
 2. plant typical mistakes in a copy of the llama3 debug config and show what titan-validate says;
-3. export the JSON Schema that editors use for completion.
+3. export the JSON Schema that editors use for completion;
+4. check the hand-written registry twin of the llama3 debug config (titan-validate --config),
+   once as written and once with a tensor-parallel override that cannot fit 8 GPUs;
+5. titan-diff the debug config against its float8 variant.
 Later issues grow this into migrate -> validate -> train both forms.
 """
 
@@ -48,10 +51,31 @@ def main() -> int:
         size = schema.stat().st_size if exported == 0 else 0
         print(f"JSON Schema: {size} bytes (the repository ships it as schemas/json/)")
 
+    _banner("4. titan-validate --config llama3_debugmodel (the registry form)")
+    registry_clean = run(["--config", "llama3_debugmodel", "--ngpu", "8"])
+    print("... and with --parallelism.tensor_parallel_degree 3 on 8 GPUs:")
+    registry_caught = run(
+        [
+            "--config",
+            "llama3_debugmodel",
+            "--ngpu",
+            "8",
+            "--parallelism.tensor_parallel_degree",
+            "3",
+        ]
+    )
+
+    _banner("5. titan-diff llama3_debugmodel llama3_debugmodel_float8")
+    from titan.cli.diff import main as diff
+
+    differs = diff(["llama3_debugmodel", "llama3_debugmodel_float8", "--color", "never"])
+
     _banner("summary")
     print(f"legacy_configs/: exit {clean} (0 = clean)")
     print(f"planted mistakes: exit {caught} (1 = findings reported)")
-    ok = clean == 0 and caught == 1 and exported == 0
+    print(f"registry config: exit {registry_clean}; with a bad override: exit {registry_caught}")
+    print(f"titan-diff: exit {differs} (1 = the configs differ)")
+    ok = (clean, caught, exported, registry_clean, registry_caught, differs) == (0, 1, 0, 0, 1, 1)
     print("demo OK" if ok else "demo FAILED")
     return 0 if ok else 1
 
