@@ -52,6 +52,33 @@ STALE_CONVERTER_NAMES = {
 """Names used by older torchtitan releases, with today's equivalent."""
 
 
+SHARED_FACT_PATHS: dict[str, str] = {
+    "dp_replicate": "parallelism.data_parallel_replicate_degree",
+    "dp_shard": "parallelism.data_parallel_shard_degree",
+    "tp": "parallelism.tensor_parallel_degree",
+    "pp": "parallelism.pipeline_parallel_degree",
+    "cp": "parallelism.context_parallel_degree",
+    "ep": "parallelism.expert_parallel_degree",
+    "etp": "parallelism.expert_tensor_parallel_degree",
+    "local_batch_size": "training.local_batch_size",
+    "global_batch_size": "training.global_batch_size",
+    "seq_len": "training.seq_len",
+    "keep_latest_k": "checkpoint.keep_latest_k",
+    "initial_load_in_hf": "checkpoint.initial_load_in_hf",
+    "initial_load_model_only": "checkpoint.initial_load_model_only",
+    "initial_load_in_hf_quantized": "checkpoint.initial_load_in_hf_quantized",
+    "last_save_in_hf": "checkpoint.last_save_in_hf",
+    "last_save_model_only": "checkpoint.last_save_model_only",
+    "ac_mode": "activation_checkpoint.mode",
+    "selective_ac_option": "activation_checkpoint.selective_ac_option",
+    "compile_enable": "compile.enable",
+    "async_tp": "parallelism.enable_async_tensor_parallel",
+    "cp_load_balancer": "parallelism.context_parallel_load_balancer",
+}
+"""Facts read from the same dotted path in a legacy TOML and in a ``Trainer.Config``; each side
+builds the remaining facts (converters, optimizer, validation, model) in its own words."""
+
+
 class ConfigFacts(Frozen):
     """What the cross-field rules need to know about a config, in either form."""
 

@@ -184,22 +184,7 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
     in_backward = isinstance(config.optimizer, OptimizersInBackwardContainer.Config)
     return rules.ConfigFacts(
         ngpu=ngpu,
-        dp_replicate=get("parallelism.data_parallel_replicate_degree"),
-        dp_shard=get("parallelism.data_parallel_shard_degree"),
-        tp=get("parallelism.tensor_parallel_degree"),
-        pp=get("parallelism.pipeline_parallel_degree"),
-        cp=get("parallelism.context_parallel_degree"),
-        ep=get("parallelism.expert_parallel_degree"),
-        etp=get("parallelism.expert_tensor_parallel_degree"),
-        local_batch_size=get("training.local_batch_size"),
-        global_batch_size=get("training.global_batch_size"),
-        seq_len=get("training.seq_len"),
-        keep_latest_k=get("checkpoint.keep_latest_k"),
-        initial_load_in_hf=get("checkpoint.initial_load_in_hf"),
-        initial_load_model_only=get("checkpoint.initial_load_model_only"),
-        initial_load_in_hf_quantized=get("checkpoint.initial_load_in_hf_quantized"),
-        last_save_in_hf=get("checkpoint.last_save_in_hf"),
-        last_save_model_only=get("checkpoint.last_save_model_only"),
+        **{fact: get(path) for fact, path in rules.SHARED_FACT_PATHS.items()},
         converters=rules.Setting(
             value=names, path="model_converters.converters", span=locate("model_converters")
         ),
@@ -212,11 +197,6 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
             path="fault_tolerance.enable",
             span=locate("fault_tolerance.enable"),
         ),
-        ac_mode=get("activation_checkpoint.mode"),
-        selective_ac_option=get("activation_checkpoint.selective_ac_option"),
-        compile_enable=get("compile.enable"),
-        async_tp=get("parallelism.enable_async_tensor_parallel"),
-        cp_load_balancer=get("parallelism.context_parallel_load_balancer"),
         validation_steps=get("validator.steps"),
         float8_recipe=rules.Setting(f8.recipe_name, f"{f8_path}.recipe_name", locate(f8_path)),
         float8_all_gather=rules.Setting(
