@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import subprocess
@@ -47,10 +46,6 @@ def not_a_config():
     return 42
 """
 BROKEN_LINE = REGISTRY.splitlines().index('    return sizes["large"]') + 1
-HAS_BUILTIN_REGISTRIES = importlib.util.find_spec("titan.models.llama3.config_registry") is not None
-needs_llama3 = pytest.mark.skipif(
-    not HAS_BUILTIN_REGISTRIES, reason="titan.models.llama3.config_registry is missing"
-)
 
 
 @pytest.fixture
@@ -145,7 +140,6 @@ def test_json_and_toml_dumps_compare_like_the_function(reg, tmp_path, capsys):
     assert code == 1 and "B: changed.toml (Trainer.Config)" in out and "4 differences" in out
 
 
-@needs_llama3
 def test_builtin_registry_names_and_module_paths(capsys):
     code, out, _ = titan_diff(
         capsys, "llama3_debugmodel", "titan.models.llama3.config_registry:llama3_debugmodel"
@@ -155,7 +149,6 @@ def test_builtin_registry_names_and_module_paths(capsys):
     assert code == 1 and "model_spec.flavor:" in out and "'debugmodel' -> '8B'" in out
 
 
-@needs_llama3
 def test_unknown_builtin_name_suggests_close_names(capsys):
     code, _, err = titan_diff(capsys, "llama3_debugmodl", "llama3_debugmodel")
     assert code == 2 and "did you mean `llama3_debugmodel`" in err

@@ -353,3 +353,22 @@ def test_update_from_config_takes_seq_len_and_load_balance(family):
         assert isinstance(moe, MoE.Config) and moe.force_load_balance is True
     else:
         assert moe is None  # the first flavor of llama3 and qwen3 is dense
+
+
+def test_every_concrete_attention_counts_its_parameters():
+    import importlib
+
+    from titan.models import SUPPORTED_MODELS
+    from titan.models.common.attention import BaseAttention
+
+    for family in SUPPORTED_MODELS:  # import every family's attention classes
+        importlib.import_module(f"titan.models.{family}")
+
+    def subclasses(cls):
+        return [cls, *(s for sub in cls.__subclasses__() for s in subclasses(sub))]
+
+    concrete = [c for c in subclasses(BaseAttention.Config) if c is not BaseAttention.Config]
+    assert len(concrete) >= 4
+    for cls in concrete:
+        assert cls.num_params is not BaseAttention.Config.num_params, cls.__qualname__
+        assert cls().num_params(64) > 0, cls.__qualname__

@@ -412,51 +412,27 @@ def test_diff_across_trainer_classes_compares_the_shared_fields():
 # Every model flavor and every registry function of titan's model families
 
 
-def _families() -> list:
-    models = importlib.import_module("titan.models")
-    if not hasattr(models, "SUPPORTED_MODELS"):
-        return [
-            pytest.param(
-                None, marks=pytest.mark.skip(reason="titan.models.SUPPORTED_MODELS is missing")
-            )
-        ]
-    return list(models.SUPPORTED_MODELS)
-
-
 def _flavor_cases() -> list:
-    cases = []
-    for family in _families():
-        if not isinstance(family, str):
-            return [family]
-        package = importlib.import_module(f"titan.models.{family}")
-        missing = [a for a in ("FLAVORS", "model_registry") if not hasattr(package, a)]
-        if missing:
-            reason = f"titan.models.{family} has no {' or '.join(missing)}"
-            cases.append(pytest.param(family, None, marks=pytest.mark.skip(reason=reason)))
-            continue
-        cases += [
-            pytest.param(family, flavor, id=f"{family}-{flavor}") for flavor in package.FLAVORS
-        ]
-    return cases
+    from titan.models import SUPPORTED_MODELS
+
+    return [
+        pytest.param(family, flavor, id=f"{family}-{flavor}")
+        for family in SUPPORTED_MODELS
+        for flavor in importlib.import_module(f"titan.models.{family}").FLAVORS
+    ]
 
 
 def _registry_cases() -> list:
     from titan.config.manager import registry_functions
+    from titan.models import SUPPORTED_MODELS
 
-    cases = []
-    for family in _families():
-        if not isinstance(family, str):
-            return [family]
-        name = f"titan.models.{family}.config_registry"
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name != name:
-                raise
-            cases.append(pytest.param(None, marks=pytest.mark.skip(reason=f"{name} is missing")))
-            continue
-        cases += [pytest.param(f, id=n) for n, f in registry_functions(module).items()]
-    return cases
+    return [
+        pytest.param(function, id=name)
+        for family in SUPPORTED_MODELS
+        for name, function in registry_functions(
+            importlib.import_module(f"titan.models.{family}.config_registry")
+        ).items()
+    ]
 
 
 @pytest.mark.parametrize(("family", "flavor"), _flavor_cases())

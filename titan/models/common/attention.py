@@ -28,6 +28,8 @@ class BaseAttention(Module):
 
         def num_params(self, dim: int) -> int:
             """Parameters of one attention module in a model of width ``dim``."""
+            # Abstract: the base has no head size, so each concrete attention counts its own
+            # (tests/test_models.py checks that every subclass overrides this).
             raise NotImplementedError(f"{type(self).__qualname__} cannot count its parameters")
 
 
