@@ -135,5 +135,13 @@ CODES: dict[str, str] = {
     "unknown-flavor": "A flavor the model does not have.",
     "unknown-config": "A registry function name (--config) that no registry defines.",
     "registry-error": "A registry file or function that fails to import or raises.",
+    "cli-syntax": "A command-line override that cannot be read (no value, a stray token, a value for a switch).",
+    "dropped-key": "A legacy key titan-migrate cannot carry: titan has no place for it.",
+    "stale-name": "A stale name (v0.1 converter) migrated under its new name (--fix-stale-names).",
+    "behaviour-change": "A migrated setting that makes the run behave differently from v0.2.2.",
+    "unsupported-model": "A model titan has no family for: recorded by name, not trainable.",
+    "trainer-conflict": "Keys that need two different trainer classes.",
+    "extension-class": "Part of a custom config module that cannot become a titan config class.",
+    "renamed-function": "Two files map to one function name; a later one gets a suffix.",
 }
 """Every diagnostic code with a one-line description (SARIF rules, README)."""
