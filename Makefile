@@ -31,10 +31,13 @@ bench: $(STAMP)
 	$(PY) bench/validate_corpus.py
 	$(PY) bench/config_help.py
 
-# Regenerate the files derived from schemas/legacy.py (tests fail while they are stale).
+# Regenerate the files derived from schemas/legacy.py and titan's config classes (tests fail
+# while they are stale).
 schema: $(STAMP)
 	$(PY) -m schemas.spec_codegen
 	$(VENV)/bin/ruff format -q schemas/legacy_spec.py
+	$(PY) -m migrate.target_codegen
+	$(VENV)/bin/ruff format -q migrate/target_spec.py
 	$(VENV)/bin/titan-validate --export-json-schema schemas/json/torchtitan-v0.2.2.schema.json
 
 clean:

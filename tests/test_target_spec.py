@@ -1,0 +1,24 @@
+"""``migrate/target_spec.py`` (titan's class defaults, as data for the migrator) is up to date."""
+
+from __future__ import annotations
+
+from migrate import plan, target_codegen, target_spec
+from titan.models import FAMILY_ALIASES, SUPPORTED_MODELS
+
+
+def test_target_spec_is_current():
+    namespace: dict = {}
+    exec(target_codegen.generate(), namespace)
+    assert namespace["CLASSES"] == target_spec.CLASSES, "stale: run `make schema`"
+
+
+def test_every_class_the_plan_names_is_in_the_spec():
+    for cls in (plan.TRAINER, plan.FT_TRAINER, plan.FLUX_TRAINER, plan.IN_BACKWARD):
+        assert cls in target_spec.CLASSES
+    for cls in plan._converter_classes().values():
+        assert cls in target_spec.CLASSES
+
+
+def test_the_plan_knows_titans_families():
+    assert plan.TITAN_FAMILIES == SUPPORTED_MODELS
+    assert plan.FAMILY_ALIASES == FAMILY_ALIASES
