@@ -120,11 +120,17 @@ class FileCheck:
 _DEFAULTS = CheckOptions()
 
 
+Adjust = Callable[[dict, SectionSpec], tuple[dict, list[Diagnostic]]]
+"""Changes the parsed document before it is checked (legacy command-line overrides): gets the
+document and the merged schema, returns the new document and findings on the change itself."""
+
+
 def check_file(
     path: str | os.PathLike[str],
     options: CheckOptions = _DEFAULTS,
     *,
     shown: str | None = None,
+    adjust: Adjust | None = None,
 ) -> FileCheck:
     """Read and check one file; unreadable files become a diagnostic, not an exception."""
     shown = shown or str(path)
@@ -163,7 +169,7 @@ def check_file(
 
         return Path(path).resolve().parent
 
-    return _check_text(text, shown, base_dir, options)
+    return _check_text(text, shown, base_dir, options, adjust)
 
 
 def _file_error(code: str, file: str, message: str, hint: str | None = None) -> Diagnostic:
@@ -185,7 +191,11 @@ def check_text(
 
 
 def _check_text(
-    text: str, file: str, base_dir: Callable[[], Path], options: CheckOptions
+    text: str,
+    file: str,
+    base_dir: Callable[[], Path],
+    options: CheckOptions,
+    adjust: Adjust | None = None,
 ) -> FileCheck:
     # ``base_dir`` is a function: resolving the path is needed only to search for a custom
     # module, never for the built-in ones or for files without extensions.
@@ -197,6 +207,9 @@ def _check_text(
     checker = _Checker(file=file, spans=spans)
     extensions = _load_extensions(document, base_dir, options, checker)
     schema = merged_schema(extensions)
+    if adjust is not None:
+        document, found = adjust(document, schema)
+        checker.diagnostics.extend(found)
     checker.walk(document, schema, ())
     checker.deprecations(document)
     for finding in rules.check(legacy_facts(document, schema, checker.span_of, options.ngpu)):

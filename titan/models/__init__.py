@@ -34,4 +34,26 @@ def model_registry(family: str, flavor: str) -> ModelSpec:
     return package.model_registry(flavor)
 
 
-__all__ = ["FAMILY_ALIASES", "SUPPORTED_MODELS", "family_name", "model_registry"]
+def unsupported_model(name: str, flavor: str) -> ModelSpec:
+    """A model titan has no family for (a torchtitan experiment such as ``vlm``), by name only.
+
+    Migrating such a TOML keeps the legacy ``model.name`` and ``model.flavor`` instead of
+    dropping them; the config validates, and building the model refuses with this reason."""
+    from titan.protocols.module import BaseModel
+
+    return ModelSpec(
+        name=name,
+        flavor=flavor,
+        model=BaseModel.Config(),
+        training_status=f"titan has no `{name}` model family; pick one of "
+        + ", ".join(SUPPORTED_MODELS),
+    )
+
+
+__all__ = [
+    "FAMILY_ALIASES",
+    "SUPPORTED_MODELS",
+    "family_name",
+    "model_registry",
+    "unsupported_model",
+]

@@ -1,0 +1,200 @@
+"""A custom config module's sections as generated titan config classes.
+
+A legacy ``job.custom_config_module`` merged its ``JobConfig`` dataclass into the schema (new
+sections, new fields in existing sections, changed defaults). The registry world says the same
+with a ``Trainer.Config`` subclass (reference ``new_system.md`` section 5):
+
+- a new section ``[team]`` (with nested ``[team.alerts]``) becomes classes ``Team`` and
+  ``TeamAlerts`` and a field ``team: Team = field(default_factory=Team)`` on the subclass;
+- new or re-defaulted fields of an existing section (``[training] probe_warmup_steps``) become a
+  subclass of that section's titan class (``ProbeExtensionTrainingConfig(TrainingConfig)``) that
+  the trainer subclass uses for the field;
+- the trainer subclass (``ProbeExtensionTrainerConfig(Trainer.Config)``) is what the registry
+  function returns.
+
+The module is read statically (``schemas.extension_reader``), so nothing of the user's code runs.
+Parts that have no titan home (fields added to ``[job]`` or ``[model]``, a section whose name is
+already a titan field) are returned as notes; their keys are then reported as dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from migrate import homes as homes_table
+from migrate.target import ClassInfo, Default, default_object, info, register, same
+from schemas.legacy_spec import LEGACY_SPEC
+from schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
+
+
+def generated_path(module: str, name: str) -> str:
+    """Class path of a generated class; the module is part of it so two modules never clash."""
+    return f"<generated {module}>:{name}"
+
+
+def is_generated(path: str) -> bool:
+    return path.startswith("<generated ")
+
+
+def camel(name: str) -> str:
+    """``probe_extension`` -> ``ProbeExtension``; always an identifier."""
+    words = re.split(r"[^0-9A-Za-z]+", name)
+    text = "".join(w[:1].upper() + w[1:] for w in words if w)
+    return text if text and not text[0].isdigit() else f"X{text}"
+
+
+RESERVED = frozenset(
+    {"dataclass", "field", "Any", "Literal", "Trainer", "model_registry", "unsupported_model"}
+)
+"""Names the generated module imports itself; a section class never takes one of them."""
+
+
+def generate_classes(
+    extension: ExtensionSpec, trainer: str, schema: SectionSpec
+) -> tuple[list, str, list[tuple[str, str]]]:
+    """The generated classes (dependency order), the trainer subclass path and notes."""
+    from migrate.plan import GeneratedClass, GeneratedField
+
+    builder = _Generator(extension, GeneratedClass, GeneratedField)
+    root_fields: list[Any] = []
+    trainer_defaults = default_object(trainer)
+    for spec in extension.root.fields:
+        base = LEGACY_SPEC.field(spec.name)
+        if not isinstance(spec.annotation, SectionSpec):
+            builder.notes.append(
+                (spec.name, f"top-level field `{spec.name}` of {extension.module} has no home")
+            )
+            continue
+        if base is not None and isinstance(base.annotation, SectionSpec):
+            root_fields += builder.merged(
+                spec.name, spec.annotation, base.annotation, trainer_defaults
+            )
+            continue
+        if spec.name in trainer_defaults.fields:
+            builder.notes.append(
+                (
+                    spec.name,
+                    f"section [{spec.name}] of {extension.module} has the name of a titan "
+                    "Trainer.Config field, so it cannot be added; its keys are not carried",
+                )
+            )
+            continue
+        section = builder.section(spec.name, spec.annotation)
+        root_fields.append(
+            GeneratedField(
+                spec.name, section, Default(section, {}), spec.annotation.doc or spec.doc
+            )
+        )
+    name = builder.name(camel(extension.module.rpartition(".")[2]) + "TrainerConfig")
+    doc = extension.root.doc or f"A training run with the sections of {extension.module}."
+    root = builder.add(name, trainer, doc, root_fields)
+    return builder.classes, root, builder.notes
+
+
+class _Generator:
+    def __init__(self, extension: ExtensionSpec, class_type: type, field_type: type) -> None:
+        self.extension = extension
+        self.module = extension.module
+        self.prefix = camel(extension.module.rpartition(".")[2])
+        self.classes: list[Any] = []
+        self.notes: list[tuple[str, str]] = []
+        self.taken: set[str] = set(RESERVED)
+        self.class_type = class_type
+        self.field_type = field_type
+
+    def name(self, wanted: str) -> str:
+        name, n = wanted, 2
+        while name in self.taken:
+            name, n = f"{wanted}{n}", n + 1
+        self.taken.add(name)
+        return name
+
+    def add(self, name: str, base: str | None, doc: str | None, fields: list[Any]) -> str:
+        """Record a class and make the plan's default trees know it."""
+        generated = self.class_type(name, base, doc, fields)
+        self.classes.append(generated)
+        path = generated_path(self.module, name)
+        defaults = dict(info(base).defaults) if base else {}
+        for spec in fields:
+            defaults[spec.name] = spec.default
+        register(path, ClassInfo(f"<generated {self.module}>", name, name, defaults))
+        return path
+
+    def section(self, dotted: str, spec: SectionSpec) -> str:
+        """A new section (and its nested ones) as plain generated classes."""
+        fields = []
+        for item in spec.fields:
+            if isinstance(item.annotation, SectionSpec):
+                nested = self.section(f"{dotted}.{item.name}", item.annotation)
+                fields.append(self.field_type(item.name, nested, Default(nested, {}), item.doc))
+            elif item.default is MISSING:
+                self.notes.append(
+                    (
+                        f"{dotted}.{item.name}",
+                        f"`{dotted}.{item.name}` has no default in {self.module}; not carried",
+                    )
+                )
+            else:
+                fields.append(self.field_type(item.name, item.annotation, item.default, item.doc))
+        return self.add(self.name(camel(dotted)), None, spec.doc, fields)
+
+    def merged(self, dotted: str, spec: SectionSpec, base: SectionSpec, trainer: Any) -> list[Any]:
+        """Fields a module adds to (or re-defaults in) an existing section: a subclass of the
+        section's titan class, used by the trainer subclass. Returns the trainer fields."""
+        changed = [f for f in spec.fields if not _same_field(f, base.field(f.name))]
+        nested = [
+            f
+            for f in changed
+            if isinstance(f.annotation, SectionSpec)
+            and base.field(f.name) is not None
+            and isinstance(base.field(f.name).annotation, SectionSpec)
+        ]
+        fields: list[Any] = []
+        for item in nested:
+            fields += self.merged(
+                f"{dotted}.{item.name}", item.annotation, base.field(item.name).annotation, trainer
+            )
+        plain = [f for f in changed if f not in nested]
+        if not plain:
+            return fields
+        home = homes_table.SECTION_HOMES.get(dotted)
+        if home is None or "." in home or home not in trainer.fields:
+            for item in plain:
+                self.notes.append(
+                    (
+                        f"{dotted}.{item.name}",
+                        f"`{dotted}.{item.name}` ({self.module}) extends [{dotted}], which has no "
+                        "single titan config object to subclass; not carried",
+                    )
+                )
+            return fields
+        base_class = trainer.fields[home].cls
+        new_fields = []
+        for item in plain:
+            if isinstance(item.annotation, SectionSpec):
+                nested_class = self.section(f"{dotted}.{item.name}", item.annotation)
+                new_fields.append(
+                    self.field_type(item.name, nested_class, Default(nested_class, {}), item.doc)
+                )
+            elif item.default is MISSING:
+                self.notes.append(
+                    (f"{dotted}.{item.name}", f"`{dotted}.{item.name}` has no default; not carried")
+                )
+            else:
+                new_fields.append(
+                    self.field_type(item.name, item.annotation, item.default, item.doc)
+                )
+        owner = info(base_class).qualname.replace(".", "")
+        name = self.name(self.prefix + owner)
+        subclass = self.add(name, base_class, spec.doc or info(base_class).qualname, new_fields)
+        doc = f"{info(base_class).qualname} with the fields {self.module} adds."
+        return [*fields, self.field_type(home, subclass, Default(subclass, {}), doc)]
+
+
+def _same_field(field: FieldSpec, base: FieldSpec | None) -> bool:
+    if base is None:
+        return False
+    if isinstance(field.annotation, SectionSpec) or isinstance(base.annotation, SectionSpec):
+        return False  # nested sections are compared field by field by the caller
+    return field.annotation == base.annotation and same(field.default, base.default)

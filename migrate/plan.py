@@ -1,0 +1,762 @@
+"""The migration plan: a legacy TOML (plus legacy command-line overrides) as titan config objects.
+
+:func:`build_plan` reads and checks one TOML exactly as ``titan-validate`` does, then puts every
+key's value at its home (``migrate/homes.py``) inside the default config tree of the right trainer
+class (``migrate/target.py``). What cannot be carried is recorded, never lost silently: every key
+of the input gets a :class:`KeyOutcome`, and everything dropped, inert, renamed or changing
+behaviour gets a diagnostic with a stable code. Two renderers read the plan: code
+(``migrate/render_code.py``, a ``config_registry.py`` module) and live (``migrate/live.py``, the
+same config objects in memory), so a TOML run and its generated registry run cannot differ.
+
+The plan never imports titan: the classes are named by path and their defaults come from the
+generated ``migrate/target_spec.py``.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from migrate import homes as homes_table
+from migrate.target import (
+    ClassInfo,
+    Default,
+    Obj,
+    RegistryCall,
+    UnsupportedModel,
+    default_object,
+    same,
+)
+from schemas import rules
+from schemas.builtin_extensions import KNOWN_EXTENSIONS
+from schemas.diagnostics import Diagnostic, Severity, Span
+from schemas.spec import MISSING, ExtensionSpec, SectionSpec
+from schemas.toml_check import CheckOptions, FileCheck, check_file
+
+TRAINER = homes_table.TRAINER
+FT_TRAINER = "titan.experiments.ft.trainer:FaultTolerantTrainer.Config"
+FLUX_TRAINER = "titan.models.flux.trainer:FluxTrainer.Config"
+IN_BACKWARD = "titan.components.optimizer:OptimizersInBackwardContainer.Config"
+
+MODEL_TRAINERS = {"llama3_ft": FT_TRAINER, "flux": FLUX_TRAINER}
+"""``model.name`` values that need a trainer subclass even when none of their keys is written."""
+
+EXTENSION_TRAINERS = {"ft": FT_TRAINER, "flux": FLUX_TRAINER}
+"""Built-in custom config modules whose sections live on a trainer subclass."""
+
+TITAN_FAMILIES = ("deepseek_v3", "flux", "gpt_oss", "llama3", "llama4", "qwen3")
+"""Model families titan has registries for (``titan.models.SUPPORTED_MODELS``; a test keeps
+the two equal, this module cannot import titan)."""
+
+FAMILY_ALIASES = {"llama3_ft": "llama3"}
+
+BLOCKING_CODES = frozenset(
+    {"unknown-key", "wrong-type", "invalid-choice", "invalid-value", "moved-key", "ignored-key"}
+)
+"""Findings on a key that make its value impossible to carry (it is reported instead)."""
+
+VALIDATION_SHAPE = {
+    "validation.local_batch_size": "training.local_batch_size",
+    "validation.seq_len": "training.seq_len",
+}
+"""Legacy validation shape keys and the training keys titan's validator follows when unset."""
+
+
+class KeyOutcome:
+    """What became of one input key."""
+
+    __slots__ = ("key", "status", "paths", "note")
+
+    STATUSES = ("carried", "default", "structural", "renamed", "dropped", "inert", "rejected")
+    """``carried``: written at ``paths``; ``default``: the value equals the target default, so
+    nothing needs writing; ``structural``: it chose a class or object; ``renamed``: carried under
+    a new name (stale converter names with ``--fix-stale-names``); ``dropped``: titan has no place
+    for it; ``inert``: it had no effect in v0.2.2 either; ``rejected``: invalid, not carried."""
+
+    def __init__(self, key: str, status: str, paths: tuple[str, ...] = (), note: str = "") -> None:
+        assert status in self.STATUSES, status
+        self.key = key
+        self.status = status
+        self.paths = paths
+        self.note = note
+
+    def __repr__(self) -> str:
+        return f"KeyOutcome({self.key!r}, {self.status!r}, {self.paths!r}, {self.note!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KeyOutcome):
+            return NotImplemented
+        return (self.key, self.status, self.paths, self.note) == (
+            other.key,
+            other.status,
+            other.paths,
+            other.note,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class GeneratedField:
+    """One field of a generated dataclass."""
+
+    __slots__ = ("name", "annotation", "default", "doc")
+
+    def __init__(self, name: str, annotation: Any, default: Any, doc: str | None) -> None:
+        self.name = name
+        self.annotation = annotation
+        """A typing object, or a generated class path for a nested section."""
+        self.default = default
+        """A literal, a :class:`Default` of a generated class, or ``MISSING``."""
+        self.doc = doc
+
+
+class GeneratedClass:
+    """A ``@dataclass(kw_only=True, slots=True)`` the migration writes for a custom module."""
+
+    __slots__ = ("name", "base", "doc", "fields")
+
+    def __init__(
+        self, name: str, base: str | None, doc: str | None, fields: list[GeneratedField]
+    ) -> None:
+        self.name = name
+        self.base = base
+        """Class path of the titan class it extends, or ``None``."""
+        self.doc = doc
+        self.fields = fields
+
+
+class Plan:
+    """One legacy TOML as titan config objects, plus everything the report must say."""
+
+    __slots__ = (
+        "source",
+        "function",
+        "description",
+        "root",
+        "classes",
+        "diagnostics",
+        "outcomes",
+        "comments",
+        "preamble",
+        "todos",
+        "extension",
+        "text",
+    )
+
+    def __init__(self, source: str, function: str) -> None:
+        self.source = source
+        """The file as the user named it."""
+        self.function = function
+        """Name of the registry function."""
+        self.description: str | None = None
+        """``job.description``: the docstring."""
+        self.root: Obj | None = None
+        """The config, ``None`` when the file could not be read or parsed."""
+        self.classes: list[GeneratedClass] = []
+        """Classes generated for a custom config module, in dependency order."""
+        self.diagnostics: list[Diagnostic] = []
+        """The validator's findings on the file, then the migration's own."""
+        self.outcomes: dict[str, KeyOutcome] = {}
+        """Every input key (dotted) -> what became of it, in file order."""
+        self.comments: dict[str, tuple[tuple[str, ...], str | None]] = {}
+        """Config path -> (leading comment lines, trailing comment) carried from the TOML."""
+        self.preamble: tuple[str, ...] = ()
+        """The file's leading comment block."""
+        self.todos: dict[str, list[str]] = {}
+        """Config path (``""`` for the whole function) -> things a human must decide."""
+        self.extension: str | None = None
+        """The custom config module (its short name when it is a built-in one)."""
+        self.text: str | None = None
+        """The TOML source, for reports that show the line of a finding."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether a config was produced."""
+        return self.root is not None
+
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity is Severity.ERROR]
+
+    def lossless(self) -> bool:
+        """Every key carried (or already the default), nothing dropped, inert or rejected."""
+        return self.ok and all(
+            o.status in ("carried", "default", "structural") for o in self.outcomes.values()
+        )
+
+    def todo(self, path: str, text: str) -> None:
+        self.todos.setdefault(path, []).append(text)
+
+
+# --------------------------------------------------------------------------- names
+
+
+def function_name(path: str | Path, model_name: Any) -> str:
+    """``<family>_<stem>``: ``debug_model`` -> ``debugmodel``, ``.`` -> ``_``, no doubled prefix.
+
+    The family is the legacy ``model.name`` (``llama3_ft/debug_model.toml`` ->
+    ``llama3_ft_debugmodel``); anything that is not an identifier character becomes ``_``."""
+    stem = Path(path).stem.replace("debug_model", "debugmodel").replace(".", "_")
+    family = model_name if isinstance(model_name, str) and model_name else "llama3"
+    family = family.replace(".", "_").replace("/", "_")
+    name = stem if stem == family or stem.startswith(f"{family}_") else f"{family}_{stem}"
+    name = re.sub(r"\W", "_", name, flags=re.ASCII).lower()
+    if not name or name[0].isdigit():
+        name = f"config_{name}"
+    if keyword.iskeyword(name):
+        name += "_"
+    return name
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted leaf key -> value (arrays of tables stay values of their key)."""
+    leaves: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            if not value:
+                leaves[f"{prefix}{key}"] = value  # an empty table is still an input key
+            leaves |= flatten(value, f"{prefix}{key}.")
+        else:
+            leaves[f"{prefix}{key}"] = value
+    return leaves
+
+
+def schema_default(schema: SectionSpec, key: str) -> Any:
+    section: Any = schema
+    spec = None
+    for part in key.split("."):
+        spec = section.field(part) if isinstance(section, SectionSpec) else None
+        if spec is None:
+            return MISSING
+        section = spec.annotation
+    return spec.default
+
+
+def copy_value(value: Any) -> Any:
+    """A deep copy of a TOML value (so two homes never share one list)."""
+    if isinstance(value, list):
+        return [copy_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: copy_value(v) for k, v in value.items()}
+    return value
+
+
+# --------------------------------------------------------------------------- the builder
+
+
+def build_plan(
+    path: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    fix_stale_names: bool = False,
+    options: CheckOptions | None = None,
+    shown: str | None = None,
+    function: str | None = None,
+) -> Plan:
+    """Check ``path`` (with legacy flags ``overrides`` applied) and plan its migration."""
+    shown = shown or str(path)
+    check, override_values = _check(path, overrides, options or CheckOptions(), shown)
+    document = check.document
+    model_name = (document or {}).get("model", {}).get("name", "llama3")
+    plan = Plan(shown, function or function_name(path, model_name))
+    plan.diagnostics = list(check.diagnostics)
+    plan.text = check.text
+    if document is None or check.schema is None:
+        return plan  # unreadable, not TOML, or its custom module could not be read
+    _Builder(plan, check, override_values, fix_stale_names).build()
+    return plan
+
+
+def _check(
+    path: str | Path, overrides: Sequence[str], options: CheckOptions, shown: str
+) -> tuple[FileCheck, dict[str, Any]]:
+    """The validator's check of the file, with the override flags applied before the rules."""
+    if not overrides:
+        return check_file(path, options, shown=shown), {}
+    from migrate.overrides import apply_overrides, custom_module_flag, parse_overrides
+
+    parsed: dict[str, Any] = {}
+    module = custom_module_flag(list(overrides))
+    if module is not None:
+        options = CheckOptions(
+            ngpu=options.ngpu,
+            allow_import=options.allow_import,
+            module_path=options.module_path,
+            extensions=(*options.extensions, module),
+        )
+
+    def adjust(document: dict, schema: SectionSpec) -> tuple[dict, list[Diagnostic]]:
+        result = parse_overrides(list(overrides), schema)
+        parsed.update(result.values)
+        return apply_overrides(document, result.values), list(result.diagnostics)
+
+    return check_file(path, options, shown=shown, adjust=adjust), parsed
+
+
+class _Builder:
+    """Fills one :class:`Plan` from a checked document."""
+
+    def __init__(
+        self, plan: Plan, check: FileCheck, overrides: dict[str, Any], fix_stale_names: bool
+    ) -> None:
+        self.plan = plan
+        self.check = check
+        self.schema: SectionSpec = check.schema  # type: ignore[assignment]
+        self.document: dict[str, Any] = check.document  # type: ignore[assignment]
+        self.leaves = flatten(self.document)
+        self.overrides = overrides
+        self.fix_stale_names = fix_stale_names
+        self.blocked = self._blocked_keys()
+        module = self.leaves.get("job.custom_config_module")
+        extension_modules = [e.module for e in check.extensions]
+        if not isinstance(module, str) and extension_modules:
+            module = extension_modules[0]  # given on the command line
+        self.extension = KNOWN_EXTENSIONS.get(module, module) if isinstance(module, str) else None
+        plan.extension = self.extension
+        self.user_extension: ExtensionSpec | None = next(
+            (e for e in check.extensions if e.module not in KNOWN_EXTENSIONS), None
+        )
+
+    # ----------------------------------------------------------------- helpers
+
+    def span(self, key: str) -> Span:
+        parts = tuple(key.split("."))
+        found = None
+        while parts and found is None:
+            key_span = self.check.spans.get(parts)
+            if key_span is not None:
+                found = Span(file=self.plan.source, line=key_span.line, col=key_span.col)
+            parts = parts[:-1]
+        return found or Span(file=self.plan.source, line=1, col=1)
+
+    def report(
+        self,
+        code: str,
+        key: str,
+        message: str,
+        hint: str | None = None,
+        severity: Severity = Severity.WARNING,
+    ) -> None:
+        self.plan.diagnostics.append(
+            Diagnostic(
+                code=code,
+                severity=severity,
+                path=key,
+                message=message,
+                hint=hint,
+                span=self.span(key),
+            )
+        )
+
+    def outcome(self, key: str, status: str, paths: tuple[str, ...] = (), note: str = "") -> None:
+        if key in self.leaves:
+            self.plan.outcomes[key] = KeyOutcome(key, status, paths, note)
+
+    def _blocked_keys(self) -> set[str]:
+        """Keys with a finding that makes their value impossible to carry."""
+        blocked = set()
+        for finding in self.check.diagnostics:
+            if finding.code in BLOCKING_CODES and finding.severity is Severity.ERROR:
+                blocked.add(finding.path)
+        return blocked
+
+    def is_blocked(self, key: str) -> bool:
+        parts = key.split(".")
+        return any(".".join(parts[:end]) in self.blocked for end in range(1, len(parts) + 1))
+
+    def set(self, path: str, value: Any) -> None:
+        """Put ``value`` at a config path of the tree."""
+        *parents, name = path.split(".")
+        node: Any = self.root
+        for part in parents:
+            node = node.fields[part]
+            if not isinstance(node, Obj):
+                raise KeyError(path)
+        if name not in node.fields:
+            raise KeyError(path)
+        node.fields[name] = copy_value(value)
+
+    # ----------------------------------------------------------------- the steps
+
+    def build(self) -> None:
+        plan = self.plan
+        description = self.leaves.get("job.description")
+        plan.description = description if isinstance(description, str) else None
+        self.base_trainer = self.trainer_class()
+        trainer = self.custom_classes(self.base_trainer)
+        self.custom_module()
+        self.root = default_object(trainer)
+        for key, value in self.leaves.items():
+            self.carry(key, value)
+        self.model()
+        self.converters()
+        self.optimizer()
+        self.validation_shape()
+        plan.root = self.root
+        self.comments()
+
+    def trainer_class(self) -> str:
+        """The trainer config class the keys need (base, fault-tolerant or Flux)."""
+        wanted: dict[str, str] = {}
+        model_name = self.leaves.get("model.name")
+        if model_name in MODEL_TRAINERS:
+            wanted[MODEL_TRAINERS[model_name]] = "model.name"
+        if self.extension in EXTENSION_TRAINERS:
+            wanted.setdefault(EXTENSION_TRAINERS[self.extension], "job.custom_config_module")
+        for key, value in self.leaves.items():
+            found = homes_table.home(key, extension=self.extension)
+            if found is None or found.trainer == TRAINER or self.is_blocked(key):
+                continue
+            if found.kind != "dropped" and not same(value, schema_default(self.schema, key)):
+                wanted.setdefault(found.trainer, key)
+        if len(wanted) > 1:
+            names = ", ".join(
+                f"{cls.rpartition(':')[2]} (for {key})" for cls, key in wanted.items()
+            )
+            first = next(iter(wanted))
+            self.report(
+                "trainer-conflict",
+                next(iter(wanted.values())),
+                f"the keys need different trainers: {names}; using the first",
+                severity=Severity.ERROR,
+            )
+            self.plan.todo("", f"the keys need different trainers: {names}")
+            return first
+        return next(iter(wanted), TRAINER)
+
+    def carry(self, key: str, value: Any) -> None:
+        """Put one input key at its home, or record why it cannot go anywhere."""
+        if self.is_blocked(key):
+            self.outcome(key, "rejected", note="invalid: see the finding at this key")
+            self.plan.todo("", f"`{key} = {_show(value)}` was not carried: it is invalid")
+            return
+        found = homes_table.home(key, extension=self.extension)
+        if found is None:
+            self.carry_custom(key, value)
+            return
+        if found.kind == "structural" or found.kind == "converter":
+            return  # model(), converters(), optimizer() and custom_classes() handle these
+        if key in VALIDATION_SHAPE:
+            return  # validation_shape()
+        if found.kind == "dropped":
+            self.drop(key, value, found.note)
+            return
+        paths = (found.path, *found.also)
+        if found.trainer not in (TRAINER, self.base_trainer):
+            if same(value, schema_default(self.schema, key)):
+                self.outcome(key, "default", note="the default; needs no trainer subclass")
+            else:
+                self.drop(key, value, f"needs {found.trainer.rpartition(':')[2]}")
+            return
+        if same(value, self.root.get(found.path)) and all(
+            same(value, self.root.get(p)) for p in found.also
+        ):
+            self.outcome(key, "default", paths)
+            return
+        for path in paths:
+            self.set(path, value)
+        self.outcome(key, "carried", paths, found.note if found.kind == "moved" else "")
+
+    def drop(self, key: str, value: Any, why: str) -> None:
+        default = schema_default(self.schema, key)
+        if same(value, default):
+            self.outcome(key, "dropped", note=f"{why} (the value was the default)")
+            self.report(
+                "dropped-key",
+                key,
+                f"`{key}` is not carried: {why}; the file wrote its default",
+                severity=Severity.INFO,
+            )
+            return
+        self.outcome(key, "dropped", note=why)
+        self.report("dropped-key", key, f"`{key} = {_show(value)}` is not carried: {why}")
+        self.plan.todo("", f"`{key} = {_show(value)}` is not carried: {why}")
+
+    # ----------------------------------------------------------------- structural keys
+
+    def model(self) -> None:
+        name = self.leaves.get("model.name", schema_default(self.schema, "model.name"))
+        flavor = self.leaves.get("model.flavor", schema_default(self.schema, "model.flavor"))
+        keys = [k for k in ("model.name", "model.flavor") if k in self.leaves]
+        if (
+            not isinstance(name, str)
+            or not isinstance(flavor, str)
+            or any(map(self.is_blocked, keys))
+        ):
+            return  # reported by the check
+        family = FAMILY_ALIASES.get(name, name)
+        from schemas import flavors
+
+        if family in TITAN_FAMILIES and flavor in (flavors.flavor_names(family) or ()):
+            self.root.fields["model_spec"] = RegistryCall(family, flavor)
+            for key in keys:
+                self.outcome(key, "structural", ("model_spec",))
+            return
+        why = (
+            f"titan has no `{name}` model family"
+            if family not in TITAN_FAMILIES
+            else f"`{name}` has no flavor `{flavor}`"
+        )
+        self.root.fields["model_spec"] = UnsupportedModel(name, flavor)
+        for key in keys:
+            self.outcome(key, "structural", ("model_spec",), why)
+        self.report(
+            "unsupported-model",
+            keys[0] if keys else "model.name",
+            f"{why}: the config records the model by name but titan cannot train it",
+            "the generated config uses titan.models.unsupported_model(name, flavor)",
+        )
+        self.plan.todo("model_spec", f"{why}; choose a model_registry(...) titan can train")
+
+    def converters(self) -> None:
+        """``model.converters`` in order, each carrying its ``[quantize.*]`` table."""
+        names = self.leaves.get("model.converters", [])
+        if self.is_blocked("model.converters") or not isinstance(names, list):
+            names = []
+        built: list[Obj] = []
+        enabled: list[str] = []
+        renamed = False
+        for name in names:
+            target = name
+            if name in rules.STALE_CONVERTER_NAMES:
+                target = rules.STALE_CONVERTER_NAMES[name]
+                if not self.fix_stale_names:
+                    self.plan.todo(
+                        "model_converters",
+                        f'model.converters lists the stale name "{name}" (v0.2.2 failed on it '
+                        f'with KeyError); rerun with --fix-stale-names to enable "{target}"',
+                    )
+                    continue
+                renamed = True
+                self.report(
+                    "stale-name",
+                    "model.converters",
+                    f'converter "{name}" is migrated as "{target}" (--fix-stale-names); v0.2.2 '
+                    "failed on the old name, so this run enables a converter the legacy run never had",
+                )
+            if target not in _converter_classes():
+                self.plan.todo("model_converters", f"unknown converter {_show(name)} not carried")
+                continue
+            options = {
+                found.path: value
+                for key, value in self.leaves.items()
+                if key.rpartition(".")[0] == target
+                and (found := homes_table.home(key)) is not None
+                and found.kind == "converter"
+                and not self.is_blocked(key)
+            }
+            converter = default_object(_converter_classes()[target])
+            converter.fields.update({k: copy_value(v) for k, v in options.items()})
+            built.append(converter)
+            enabled.append(target)
+        if "model.converters" in self.leaves:
+            if len(enabled) == len(names):
+                status = "renamed" if renamed else ("carried" if names else "default")
+                self.outcome("model.converters", status, ("model_converters.converters",))
+            else:
+                self.outcome(
+                    "model.converters",
+                    "dropped",
+                    note="names that are not registered converters were not carried",
+                )
+        self.root.fields["model_converters"].fields["converters"] = built
+        self.converter_tables(enabled)
+        if "quantize.linear.float8" in enabled:
+            self.float8_tensor_parallel()
+
+    def converter_tables(self, enabled: list[str]) -> None:
+        for key in self.leaves:
+            found = homes_table.home(key)
+            if found is None or found.kind != "converter" or self.is_blocked(key):
+                continue
+            table = key.rpartition(".")[0]
+            if table in enabled:
+                self.outcome(
+                    key, "carried", (f"model_converters.converters[{table}].{found.path}",)
+                )
+                continue
+            self.outcome(key, "inert", note=f"converter {table} is not enabled")
+        inert = sorted(
+            {k.rpartition(".")[0] for k, o in self.plan.outcomes.items() if o.status == "inert"}
+        )
+        for table in inert:
+            self.plan.todo(
+                "model_converters",
+                f"[{table}] was inert in v0.2.2 (its converter is not in model.converters) and is "
+                "not carried; list the converter to enable it",
+            )
+
+    def float8_tensor_parallel(self) -> None:
+        tp = self.root.get("parallelism.tensor_parallel_degree")
+        if isinstance(tp, int) and tp > 1:
+            self.report(
+                "behaviour-change",
+                "model.converters",
+                "with tensor parallel, v0.2.2 never used the float8 tensor-parallel plan (its "
+                'parallelize functions looked for "float8" in model.converters); the registry-era '
+                "trainer does, so float8 now also applies inside the TP-sharded linears",
+            )
+
+    def optimizer(self) -> None:
+        key = "optimizer.early_step_in_backward"
+        value = self.leaves.get(key)
+        if key not in self.leaves or self.is_blocked(key):
+            return
+        if value is True:
+            old = self.root.fields["optimizer"]
+            swapped = default_object(IN_BACKWARD)
+            swapped.fields.update(old.fields)
+            self.root.fields["optimizer"] = swapped
+            self.outcome(key, "structural", ("optimizer",), "OptimizersInBackwardContainer.Config")
+        else:
+            self.outcome(key, "default", ("optimizer",))
+
+    def validation_shape(self) -> None:
+        """The legacy validation batch shape (8 x 2048) was independent of training; titan's
+        validator follows training unless told, so write the legacy shape where they differ."""
+        if not any(key.startswith("validation.") for key in self.leaves):
+            return
+        for key, training_key in VALIDATION_SHAPE.items():
+            if self.is_blocked(key) or self.is_blocked(training_key):
+                continue
+            found = homes_table.home(key, extension=self.extension)
+            legacy = self.leaves.get(key, schema_default(self.schema, key))
+            training = self.leaves.get(training_key, schema_default(self.schema, training_key))
+            if same(legacy, training):
+                self.outcome(key, "default", (found.path,), "equal to the training value")
+                continue
+            self.set(found.path, legacy)
+            self.outcome(key, "carried", (found.path,), found.note)
+            if key not in self.leaves:
+                self.plan.comments.setdefault(
+                    found.path,
+                    (
+                        (
+                            f"The legacy {key} defaulted to {legacy!r}, independently of "
+                            f"{training_key}.",
+                        ),
+                        None,
+                    ),
+                )
+
+    # ----------------------------------------------------------------- custom config modules
+
+    def custom_classes(self, trainer: str) -> str:
+        """Generate the classes of a user's custom config module; returns the trainer class."""
+        extension = self.user_extension
+        if extension is None:
+            return trainer
+        from migrate.extension_classes import generate_classes
+
+        classes, root, notes = generate_classes(extension, trainer, self.schema)
+        self.plan.classes = classes
+        for key, note in notes:
+            self.report("extension-class", key, note, severity=Severity.WARNING)
+            self.plan.todo("", note)
+        self.outcome(
+            "job.custom_config_module", "structural", (), f"returns {root.rpartition(':')[2]}"
+        )
+        return root
+
+    def custom_module(self) -> None:
+        """A built-in custom module chooses the trainer class, or (experiments titan does not
+        train) is reported with its keys."""
+        key = "job.custom_config_module"
+        if key not in self.leaves or key in self.plan.outcomes or self.is_blocked(key):
+            return
+        if self.extension in EXTENSION_TRAINERS:
+            trainer = EXTENSION_TRAINERS[self.extension].rpartition(":")[2]
+            self.outcome(key, "structural", (), f"its sections live on {trainer}")
+        else:
+            self.drop(key, self.leaves[key], f"titan has no {self.extension} trainer")
+
+    def carry_custom(self, key: str, value: Any) -> None:
+        """A key of a custom module: a field of a generated class, or of a dropped experiment."""
+        path = _custom_path(key)
+        try:
+            current = self.root.get(path)
+        except (KeyError, AttributeError):
+            self.outcome(key, "dropped", note="no field for it in the generated classes")
+            self.report("dropped-key", key, f"`{key}` has no home in the generated classes")
+            self.plan.todo("", f"`{key} = {_show(value)}` is not carried")
+            return
+        if same(value, current):
+            self.outcome(key, "default", (path,))
+            return
+        self.set(path, value)
+        self.outcome(key, "carried", (path,))
+
+    # ----------------------------------------------------------------- comments
+
+    def comments(self) -> None:
+        """Carry the TOML's comments to the config paths their keys went to."""
+        text = self.check.text
+        if not text:
+            return
+        from migrate.toml_comments import preamble, toml_comments
+
+        self.plan.preamble = preamble(text)
+        for parts, found in toml_comments(text).items():
+            if not all(isinstance(p, str) for p in parts):
+                continue
+            key = ".".join(parts)
+            outcome = self.plan.outcomes.get(key)
+            lines, trailing = tuple(found.leading), found.trailing
+            if outcome is not None and outcome.status in ("carried", "renamed") and outcome.paths:
+                path = outcome.paths[0]
+            elif key in _SECTION_PATHS:
+                path = _SECTION_PATHS[key]
+            else:
+                continue
+            if "[" in path:
+                continue  # inside the converter list: not addressable by a path
+            old_lines, old_trailing = self.plan.comments.get(path, ((), None))
+            self.plan.comments[path] = (old_lines + lines, old_trailing or trailing)
+
+
+_SECTION_PATHS = {section: path for section, path in homes_table.SECTION_HOMES.items()}
+_SECTION_PATHS["quantize.linear.float8"] = "model_converters"
+
+
+def _custom_path(key: str) -> str:
+    """Where a custom module's key lives: its section's home, then the same field names."""
+    parts = key.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        section = ".".join(parts[:end])
+        if section in homes_table.SECTION_HOMES:
+            return ".".join([homes_table.SECTION_HOMES[section], *parts[end:]])
+    return key
+
+
+def _converter_classes() -> dict[str, str]:
+    return {
+        "quantize.linear.float8": "titan.components.quantization.float8:Float8LinearConverter.Config",
+        "quantize.grouped_mm.float8": "titan.components.quantization.float8:Float8GroupedMMConverter.Config",
+        "quantize.linear.mx": "titan.components.quantization.mx:MXLinearConverter.Config",
+        "quantize.grouped_mm.mx": "titan.components.quantization.mx:MXGroupedMMConverter.Config",
+    }
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+__all__ = [
+    "ClassInfo",
+    "Default",
+    "GeneratedClass",
+    "GeneratedField",
+    "KeyOutcome",
+    "Obj",
+    "Plan",
+    "RegistryCall",
+    "UnsupportedModel",
+    "build_plan",
+    "function_name",
+]

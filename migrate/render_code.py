@@ -1,0 +1,262 @@
+"""The code renderer: migration plans as one ``config_registry.py`` module.
+
+Each plan becomes a function named after its TOML that returns the config, passing only the
+fields that differ from each class' real defaults (:func:`migrate.live.changed_fields`, the same
+choice the live renderer makes). A plan that differs from an earlier one in the same module by a
+few values is written as ``config = earlier()`` plus assignments. Custom config modules become
+generated dataclasses. Every value is built into a literal by ``migrate.pyfmt``, never pasted
+from the TOML, and the text is already what ``ruff format`` produces.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from migrate import pyfmt as py
+from migrate.extension_classes import is_generated
+from migrate.plan import GeneratedClass, Plan
+from migrate.target import Default, Obj, RegistryCall, UnsupportedModel, changed_fields, info, same
+
+TODO = "TODO(titan-migrate): "
+DERIVE_LIMIT = 5
+"""A config is written as ``config = earlier()`` plus at most this many assignments."""
+
+
+class _Imports:
+    """The names a module needs: ``module -> names`` for ``from module import names``."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, set[str]] = {}
+
+    def add(self, module: str, name: str) -> str:
+        self.names.setdefault(module, set()).add(name)
+        return name
+
+    def statements(self) -> list:
+        imports = [py.ImportFrom("__future__", ["annotations"])]
+        imports += [py.ImportFrom(m, sorted(n)) for m, n in self.names.items()]
+        return py.sort_imports(imports)
+
+
+class _Renderer:
+    def __init__(self, plans: Sequence[Plan]) -> None:
+        self.plans = [p for p in plans if p.root is not None]
+        self.imports = _Imports()
+        families = {
+            p.root.fields.get("model_spec").family
+            for p in self.plans
+            if isinstance(p.root.fields.get("model_spec"), RegistryCall)
+        }
+        self.one_family = len(families) <= 1
+
+    # ----------------------------------------------------------------- expressions
+
+    def class_name(self, cls: str) -> str:
+        if is_generated(cls):
+            return info(cls).qualname
+        class_info = info(cls)
+        self.imports.add(class_info.module, class_info.owner)
+        return class_info.qualname
+
+    def value(self, value: Any, path: str, plan: Plan) -> Any:
+        if isinstance(value, Obj):
+            return self.call(value, path, plan)
+        if isinstance(value, RegistryCall):
+            if self.one_family:
+                func = self.imports.add(f"titan.models.{value.family}", "model_registry")
+            else:
+                func = self.imports.add("titan.models", value.family) + ".model_registry"
+            return py.Call(py.Ref(func), [py.Arg(py.Lit(value.flavor))])
+        if isinstance(value, UnsupportedModel):
+            func = self.imports.add("titan.models", "unsupported_model")
+            return py.Call(py.Ref(func), [py.Arg(py.Lit(value.name)), py.Arg(py.Lit(value.flavor))])
+        if isinstance(value, list) and any(isinstance(v, Obj) for v in value):
+            return py.ListExpr([py.Arg(self.value(v, path, plan)) for v in value])
+        return py.Lit(value)
+
+    def call(self, obj: Obj, path: str, plan: Plan) -> Any:
+        args = []
+        for name, value in changed_fields(obj).items():
+            child = f"{path}.{name}" if path else name
+            leading, trailing = plan.comments.get(child, ((), None))
+            leading = (*leading, *(TODO + t for t in plan.todos.get(child, ())))
+            args.append(
+                py.Arg(
+                    self.value(value, child, plan),
+                    name=name,
+                    comments=leading,
+                    trailing=trailing,
+                )
+            )
+        return py.Call(py.Ref(self.class_name(obj.cls)), args)
+
+    # ----------------------------------------------------------------- functions
+
+    def function(self, plan: Plan, name: str, base: tuple[str, Plan] | None) -> Any:
+        returns = self.class_name(plan.root.cls)
+        body: list[Any] = [py.Docstring(_docstring(plan))]
+        body += [py.Comment(line) for line in plan.preamble]
+        emitted = set(self.emitted_paths(plan, base))
+        for path, texts in plan.todos.items():
+            if path not in emitted:
+                body += [py.Comment(TODO + text) for text in texts]
+        if base is None:
+            body.append(py.Return(self.call(plan.root, "", plan)))
+        else:
+            earlier_name, earlier = base
+            body.append(py.Assign("config", py.Call(py.Ref(earlier_name), [])))
+            for path, value in _differences(earlier.root, plan.root):
+                leading, trailing = plan.comments.get(path, ((), None))
+                leading = (*leading, *(TODO + t for t in plan.todos.get(path, ())))
+                body.append(
+                    py.Assign(
+                        f"config.{path}",
+                        self.value(value, path, plan),
+                        comments=leading,
+                        trailing=trailing,
+                    )
+                )
+            body.append(py.Return(py.Ref("config")))
+        return py.FunctionDef(name, returns, body)
+
+    def emitted_paths(self, plan: Plan, base: tuple[str, Plan] | None) -> list[str]:
+        """Config paths that get their own line (so their comments and TODOs can go there)."""
+        if base is not None:
+            return [path for path, _ in _differences(base[1].root, plan.root)]
+        paths = []
+
+        def walk(obj: Obj, prefix: str) -> None:
+            for name, value in changed_fields(obj).items():
+                path = f"{prefix}{name}"
+                paths.append(path)
+                if isinstance(value, Obj):
+                    walk(value, f"{path}.")
+
+        walk(plan.root, "")
+        return paths
+
+    # ----------------------------------------------------------------- generated classes
+
+    def generated_class(self, spec: GeneratedClass) -> Any:
+        decorator = py.Call(
+            py.Ref(self.imports.add("dataclasses", "dataclass")),
+            [py.Arg(py.Lit(True), name="kw_only"), py.Arg(py.Lit(True), name="slots")],
+        )
+        bases = [self.class_name(spec.base)] if spec.base else []
+        body: list[Any] = [py.Docstring(spec.doc or spec.name)]
+        for item in spec.fields:
+            annotation = self.annotation(item.annotation)
+            body.append(py.AnnAssign(item.name, annotation, self.field_default(item.default)))
+            if item.doc:
+                body.append(py.FieldDoc(item.doc))
+        return py.ClassDef(spec.name, bases, body, decorators=[decorator])
+
+    def field_default(self, default: Any) -> Any:
+        if isinstance(default, Default):
+            factory = py.Ref(info(default.cls).qualname)
+        elif isinstance(default, list | dict) and not default:
+            factory = py.Ref(type(default).__name__)
+        elif isinstance(default, list | dict):
+            factory = py.Lambda(py.Lit(default))
+        else:
+            return py.Lit(default)
+        field = self.imports.add("dataclasses", "field")
+        return py.Call(py.Ref(field), [py.Arg(factory, name="default_factory")])
+
+    def annotation(self, annotation: Any) -> str:
+        """Source text of a field type (typing objects, or a generated class path)."""
+        if isinstance(annotation, str):
+            return info(annotation).qualname
+        if annotation is Any:
+            return self.imports.add("typing", "Any")
+        if annotation is type(None):
+            return "None"
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+        if origin is typing.Literal:
+            self.imports.add("typing", "Literal")
+            return "Literal[" + ", ".join(py.literal_text(a) for a in args) + "]"
+        if origin in (typing.Union, types.UnionType):
+            return " | ".join(self.annotation(a) for a in args)
+        if origin is not None:
+            inner = ", ".join(self.annotation(a) for a in args)
+            return f"{origin.__name__}[{inner}]" if args else origin.__name__
+        if isinstance(annotation, type):
+            return annotation.__name__
+        return self.imports.add("typing", "Any")
+
+    # ----------------------------------------------------------------- module
+
+    def module(self, names: list[str], docstring: str) -> str:
+        classes: list[Any] = []
+        seen: set[tuple[str | None, str]] = set()
+        for plan in self.plans:
+            for spec in plan.classes:
+                if (plan.extension, spec.name) not in seen:
+                    seen.add((plan.extension, spec.name))
+                    classes.append(self.generated_class(spec))
+        functions = []
+        written: list[tuple[str, Plan]] = []
+        for plan, name in zip(self.plans, names, strict=True):
+            functions.append(self.function(plan, name, _closest(plan, written)))
+            written.append((name, plan))
+        imports = self.imports.statements()
+        return py.format_module(
+            py.Module([py.Docstring(docstring), *imports, *classes, *functions])
+        )
+
+
+def _docstring(plan: Plan) -> str:
+    first = (plan.description or "").strip() or f"Migrated from {plan.source}."
+    return f"{first}\n\nMigrated by titan-migrate from ``{plan.source}``."
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Assignments that turn ``old`` (a config object) into ``new``."""
+    found = []
+    for name, value in new.fields.items():
+        before = old.fields[name]
+        path = f"{prefix}{name}"
+        if same(before, value):
+            continue
+        if isinstance(value, Obj) and isinstance(before, Obj) and value.cls == before.cls:
+            found += _differences(before, value, f"{path}.")
+        else:
+            found.append((path, value))
+    return found
+
+
+def _closest(plan: Plan, written: list[tuple[str, Plan]]) -> tuple[str, Plan] | None:
+    """The earlier config this one differs from least, if by at most ``DERIVE_LIMIT`` values."""
+    best = None
+    for name, earlier in written:
+        if earlier.root.cls != plan.root.cls or earlier.extension != plan.extension:
+            continue
+        count = len(_differences(earlier.root, plan.root))
+        if count <= DERIVE_LIMIT and (best is None or count < best[0]):
+            best = (count, name, earlier)
+    return None if best is None else (best[1], best[2])
+
+
+def function_names(plans: Sequence[Plan]) -> list[str]:
+    """The plans' function names, made unique in file order (``_2``, ``_3`` ...)."""
+    names: list[str] = []
+    for plan in plans:
+        name, n = plan.function, 2
+        while name in names:
+            name, n = f"{plan.function}_{n}", n + 1
+        names.append(name)
+    return names
+
+
+def render_module(plans: Sequence[Plan], *, command: str | None = None) -> str:
+    """One ``config_registry.py`` for the plans that produced a config."""
+    usable = [p for p in plans if p.root is not None]
+    names = function_names(usable)
+    sources = ", ".join(f"``{p.source}``" for p in usable)
+    docstring = f"Registry functions migrated by titan-migrate from {sources}."
+    if command:
+        docstring += f"\n\nRegenerate with ``{command}``."
+    return _Renderer(usable).module(names, docstring)

@@ -1,0 +1,88 @@
+"""The migration report: what became of every key, and the findings, as text or JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from migrate.plan import Plan
+from schemas.diagnostics import Diagnostic
+
+NOT_CARRIED = ("renamed", "dropped", "inert", "rejected")
+"""Outcomes a reader must see one by one (the others are counted)."""
+
+
+def summary(plan: Plan) -> dict[str, int]:
+    counts = dict.fromkeys(("carried", "default", "structural", *NOT_CARRIED), 0)
+    for outcome in plan.outcomes.values():
+        counts[outcome.status] += 1
+    return counts
+
+
+def _returns(plan: Plan) -> str:
+    return plan.root.cls.rpartition(":")[2] if plan.root is not None else "-"
+
+
+def render_text(
+    plans: Sequence[Plan],
+    diagnostics: Sequence[Diagnostic],
+    *,
+    out: TextIO,
+    color: bool,
+    quiet: bool = False,
+) -> None:
+    """Per file: the function, key counts and every key not carried as is; then the findings."""
+    if not quiet:
+        for plan in plans:
+            out.write(_plan_text(plan))
+    from schemas import render
+
+    sources = {p.source: p.text for p in plans if p.text is not None}
+    if diagnostics or not quiet:
+        render.render_text(diagnostics, files=len(plans), out=out, sources=sources, color=color)
+
+
+def _plan_text(plan: Plan) -> str:
+    if plan.root is None:
+        return f"{plan.source}: not migrated (see the errors below)\n"
+    counts = summary(plan)
+    verdict = "lossless" if plan.lossless() else "NOT lossless"
+    lines = [
+        f"{plan.source} -> {plan.function}() returns {_returns(plan)}: {verdict}",
+        "  " + ", ".join(f"{n} {status}" for status, n in counts.items() if n),
+    ]
+    rows = [o for o in plan.outcomes.values() if o.status in NOT_CARRIED]
+    width = max((len(o.key) for o in rows), default=0)
+    for outcome in rows:
+        target = f" -> {outcome.paths[0]}" if outcome.paths else ""
+        lines.append(f"  {outcome.status:<8} {outcome.key:<{width}}{target}  {outcome.note}")
+    return "\n".join(lines) + "\n"
+
+
+def as_dict(plan: Plan) -> dict[str, Any]:
+    from schemas.render import _as_dict
+
+    return {
+        "file": plan.source,
+        "function": plan.function if plan.root is not None else None,
+        "returns": plan.root.cls if plan.root is not None else None,
+        "lossless": plan.lossless(),
+        "counts": summary(plan),
+        "keys": {
+            key: {"status": o.status, "paths": list(o.paths), "note": o.note}
+            for key, o in plan.outcomes.items()
+        },
+        "todos": {path: list(texts) for path, texts in plan.todos.items()},
+        "diagnostics": [_as_dict(d) for d in plan.diagnostics],
+    }
+
+
+def render_json(plans: Sequence[Plan], *, out: TextIO) -> None:
+    import json
+
+    document = {
+        "files": [as_dict(p) for p in plans],
+        "lossless": all(p.lossless() for p in plans),
+        "errors": sum(len(p.errors()) for p in plans),
+    }
+    out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
