@@ -15,6 +15,8 @@ from titan.cli.diff import main, run
 from titan.config import manager
 from titan.config.serialize import to_json, to_toml
 
+REPO = Path(__file__).resolve().parents[1]
+
 REGISTRY = """\
 from titan.components.optimizer import OptimizersInBackwardContainer
 from titan.components.quantization.float8 import Float8LinearConverter
@@ -239,10 +241,21 @@ def test_two_legacy_tomls_compare_their_effective_values(tmp_path, capsys, monke
     assert code == 1 and out.splitlines()[2:] == ["training.max_norm: 2 -> 1.0", "1 difference"]
 
 
-def test_a_legacy_toml_against_a_registry_config_needs_the_migrator(reg, tmp_path, capsys):
-    (tmp_path / "a.toml").write_text("[training]\nsteps = 10\n")
-    code, _, err = titan_diff(capsys, "a.toml", "reg.py:base")
-    assert code == 2 and "a.toml is a legacy TOML" in err and "titan-migrate" in err
+def test_a_legacy_toml_is_migrated_to_compare_with_a_registry_config(capsys):
+    """The TOML side is what titan-migrate makes of it (the live plan)."""
+    debug = str(REPO / "legacy_configs" / "llama3" / "debug_model.toml")
+    code, out, _ = titan_diff(capsys, debug, "llama3_debugmodel")
+    assert code == 0 and "no differences" in out
+    code, out, _ = titan_diff(capsys, debug, "llama3_debugmodel_float8")
+    assert code == 1
+    assert "model_converters.print_after_conversion: False -> True" in out
+
+
+def test_a_legacy_toml_that_cannot_be_migrated_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.toml").write_text("[training]\nsteps = 'ten'\n")
+    code, _, err = titan_diff(capsys, "a.toml", "llama3_debugmodel")
+    assert code == 2 and "a.toml cannot be migrated" in err and "must be an integer" in err
 
 
 # --------------------------------------------------------------------------------------------

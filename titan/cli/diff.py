@@ -34,10 +34,6 @@ from titan import __version__
 from titan.cli.validate import UsageError
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
-_MIGRATE_HINT = (
-    "comparing a legacy TOML with a registry config needs titan-migrate, which is not part of "
-    "titan yet; compare two legacy TOMLs, or two registry configs / dumps"
-)
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
@@ -50,6 +46,8 @@ class Operand:
     """The config object (registry function, module function or dump)."""
     legacy: dict[str, Any] | None = None
     """Effective legacy values by dotted key, for a legacy TOML."""
+    path: Path | None = None
+    """The legacy TOML's path (migrated when compared with a registry config)."""
 
     def describe(self) -> str:
         """The header text: the name as given and what kind of config it is."""
@@ -120,10 +118,22 @@ def compare(left: Operand, right: Operand) -> list:
 
     if left.legacy is not None and right.legacy is not None:
         return legacy_diff(left.legacy, right.legacy)
-    if left.legacy is not None or right.legacy is not None:
-        legacy = left if left.legacy is not None else right
-        raise UsageError(f"{legacy.label} is a legacy TOML: {_MIGRATE_HINT}")
-    return diff(left.config, right.config)
+    return diff(_config(left), _config(right))
+
+
+def _config(operand: Operand) -> Any:
+    """A registry config as is; a legacy TOML as the config titan-migrate turns it into."""
+    if operand.legacy is None:
+        return operand.config
+    from migrate.live import instantiate
+    from migrate.plan import build_plan
+
+    plan = build_plan(operand.path, shown=operand.label)
+    if plan.root is None or plan.errors():
+        first = plan.errors()[0] if plan.errors() else None
+        detail = f": {first.span}: {first.message}" if first is not None else ""
+        raise UsageError(f"{operand.label} cannot be migrated{detail} (run titan-migrate on it)")
+    return instantiate(plan)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,7 +181,7 @@ def _load_file(path: Path, shown: str, allowed_modules: Sequence[str]) -> Operan
         raise UsageError(f"{shown}:{line}:{col}: invalid TOML: {message}") from None
     if CLASS_TAG in document:
         return Operand(label=shown, config=_rebuild(from_toml, text, shown, allowed_modules))
-    return Operand(label=shown, legacy=legacy_values(text, path=path, shown=shown))
+    return Operand(label=shown, legacy=legacy_values(text, path=path, shown=shown), path=path)
 
 
 def _rebuild(reader, data: Any, shown: str, allowed_modules: Sequence[str]) -> Any:

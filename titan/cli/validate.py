@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="colour in text output (default: auto)",
     )
+    parser.add_argument(
+        "--as-registry",
+        action="store_true",
+        help="also migrate each TOML in memory and check the Trainer.Config it becomes "
+        "(titan's registry-side checks; imports titan's config classes)",
+    )
     registry = parser.add_argument_group(
         "registry configs",
         "titan-validate --config NAME [--module M] [--registry FILE] [--ngpu N] "
@@ -166,9 +172,14 @@ class _Args:
         self.export_json_schema: Path | None = None
         self.output: Path | None = None
         self.color = "auto"
+        self.as_registry = False
 
 
-_SWITCHES = {"--strict": "strict", "--allow-import": "allow_import"}
+_SWITCHES = {
+    "--strict": "strict",
+    "--allow-import": "allow_import",
+    "--as-registry": "as_registry",
+}
 _CHOICES = {"--format": ("text", "json", "github", "sarif"), "--color": ("auto", "always", "never")}
 _PATHS = {"--output": "output", "-o": "output", "--export-json-schema": "export_json_schema"}
 
@@ -371,6 +382,13 @@ def _validate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     for path, shown in files:
         result = check_file(path, options, shown=shown)
         diagnostics += result.diagnostics
+        if args.as_registry and result.document is not None:
+            from schemas.diagnostics import Severity
+
+            if not any(d.severity is Severity.ERROR for d in result.diagnostics):
+                from titan.cli.validate_migrated import registry_findings
+
+                diagnostics += registry_findings(path, shown, result, options)
         if result.text is not None:
             sources[shown] = result.text
     _render(args, diagnostics, sources, len(files), stdout)

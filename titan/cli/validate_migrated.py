@@ -1,0 +1,58 @@
+"""``titan-validate FILE.toml --as-registry``: also check the config the TOML migrates to.
+
+The TOML is migrated in memory (``migrate.plan`` + the live renderer, exactly what
+``titan-train --job.config_file`` runs) and the resulting ``Trainer.Config`` goes through the
+registry-side checks (``titan.config.check``: strict field types, structure, the shared rules).
+Findings the legacy check already made (same code at the same key) are not repeated; the others
+point at the TOML key whose value went to the offending field.
+"""
+
+from __future__ import annotations
+
+from schemas.diagnostics import Diagnostic, Span
+from schemas.toml_check import CheckOptions, FileCheck
+
+
+def registry_findings(
+    path: str, shown: str, result: FileCheck, options: CheckOptions
+) -> list[Diagnostic]:
+    """The migrated config's findings that the legacy check did not already report."""
+    from migrate.live import instantiate
+    from migrate.plan import build_plan
+    from titan.config.check import check_config
+
+    plan = build_plan(path, options=options, shown=shown)
+    if plan.root is None:
+        return []
+    owners = {p: o.key for o in plan.outcomes.values() for p in o.paths}
+
+    def locate(config_path: str) -> Span | None:
+        key = owners.get(config_path)
+        while key is None and "." in config_path:
+            config_path = config_path.rpartition(".")[0]
+            key = owners.get(config_path)
+        parts = tuple(key.split(".")) if key else ()
+        while parts:
+            found = result.spans.get(parts)
+            if found is not None:
+                return Span(file=shown, line=found.line, col=found.col)
+            parts = parts[:-1]
+        return None
+
+    seen = {(d.code, d.path) for d in result.diagnostics}
+    found = []
+    for finding in check_config(instantiate(plan), ngpu=options.ngpu, locate=locate):
+        legacy_key = owners.get(finding.path, finding.path)
+        if (finding.code, legacy_key) in seen or (finding.code, finding.path) in seen:
+            continue
+        found.append(
+            Diagnostic(
+                code=finding.code,
+                severity=finding.severity,
+                path=finding.path,
+                message=f"(as migrated) {finding.message}",
+                hint=finding.hint,
+                span=finding.span or Span(file=shown, line=1, col=1),
+            )
+        )
+    return found
