@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	$(PY) bench/validate_corpus.py
 	$(PY) bench/config_help.py
+	$(PY) bench/migrate_corpus.py
 
 # Regenerate the files derived from schemas/legacy.py and titan's config classes (tests fail
 # while they are stale).

@@ -526,6 +526,12 @@ class _Builder:
             if name in rules.STALE_CONVERTER_NAMES:
                 target = rules.STALE_CONVERTER_NAMES[name]
                 if not self.fix_stale_names:
+                    self.report(
+                        "stale-name",
+                        "model.converters",
+                        f'converter "{name}" is not carried: it is a stale name v0.2.2 failed on',
+                        f'rerun with --fix-stale-names to migrate it as "{target}"',
+                    )
                     self.plan.todo(
                         "model_converters",
                         f'model.converters lists the stale name "{name}" (v0.2.2 failed on it '
@@ -533,6 +539,7 @@ class _Builder:
                     )
                     continue
                 renamed = True
+                self.resolved(name, target)
                 self.report(
                     "stale-name",
                     "model.converters",
@@ -568,6 +575,16 @@ class _Builder:
         self.converter_tables(enabled)
         if "quantize.linear.float8" in enabled:
             self.float8_tensor_parallel()
+
+    def resolved(self, name: str, target: str) -> None:
+        """Drop the validator's findings that ``--fix-stale-names`` answered: the unknown name
+        and the table it made inert (the stale-name warning says what happened instead)."""
+        self.plan.diagnostics = [
+            d
+            for d in self.plan.diagnostics
+            if not (d.code == "unknown-converter" and f'"{name}"' in d.message)
+            and not (d.code == "inert-section" and d.path == target)
+        ]
 
     def converter_tables(self, enabled: list[str]) -> None:
         for key in self.leaves:
@@ -637,8 +654,7 @@ class _Builder:
                     found.path,
                     (
                         (
-                            f"The legacy {key} defaulted to {legacy!r}, independently of "
-                            f"{training_key}.",
+                            f"legacy {key} defaulted to {legacy!r}, not to {training_key}",
                         ),
                         None,
                     ),

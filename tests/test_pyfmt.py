@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import io
 import math
 import random
@@ -18,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tokenize
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -56,18 +58,16 @@ def ruff_wants_no_change(folder: Path) -> None:
     """Assert ``ruff format --check`` and ``ruff check --select I`` pass on ``folder``; on
     failure, show the start of ruff's report (its diffs of the first files)."""
     formatted = run_ruff("format", "--check", str(folder))
-    assert formatted.returncode == 0, f"ruff format would change:\n{formatted.stdout[:12000]}"
+    report = formatted.stdout[:12000] + formatted.stderr[:2000]
+    assert formatted.returncode == 0, f"ruff format would change:\n{report}"
     checked = run_ruff("check", "--select", "I", str(folder))
-    assert checked.returncode == 0, f"ruff check --select I:\n{checked.stdout[:12000]}"
+    report = checked.stdout[:12000] + checked.stderr[:2000]
+    assert checked.returncode == 0, f"ruff check --select I:\n{report}"
 
 
 def format_statements(*stmts: object) -> str:
+    """The text of a module made of ``stmts``."""
     return py.format_module(py.Module(list(stmts)))
-
-
-def in_function(*stmts: object) -> str:
-    """A module with the statements as the body of ``def f():`` (indentation 4)."""
-    return format_statements(py.FunctionDef("f", None, list(stmts)))
 
 
 # ----------------------------------------------------------------------------- expected layouts
@@ -77,6 +77,7 @@ LAYOUT_CASES: dict[str, tuple[object, str]] = {}
 
 
 def case(name: str, module: object, expected: str) -> None:
+    """Register an exact-layout test."""
     LAYOUT_CASES[name] = (module, expected)
 
 
@@ -571,6 +572,11 @@ def test_expected_layouts_are_what_ruff_writes(tmp_path: Path) -> None:
     ruff_wants_no_change(tmp_path)
 
 
+def test_line_width_is_the_projects() -> None:
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert settings["tool"]["ruff"]["line-length"] == py.LINE_WIDTH
+
+
 def test_import_line_fits_at_exactly_100_columns() -> None:
     names = ["a" * 40, "b" * 40]
     fits = py.ImportFrom("m" * 5, names)  # 5 + 5 + 8 + 40 + 2 + 40 columns
@@ -671,11 +677,49 @@ def test_import_is_light() -> None:
 
 
 def test_determinism() -> None:
-    first = [py.format_module(Generator(random.Random(7)).module(n)) for n in range(20)]
-    again = [py.format_module(Generator(random.Random(7)).module(n)) for n in range(20)]
-    assert first == again
+    """The same tree gives the same text, and so does the same tree built again."""
+
+    def texts(seed: int) -> list[str]:
+        generator = Generator(random.Random(seed))
+        return [py.format_module(generator.module(number)) for number in range(30)]
+
+    assert texts(7) == texts(7)
     module = Generator(random.Random(8)).module(0)
     assert py.format_module(module) == py.format_module(module)
+
+
+def hostile_modules() -> list[tuple[str, str]]:
+    """``(hostile string, module text)``: the string in a literal, a docstring and comments."""
+    modules = []
+    for hostile in [*HOSTILE, "".join(HOSTILE), '"""' + "".join(HOSTILE)]:
+        module = py.Module(
+            [
+                py.Docstring(hostile),
+                py.Comment(hostile),
+                py.Assign("value", py.Lit(hostile), comments=[hostile], trailing=hostile),
+                py.Assign("items", py.ListExpr([py.Arg(hostile, trailing=hostile), hostile])),
+                py.ClassDef("C", [], [py.Docstring(hostile), py.AnnAssign("x", "str")]),
+            ]
+        )
+        modules.append((hostile, py.format_module(module)))
+    return modules
+
+
+def test_hostile_text_is_only_data(tmp_path: Path) -> None:
+    """Run with the real builtins, each module defines its string and nothing else happens;
+    and ruff wants no change."""
+    for number, (hostile, text) in enumerate(hostile_modules()):
+        namespace: dict = {}
+        exec(compile(text, f"<hostile {number}>", "exec"), namespace)
+        assert sorted(namespace) == ["C", "__builtins__", "__doc__", "items", "value"], text
+        assert namespace["value"] == hostile and namespace["items"] == [hostile, hostile]
+        expected_doc = py.normalize_docstring(hostile)
+        assert inspect.cleandoc(namespace["__doc__"]) == expected_doc
+        assert inspect.cleandoc(namespace["C"].__doc__) == expected_doc
+        assert "PWNED" not in vars(builtins)
+        assert count_comments(text) == 2 * comment_lines(hostile) + 2, text
+        (tmp_path / f"hostile_{number:02d}.py").write_text(text, encoding="utf-8")
+    ruff_wants_no_change(tmp_path)
 
 
 # ----------------------------------------------------------------------------- random trees
@@ -1216,7 +1260,8 @@ def test_widths_around_the_limit_are_what_ruff_writes(tmp_path: Path) -> None:
             try:
                 text = py.format_module(module)
             except ValueError:
-                continue  # an annotation that would have to split
+                assert isinstance(stmt, py.AnnAssign)  # an annotation that would have to split
+                continue
             (tmp_path / f"width_{n}_{number:02d}.py").write_text(text, encoding="utf-8")
             written += 1
     assert written > 1000

@@ -5,12 +5,15 @@
 3. export the JSON Schema that editors use for completion;
 4. check the hand-written registry twin of the llama3 debug config (titan-validate --config),
    once as written and once with a tensor-parallel override that cannot fit 8 GPUs;
-5. titan-diff the debug config against its float8 variant.
-Later issues grow this into migrate -> validate -> train both forms.
+5. titan-diff the debug config against its float8 variant;
+6. titan-migrate the llama3 debug TOML into a config_registry.py, validate the generated
+   function, and titan-diff the TOML against it (no differences: one plan, two renderers).
+Issue 5 grows this into migrate -> validate -> train both forms.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -70,12 +73,28 @@ def main() -> int:
 
     differs = diff(["llama3_debugmodel", "llama3_debugmodel_float8", "--color", "never"])
 
+    _banner("6. titan-migrate legacy_configs/llama3/debug_model.toml -o config_registry.py")
+    from migrate.cli import main as migrate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        generated = Path(tmp) / "config_registry.py"
+        toml = os.path.relpath(DEBUG_TOML)  # as a user would name it, from the repository
+        migrated = migrate([toml, "-o", str(generated), "--color", "never"])
+        print(generated.read_text(encoding="utf-8"))
+        print("... titan-validate --registry config_registry.py --config llama3_debugmodel:")
+        migrated_clean = run(["--registry", str(generated), "--config", "llama3_debugmodel"])
+        print("... titan-diff debug_model.toml config_registry.py:llama3_debugmodel:")
+        twins = diff([toml, f"{generated}:llama3_debugmodel", "--color", "never"])
+
     _banner("summary")
     print(f"legacy_configs/: exit {clean} (0 = clean)")
     print(f"planted mistakes: exit {caught} (1 = findings reported)")
     print(f"registry config: exit {registry_clean}; with a bad override: exit {registry_caught}")
     print(f"titan-diff: exit {differs} (1 = the configs differ)")
-    ok = (clean, caught, exported, registry_clean, registry_caught, differs) == (0, 1, 0, 0, 1, 1)
+    print(f"titan-migrate: exit {migrated}; generated config: exit {migrated_clean}; ", end="")
+    print(f"TOML vs generated: exit {twins} (0 = the same config)")
+    results = (clean, caught, exported, registry_clean, registry_caught, differs)
+    ok = results == (0, 1, 0, 0, 1, 1) and (migrated, migrated_clean, twins) == (0, 0, 0)
     print("demo OK" if ok else "demo FAILED")
     return 0 if ok else 1
 
