@@ -11,7 +11,7 @@ import pytest
 
 from migrate.toml_comments import KeyComments, orphans, preamble, toml_comments
 from schemas.spans import locate_keys
-from tests.reference import REPO
+from tests.reference import REPO, require
 
 LEGACY = sorted((REPO / "legacy_configs").rglob("*.toml"))
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
@@ -350,8 +350,8 @@ def test_known_values_in_the_legacy_configs() -> None:
     )
 
 
-@pytest.mark.skipif(not CORPUS, reason="no ../shared/corpus")
 def test_known_values_in_the_upstream_corpus() -> None:
+    require(SHARED_CORPUS)  # skips locally without shared/, fails under CI
     models = SHARED_CORPUS / "torchtitan-v0.2.2/torchtitan/models"
     text = (models / "llama3/train_configs/llama3_405b.toml").read_text(encoding="utf-8")
     assert preamble(text) == ("NOTE: this toml config is a preset for 128 H100 GPUs.",)
