@@ -113,7 +113,12 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     from migrate.render_code import function_names, render_module
 
     usable = [p for p in plans if p.ok]
-    code = render_module(plans, command=_command(args, overrides)) if usable else None
+    try:
+        code = render_module(plans, command=_command(args, overrides)) if usable else None
+    except ValueError as error:  # a shape the code layout cannot print; never a traceback
+        stderr.write(f"{PROG}: error: cannot write the module: {error}\n")
+        _report(plans, args, stderr)
+        return 2
     _rename_report(usable, function_names(usable))
     status = _exit_status(plans, args.strict)
     report_out = stdout if (args.output or args.check) and not args.diff else stderr

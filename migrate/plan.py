@@ -207,7 +207,7 @@ def function_name(path: str | Path, model_name: Any) -> str:
         name = f"config_{name}"
     if keyword.iskeyword(name):
         name += "_"
-    return name
+    return name[:60]  # `def <name>() -> X.Config:` must fit the 100-column line
 
 
 # --------------------------------------------------------------------------- reading
@@ -653,9 +653,7 @@ class _Builder:
                 self.plan.comments.setdefault(
                     found.path,
                     (
-                        (
-                            f"legacy {key} defaulted to {legacy!r}, not to {training_key}",
-                        ),
+                        (f"legacy {key} defaulted to {legacy!r}, not to {training_key}",),
                         None,
                     ),
                 )

@@ -103,6 +103,14 @@ def _is_identifier(text: str) -> bool:
     return text.isidentifier() and not keyword.iskeyword(text)
 
 
+def _source_text(text: object, what: str) -> str:
+    """``text`` if it is non-empty printable one-line source text (annotations are printed
+    verbatim, so a line break or control character must not get in), else ``ValueError``."""
+    if not isinstance(text, str) or not text.strip() or not text.isprintable():
+        raise ValueError(f"{what} must be printable one-line source text, got {text!r}")
+    return text
+
+
 def _comment_lines(comments: object) -> tuple[str, ...]:
     """Leading comment texts as a tuple; a single string is one comment."""
     if comments is None:
@@ -395,9 +403,7 @@ class AnnAssign(_Node):
         comments: object = (),
     ) -> None:
         self.target = _dotted_name(target, "an annotated target")
-        if not isinstance(annotation, str) or not annotation or "\n" in annotation:
-            raise ValueError(f"an annotation must be one line of source text, got {annotation!r}")
-        self.annotation = annotation
+        self.annotation = _source_text(annotation, "an annotation")
         self.value = None if value is None else _expr(value)
         self.comments = _comment_lines(comments)
 
@@ -426,7 +432,7 @@ class FunctionDef(_Node):
         if not _is_identifier(name):
             raise ValueError(f"a function name must be an identifier, got {name!r}")
         self.name = name
-        self.returns = returns
+        self.returns = None if returns is None else _source_text(returns, "a return annotation")
         self.body = list(body)
         self.decorators = [_expr(item) for item in decorators]
 
@@ -689,12 +695,19 @@ class _Brackets:
 
     __slots__ = ("opener", "entries", "closer", "hug", "always_comma")
 
-    def __init__(self, opener: str, entries: list, closer: str, hug: bool = False) -> None:
+    def __init__(
+        self,
+        opener: str,
+        entries: list,
+        closer: str,
+        hug: bool = False,
+        always_comma: bool = False,
+    ) -> None:
         self.opener = opener
         self.entries = entries
         self.closer = closer
         self.hug = hug
-        self.always_comma = False
+        self.always_comma = always_comma
 
 
 def _brackets(expr: object) -> _Brackets | None:
@@ -709,9 +722,7 @@ def _brackets(expr: object) -> _Brackets | None:
     if isinstance(expr, DictExpr):
         return _Brackets("{", expr.items, "}")
     if isinstance(expr, TupleExpr):
-        brackets = _Brackets("(", expr.items, ")")
-        brackets.always_comma = len(expr.items) == 1
-        return brackets
+        return _Brackets("(", expr.items, ")", always_comma=len(expr.items) == 1)
     return None
 
 
