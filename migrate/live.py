@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 from migrate.extension_classes import is_generated
-from migrate.plan import GeneratedClass, Plan
+from migrate.plan import GeneratedClass, Plan, copy_value
 from migrate.target import Default, Obj, RegistryCall, UnsupportedModel, changed_fields
 
 
@@ -92,16 +92,8 @@ def _field_default(default: Any, classes: dict[str, type]) -> Any:
     if isinstance(default, Default):
         return dataclasses.field(default_factory=classes[default.cls])
     if isinstance(default, list | dict):
-        return dataclasses.field(default_factory=lambda value=default: _copy(value))
+        return dataclasses.field(default_factory=lambda value=default: copy_value(value))
     return dataclasses.field(default=default)
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
 
 
 def _make(value: Any, classes: dict[str, type]) -> Any:

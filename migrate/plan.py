@@ -14,6 +14,7 @@ generated ``migrate/target_spec.py``.
 
 from __future__ import annotations
 
+import functools
 import keyword
 import re
 from collections.abc import Sequence
@@ -747,12 +748,13 @@ def _custom_path(key: str) -> str:
     return key
 
 
+@functools.cache
 def _converter_classes() -> dict[str, str]:
+    """Converter name (its ``[quantize.*]`` table) -> config class, from the homes table."""
     return {
-        "quantize.linear.float8": "titan.components.quantization.float8:Float8LinearConverter.Config",
-        "quantize.grouped_mm.float8": "titan.components.quantization.float8:Float8GroupedMMConverter.Config",
-        "quantize.linear.mx": "titan.components.quantization.mx:MXLinearConverter.Config",
-        "quantize.grouped_mm.mx": "titan.components.quantization.mx:MXGroupedMMConverter.Config",
+        found.legacy.rpartition(".")[0]: found.config_class
+        for found in homes_table.base_homes().values()
+        if found.kind == "converter"
     }
 
 

@@ -18,6 +18,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from migrate.live import load_class
+from migrate.target import same
+
 OUT = Path(__file__).with_name("target_spec.py")
 
 ROOTS = (
@@ -35,14 +38,6 @@ ROOTS = (
 
 def class_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def load(path: str) -> Any:
-    module_name, _, qualname = path.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    return target
 
 
 def import_module_of(cls: type) -> str:
@@ -84,16 +79,12 @@ def literal(value: Any, classes: dict[str, Any]) -> str:
     raise TypeError(f"cannot write a default of type {type(value).__name__}: {value!r}")
 
 
-def same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and (a == b or (a != a and b != b))
-
-
 def generate() -> str:
     classes: dict[str, Any] = dict.fromkeys(ROOTS)
     rows: dict[str, str] = {}
     while any(path not in rows for path in classes):
         path = next(path for path in classes if path not in rows)
-        cls = load(path)
+        cls = load_class(path)
         instance = cls()
         fields = ", ".join(
             f"{f.name!r}: {literal(getattr(instance, f.name), classes)}"

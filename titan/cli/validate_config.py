@@ -20,6 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import TextIO
 
+from migrate.overrides import COMMAND_LINE
 from schemas.diagnostics import Diagnostic, Severity, Span
 
 
@@ -105,7 +106,6 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     return exit_code(diagnostics, strict=options.strict)
 
 
-COMMAND_LINE = "<command line>"
 """The pseudo file name of findings about a ``--section.field`` override."""
 
 
