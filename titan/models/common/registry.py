@@ -67,8 +67,17 @@ def flavor_model_spec(
     *,
     config_from_args: Callable[[dict[str, Any]], BaseModel.Config],
     training_status: str | None,
+    build_loss_fn: str | None = None,
+    parallelize_fn: str | None = None,
+    pipelining_fn: str | None = None,
+    post_optimizer_build_fn: str | None = None,
+    state_dict_adapter: str | None = None,
 ) -> ModelSpec:
-    """A fresh ``ModelSpec`` for flavor ``name``, its config tree built from the v0.2.2 args."""
+    """A fresh ``ModelSpec`` for flavor ``name``, its config tree built from the v0.2.2 args.
+
+    The ``*_fn`` and ``state_dict_adapter`` import paths are left ``None`` by a family whose
+    training has not landed.
+    """
     found = flavor(family, name)
     if found is None:
         raise unknown_name(f"{family} flavor", name, family_flavors(family))
@@ -76,5 +85,10 @@ def flavor_model_spec(
         name=family,
         flavor=name,
         model=config_from_args(found.args),
+        build_loss_fn=build_loss_fn,
+        parallelize_fn=parallelize_fn,
+        pipelining_fn=pipelining_fn,
+        post_optimizer_build_fn=post_optimizer_build_fn,
+        state_dict_adapter=state_dict_adapter,
         training_status=training_status,
     )

@@ -18,7 +18,13 @@ FLAVORS: tuple[str, ...] = family_flavors("llama3")
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of the llama3 ``flavor`` (e.g. ``"8B"``); ``ValueError`` if unknown."""
     return flavor_model_spec(
-        "llama3", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+        "llama3",
+        flavor,
+        config_from_args=config_from_args,
+        training_status=TRAINING_STATUS,
+        build_loss_fn="titan.components.loss:build_cross_entropy_loss",
+        parallelize_fn="titan.models.llama3.parallelize:parallelize_llama",
+        state_dict_adapter="titan.models.llama3.state_dict_adapter:Llama3StateDictAdapter",
     )
 
 

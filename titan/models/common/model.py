@@ -1,0 +1,333 @@
+"""The torch modules behind titan's shared decoder configs: rope, attention, SwiGLU, block, decoder.
+
+Each class here is the ``_owner_path`` target of the torch-free config of the same name in
+``titan.models.common`` and is constructed by ``config.build(**runtime_kwargs)``. Module and
+parameter names are torchtitan's, so checkpoints, parallelization plans and the Hugging Face
+adapter address the same keys. Initialization follows torchtitan v0.2.2's llama3 exactly.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from titan.config.configurable import NotBuildableError
+from titan.models.common import attention as attention_config
+from titan.models.common import decoder as decoder_config
+from titan.models.common import feed_forward as feed_forward_config
+from titan.models.common import moe as moe_config
+from titan.models.common import rope as rope_config
+
+# Kernels and masks this module implements; the configs can describe more (flex, varlen,
+# block_causal), which torchtitan serves with FlexAttention / varlen kernels titan lacks.
+SUPPORTED_ATTN_TYPES = ("sdpa",)
+SUPPORTED_MASK_TYPES = ("causal",)
+
+MOE_UNSUPPORTED = (
+    "mixture-of-experts layers are not supported by titan-train yet; "
+    "use a dense flavor (layer.moe = None)"
+)
+
+# torchtitan's init constants: the std of the input projections, and the cutoff (in stds) of
+# the final output projection's truncated normal.
+BASE_INIT_STD = 0.02
+OUTPUT_CUTOFF_STDS = 3
+
+
+class RoPE(nn.Module):
+    """Rotary position embedding: builds the complex ``freqs_cis`` table the attention rotates by.
+
+    It holds no tensors itself; the decoder keeps the table as its own non-persistent buffer so
+    that it moves with the model and stays out of the state dict.
+    """
+
+    Config = rope_config.RoPE.Config
+
+    def __init__(self, *, config: rope_config.RoPE.Config, head_dim: int, max_seq_len: int):
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"rotary embedding needs an even head size, got {head_dim}")
+        self.config = config
+        self.head_dim = head_dim
+        self.max_seq_len = max_seq_len
+
+    def inverse_frequencies(self) -> torch.Tensor:
+        """The ``head_dim // 2`` rotation frequencies, on the current default device."""
+        exponents = torch.arange(0, self.head_dim, 2)[: self.head_dim // 2].float() / self.head_dim
+        return 1.0 / (self.config.theta**exponents)
+
+    def freqs_cis(self) -> torch.Tensor:
+        """``[max_seq_len, head_dim // 2]`` complex64 rotations, on the current default device."""
+        freqs = self.inverse_frequencies()
+        positions = torch.arange(self.max_seq_len, device=freqs.device)
+        angles = torch.outer(positions, freqs).float()
+        return torch.polar(torch.ones_like(angles), angles)
+
+
+class LlamaRoPE(RoPE):
+    """Rotary position embedding with llama 3.1's optional low-frequency scaling."""
+
+    Config = rope_config.LlamaRoPE.Config
+
+    def inverse_frequencies(self) -> torch.Tensor:
+        """The rotation frequencies, scaled the llama 3.1 way when the config asks for it."""
+        freqs = super().inverse_frequencies()
+        if self.config.scaling == "none":
+            return freqs
+        return llama_scaled_frequencies(freqs, self.config)
+
+
+def llama_scaled_frequencies(
+    freqs: torch.Tensor, config: rope_config.LlamaRoPE.Config
+) -> torch.Tensor:
+    """llama 3.1's scaling: slow long wavelengths down, keep short ones, blend in between."""
+    original = config.original_max_position_embeddings
+    low_freq_wavelen = original / config.low_freq_factor
+    high_freq_wavelen = original / config.high_freq_factor
+    wavelen = 2 * torch.pi / freqs
+    slowed = torch.where(wavelen > low_freq_wavelen, freqs / config.scaling_factor, freqs)
+    smooth = (original / wavelen - config.low_freq_factor) / (
+        config.high_freq_factor - config.low_freq_factor
+    )
+    # The blend divides the already-slowed value again, exactly as torchtitan (and Meta's
+    # reference) write it; inside the band ``slowed`` equals ``freqs``, so this is the usual mix.
+    blended = (1 - smooth) * slowed / config.scaling_factor + smooth * slowed
+    in_band = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+    return torch.where(in_band, blended, slowed)
+
+
+def apply_rotary_emb(
+    xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate ``[bs, seq, heads, head_dim]`` queries and keys by the first ``seq`` rotations.
+
+    Adjacent pairs of a head are one complex number (Meta's layout, not Hugging Face's halves;
+    the state-dict adapter permutes q/k weights between the two). Computed in float32.
+    """
+    seqlen = xq.shape[1]
+    rotations = freqs_cis[:seqlen].view(1, seqlen, 1, -1)
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    xq_out = torch.view_as_real(xq_ * rotations).flatten(3)
+    xk_out = torch.view_as_real(xk_ * rotations).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """``[bs, seq, kv_heads, d]`` -> ``[bs, seq, kv_heads * n_rep, d]``, each head repeated."""
+    if n_rep == 1:
+        return x
+    bs, seqlen, n_kv_heads, head_dim = x.shape
+    expanded = x.unsqueeze(3).expand(bs, seqlen, n_kv_heads, n_rep, head_dim)
+    return expanded.reshape(bs, seqlen, n_kv_heads * n_rep, head_dim)
+
+
+class Attention(nn.Module):
+    """Grouped-query causal self-attention with rotary embeddings, run by PyTorch SDPA."""
+
+    Config = attention_config.Attention.Config
+
+    def __init__(self, *, config: attention_config.Attention.Config, dim: int):
+        super().__init__()
+        refuse_unsupported_attention(config)
+        n_kv_heads = config.kv_heads()
+        if dim % config.n_heads:
+            raise ValueError(f"dim {dim} is not divisible by n_heads {config.n_heads}")
+        if config.n_heads % n_kv_heads:
+            raise ValueError(
+                f"n_heads {config.n_heads} is not divisible by n_kv_heads {n_kv_heads}"
+            )
+        self.n_heads = config.n_heads
+        self.n_kv_heads = n_kv_heads
+        self.n_rep = config.n_heads // n_kv_heads
+        self.head_dim = config.head_dim_for(dim)
+        self.wq = nn.Linear(dim, self.n_heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(dim, self.n_kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, self.n_kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(self.n_heads * self.head_dim, dim, bias=False)
+
+    def init_weights(self, init_std: float) -> None:
+        """q/k/v at std 0.02, the output projection at the block's ``init_std``."""
+        for linear in (self.wq, self.wk, self.wv):
+            nn.init.trunc_normal_(linear.weight, mean=0.0, std=BASE_INIT_STD)
+        nn.init.trunc_normal_(self.wo.weight, mean=0.0, std=init_std)
+
+    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        """Attend causally over ``x`` of shape ``[bs, seq, dim]``."""
+        bs, seqlen, _ = x.shape
+        # -1, not n_heads: under tensor parallelism wq/wk/wv are column-sharded, so each rank
+        # holds only its local heads.
+        xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
+        xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
+        xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
+        xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
+        values = repeat_kv(xv, self.n_rep).transpose(1, 2)
+        out = F.scaled_dot_product_attention(xq.transpose(1, 2), keys, values, is_causal=True)
+        return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
+
+
+def refuse_unsupported_attention(config: attention_config.BaseAttention.Config) -> None:
+    """Raise ``NotBuildableError`` for an attention kernel or mask titan-train cannot run."""
+    if config.attn_type not in SUPPORTED_ATTN_TYPES:
+        raise NotBuildableError(
+            f"attn_type {config.attn_type!r} is not supported by titan-train yet; "
+            "use a flavor with sdpa (e.g. 8B instead of 8B_flex)"
+        )
+    if config.attn_mask_type not in SUPPORTED_MASK_TYPES:
+        raise NotBuildableError(
+            f"attn_mask_type {config.attn_mask_type!r} is not supported by titan-train yet; "
+            "use attn_mask_type 'causal'"
+        )
+
+
+class FeedForward(nn.Module):
+    """SwiGLU feed-forward: ``w2(silu(w1(x)) * w3(x))``."""
+
+    Config = feed_forward_config.FeedForward.Config
+
+    def __init__(self, *, config: feed_forward_config.FeedForward.Config, dim: int):
+        super().__init__()
+        hidden_dim = config.effective_hidden_dim(dim)
+        self.w1 = nn.Linear(dim, hidden_dim, bias=False)
+        self.w2 = nn.Linear(hidden_dim, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden_dim, bias=False)
+
+    def init_weights(self, init_std: float) -> None:
+        """w1 at std 0.02, w2 and w3 at the block's ``init_std`` (torchtitan's choice)."""
+        nn.init.trunc_normal_(self.w1.weight, mean=0.0, std=BASE_INIT_STD)
+        for linear in (self.w2, self.w3):
+            nn.init.trunc_normal_(linear.weight, mean=0.0, std=init_std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the feed-forward to every position of ``x``."""
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class MoE(nn.Module):
+    """Stands in for the mixture of experts titan-train lacks: building one refuses clearly."""
+
+    Config = moe_config.MoE.Config
+
+    def __init__(self, *, config: moe_config.MoE.Config, **runtime: object):
+        super().__init__()
+        raise NotBuildableError(MOE_UNSUPPORTED)
+
+
+def block_init_std(init_std: str, *, layer_id: int, n_layers: int) -> float:
+    """The std of a block's output projections: scaled down by depth or by the layer count."""
+    depth = layer_id + 1 if init_std == "by_layer" else n_layers
+    return BASE_INIT_STD / (2 * depth) ** 0.5
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm block: ``h = x + attention(norm(x))``, ``out = h + feed_forward(norm(h))``."""
+
+    Config = decoder_config.TransformerBlock.Config
+
+    def __init__(
+        self,
+        *,
+        config: decoder_config.TransformerBlock.Config,
+        layer_id: int,
+        dim: int,
+        n_layers: int,
+        norm_eps: float,
+    ):
+        super().__init__()
+        if config.uses_moe(layer_id):
+            raise NotBuildableError(MOE_UNSUPPORTED)
+        if config.feed_forward is None:
+            raise ValueError(f"layer {layer_id} is dense but the block has no feed_forward")
+        self.layer_id = layer_id
+        self.attention = config.attention.build(dim=dim)
+        self.feed_forward = config.feed_forward.build(dim=dim)
+        self.attention_norm = nn.RMSNorm(dim, eps=norm_eps)
+        self.ffn_norm = nn.RMSNorm(dim, eps=norm_eps)
+        self.weight_init_std = block_init_std(config.init_std, layer_id=layer_id, n_layers=n_layers)
+
+    def init_weights(self) -> None:
+        """Reset both norms to ones and initialize attention and feed-forward."""
+        for norm in (self.attention_norm, self.ffn_norm):
+            norm.reset_parameters()
+        self.attention.init_weights(self.weight_init_std)
+        self.feed_forward.init_weights(self.weight_init_std)
+
+    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        """Run the block over ``x`` of shape ``[bs, seq, dim]``."""
+        h = x + self.attention(self.attention_norm(x), freqs_cis)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Decoder(nn.Module):
+    """A decoder-only language model: embeddings, ``n_layers`` blocks, final norm, output.
+
+    Built from a ``Decoder.Config`` subclass (each family's model config). The rotary table
+    ``freqs_cis`` is a non-persistent buffer, recomputed by ``init_weights``; build on the meta
+    device, ``to_empty(device=...)``, then call ``init_weights()`` to get a usable model.
+    """
+
+    def __init__(self, *, config: decoder_config.Decoder.Config):
+        super().__init__()
+        self.config = config
+        layers = nn.ModuleDict()
+        for layer_id in range(config.n_layers):
+            layers[str(layer_id)] = config.layer.build(
+                layer_id=layer_id,
+                dim=config.dim,
+                n_layers=config.n_layers,
+                norm_eps=config.norm_eps,
+            )
+        self.tok_embeddings = nn.Embedding(config.vocab_size, config.dim)
+        self.rope = config.rope.build(
+            head_dim=config.layer.attention.head_dim_for(config.dim),
+            max_seq_len=config.max_seq_len,
+        )
+        self.register_buffer("freqs_cis", self.rope.freqs_cis(), persistent=False)
+        self.layers = layers
+        self.norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
+        self.output = nn.Linear(config.dim, config.vocab_size, bias=False)
+
+    def init_weights(self, buffer_device: torch.device | str | None = None) -> None:
+        """Initialize every parameter as torchtitan v0.2.2 does and recompute ``freqs_cis``.
+
+        ``buffer_device`` is where the rotary table is computed (default: where it is now),
+        e.g. ``"cuda"`` when the parameters were moved to CPU for offloading.
+        """
+        with torch.device(buffer_device or self.freqs_cis.device):
+            self.freqs_cis = self.rope.freqs_cis()
+        nn.init.normal_(self.tok_embeddings.weight)
+        for layer in self.layers.values():
+            layer.init_weights()
+        self.norm.reset_parameters()
+        std = self.config.dim**-0.5
+        bound = OUTPUT_CUTOFF_STDS * std
+        nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``[bs, seq, vocab_size]`` of token ids ``[bs, seq]``."""
+        if tokens.shape[1] > self.freqs_cis.shape[0]:
+            raise ValueError(
+                f"sequence length {tokens.shape[1]} exceeds max_seq_len {self.freqs_cis.shape[0]}"
+            )
+        h = self.tok_embeddings(tokens)
+        for layer in self.layers.values():
+            h = layer(h, self.freqs_cis)
+        return self.output(self.norm(h))
+
+
+__all__ = [
+    "Attention",
+    "Decoder",
+    "FeedForward",
+    "LlamaRoPE",
+    "MoE",
+    "RoPE",
+    "TransformerBlock",
+    "apply_rotary_emb",
+    "block_init_std",
+    "llama_scaled_frequencies",
+    "refuse_unsupported_attention",
+    "repeat_kv",
+]
