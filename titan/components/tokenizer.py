@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
-from titan.components._pending import not_yet
 from titan.config.configurable import Configurable
+
+# Tried in order when tokenizer_config.json does not name the token (Llama 3, Llama 2, GPT-2).
+KNOWN_BOS_TOKENS = ("<|begin_of_text|>", "<s>", "<|startoftext|>")
+KNOWN_EOS_TOKENS = ("<|end_of_text|>", "</s>", "<|endoftext|>", "<|eot_id|>")
+
+
+class TokenizerNotFoundError(FileNotFoundError):
+    """The tokenizer files are not where ``hf_assets_path`` says."""
 
 
 class BaseTokenizer(Configurable):
@@ -24,5 +33,78 @@ class HuggingFaceTokenizer(BaseTokenizer):
     class Config(BaseTokenizer.Config):
         """No options: the trainer passes ``tokenizer_path=hf_assets_path`` when it builds it."""
 
-    def __init__(self, *, config: Config, **runtime: Any) -> None:
-        raise not_yet("HuggingFaceTokenizer")
+    def __init__(self, *, config: Config, tokenizer_path: str) -> None:
+        from tokenizers import Tokenizer
+
+        self.config = config
+        self.path = Path(tokenizer_path)
+        tokenizer_file = self.path / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            where = "folder does not exist" if not self.path.is_dir() else "has no tokenizer.json"
+            raise TokenizerNotFoundError(
+                f"no tokenizer at {str(self.path)!r} ({self.path.resolve()}): the {where}. "
+                "Set hf_assets_path "
+                "(legacy TOML: model.hf_assets_path, or model.tokenizer_path) to a folder with "
+                "Hugging Face's tokenizer.json, e.g. ./tests/assets/tokenizer"
+            )
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        # Text that happens to contain "<|end_of_text|>" is encoded as ordinary bytes, so a
+        # document can never forge a special token (and decode(encode(text)) gives it back).
+        self._tokenizer.encode_special_tokens = True
+        special = _special_tokens(self.path / "tokenizer_config.json")
+        self.bos_token = self._find_token(special.get("bos_token"), KNOWN_BOS_TOKENS)
+        self.eos_token = self._find_token(special.get("eos_token"), KNOWN_EOS_TOKENS)
+        # None when the tokenizer has no such token (GPT-2 has no begin-of-text).
+        self.bos_id: int | None = self._tokenizer.token_to_id(self.bos_token or "")
+        self.eos_id: int | None = self._tokenizer.token_to_id(self.eos_token or "")
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids, special tokens included."""
+        return self._tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str, *, add_bos: bool = True, add_eos: bool = True) -> list[int]:
+        """Token ids of ``text``, framed by the begin/end-of-text ids the tokenizer has."""
+        # add_special_tokens=False: a post-processor in tokenizer.json (Llama 3 has one) would
+        # add a second BOS; the framing is decided here instead.
+        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        if add_bos and self.bos_id is not None:
+            ids.insert(0, self.bos_id)
+        if add_eos and self.eos_id is not None:
+            ids.append(self.eos_id)
+        return ids
+
+    def decode(self, ids: list[int], *, skip_special_tokens: bool = True) -> str:
+        """The text of ``ids``; special tokens are left out unless asked for."""
+        return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def _find_token(self, configured: str | None, known: tuple[str, ...]) -> str | None:
+        candidates = (configured,) if configured is not None else known
+        for token in candidates:
+            if token is not None and self._tokenizer.token_to_id(token) is not None:
+                return token
+        if configured is not None:
+            raise ValueError(
+                f"{self.path / 'tokenizer_config.json'} names the special token {configured!r}, "
+                f"which is not in {self.path / 'tokenizer.json'}"
+            )
+        return None
+
+
+def _special_tokens(config_file: Path) -> dict[str, str]:
+    """``bos_token``/``eos_token`` of a tokenizer_config.json; empty when there is no file."""
+    if not config_file.is_file():
+        return {}
+    try:
+        settings: dict[str, Any] = json.loads(config_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{config_file} is not valid JSON: {error}") from None
+    found = {}
+    for key in ("bos_token", "eos_token"):
+        value = settings.get(key)
+        # transformers writes either the token or an AddedToken dict with its "content".
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            found[key] = value
+    return found
