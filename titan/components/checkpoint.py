@@ -1,13 +1,38 @@
-"""Distributed checkpoints: save, resume, export."""
+"""Distributed checkpoints: save, resume, export.
+
+``CheckpointManager`` decides when to save and what to load; the work is done by modules that
+import torch, imported only when a manager is built, so reading configs stays torch-free:
+``checkpoint_folders`` (the on-disk layout and atomic publishing), ``checkpoint_state`` (what a
+checkpoint holds, ``ModelState``, loading with clear errors), ``checkpoint_writer`` (foreground
+and background DCP saves) and ``checkpoint_hf`` (Hugging Face safetensors).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
+import time
 from dataclasses import field
 from typing import Any, Literal
 
-from titan.components._pending import not_yet
-from titan.config.configurable import Configurable
+from titan.config.configurable import Configurable, NotBuildableError
+
+log = logging.getLogger("titan")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be saved or loaded as configured; the message says what to fix."""
+
+
+def __getattr__(name: str) -> Any:
+    # ModelState needs torch and this module must import without it; PEP 562 keeps
+    # ``from titan.components.checkpoint import ModelState`` working all the same.
+    if name == "ModelState":
+        from titan.components.checkpoint_state import ModelState
+
+        return ModelState
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CheckpointManager(Configurable):
@@ -54,5 +79,273 @@ class CheckpointManager(Configurable):
         load_only: bool = False
         """Load checkpoints but never save."""
 
-    def __init__(self, *, config: Config, **runtime: Any) -> None:
-        raise not_yet("CheckpointManager")
+    def __init__(
+        self,
+        *,
+        config: Config,
+        dump_folder: str,
+        states: dict[str, Any],
+        model_parts: list[Any],
+        sd_adapter: Any = None,
+        export_config_json: dict[str, Any] | None = None,
+        ft_manager: Any = None,
+    ) -> None:
+        """``states``: the Statefuls to checkpoint, by name (``model``, ``optimizer``,
+        ``lr_scheduler``, ``dataloader``, ``train_state``); ``model`` defaults to a
+        ``ModelState`` of ``model_parts``. ``sd_adapter`` maps the model's state dict to Hugging
+        Face names and back (``to_hf`` / ``from_hf``); ``export_config_json`` becomes the
+        ``config.json`` of a Hugging Face export."""
+        if ft_manager is not None:
+            raise NotBuildableError("fault-tolerant checkpointing is not supported by titan-train")
+        from titan.components.checkpoint_folders import CheckpointFolders
+        from titan.components.checkpoint_state import ModelState
+
+        self.config = config
+        self.states = dict(states)
+        self.states.setdefault("model", ModelState(model_parts))
+        self.sd_adapter = sd_adapter
+        self.export_config_json = export_config_json
+        self.folders = CheckpointFolders(os.path.join(dump_folder, config.folder))
+        self.writer: Any = None
+        if not config.enable:
+            return
+        _check(config, states=self.states, sd_adapter=sd_adapter)
+        if not config.load_only:
+            from titan.components.checkpoint_writer import CheckpointWriter
+
+            self.writer = CheckpointWriter(
+                folders=self.folders,
+                async_mode=config.async_mode,
+                keep_latest_k=config.keep_latest_k,
+            )
+
+    def should_save(self, curr_step: int, *, last_step: bool = False) -> bool:
+        """Whether ``save(curr_step, last_step=...)`` writes a checkpoint."""
+        config = self.config
+        if self.writer is None:
+            return False
+        if last_step or (curr_step == 1 and config.enable_first_step_checkpoint):
+            return True
+        return curr_step % config.interval == 0
+
+    def save(self, curr_step: int, *, last_step: bool = False) -> None:
+        """Save after step ``curr_step`` when it is due; at the last step, the export.
+
+        Step 0 is the seed checkpoint (see ``save_seed``). A full save runs in the background
+        under ``async_mode``; the last step's save is always finished before this returns.
+        """
+        if not self.should_save(curr_step, last_step=last_step):
+            return
+        if curr_step == 0:
+            self.save_seed()
+            return
+        from titan.components.checkpoint_state import saved_states
+
+        begin = time.monotonic()
+        if last_step:
+            what = self._save_last_step(curr_step)
+        elif self.writer.async_mode == "disabled":
+            self.writer.save(
+                saved_states(self.states, model_only=False), step=curr_step, purge=True
+            )
+            what = "full checkpoint"
+        else:
+            self.writer.save_in_background(
+                saved_states(self.states, model_only=False), step=curr_step
+            )
+            what = "full checkpoint, staged; writing it in the background"
+        log.info(
+            "checkpoint of step %d (%s) -> %s in %.2f s",
+            curr_step,
+            what,
+            self.folders.step_path(curr_step),
+            time.monotonic() - begin,
+        )
+
+    def save_seed(self) -> None:
+        """Write ``step-0``: the freshly initialised model alone, in full precision.
+
+        A later run with the same folder starts from it (``load`` reads step 0 as model-only),
+        so every parallel layout starts from the same weights.
+        """
+        if self.writer is None:
+            raise CheckpointError(
+                "a seed checkpoint needs checkpoint.enable = true and checkpoint.load_only = false"
+            )
+        from titan.components.checkpoint_state import saved_states
+
+        begin = time.monotonic()
+        self.writer.save(saved_states(self.states, model_only=True), step=0, purge=False)
+        log.info(
+            "seed checkpoint (model only) -> %s in %.2f s",
+            self.folders.step_path(0),
+            time.monotonic() - begin,
+        )
+
+    def load(self, step: int = -1) -> bool:
+        """Restore the run: its own latest checkpoint (or ``step``), else the initial load.
+
+        Returns whether anything was loaded. A checkpoint of the run's own folder restores every
+        state but ``exclude_from_loading`` (step 0, the seed, restores the model only); the
+        initial load restores the model only unless ``initial_load_model_only`` is off.
+        """
+        if not self.config.enable:
+            return False
+        from titan.components.checkpoint_state import load_dcp
+
+        config = self.config
+        if self.writer is not None:
+            self.writer.wait()
+        if _rank() == 0:
+            for path in self.folders.remove_incomplete():
+                log.warning("removed %s, left by a save that did not finish", path)
+        begin = time.monotonic()
+        # Every rank must take the same branch below (each one enters the same collectives),
+        # so rank 0's view of the folder decides, even where a file system lags between hosts.
+        resumable = _from_rank0(self.folders.resumable_steps)
+        if resumable:
+            chosen = step if step != -1 else resumable[-1]
+            if chosen not in resumable:
+                raise CheckpointError(
+                    f"checkpoint.load_step = {chosen}, but {self.folders.root} has no complete "
+                    f"checkpoint of that step; it has steps {resumable}"
+                )
+            if config.initial_load_path:
+                log.warning(
+                    "checkpoint.initial_load_path is ignored: resuming from %s", self.folders.root
+                )
+            path = self.folders.step_path(chosen)
+            load_dcp(
+                path,
+                self.states,
+                model_only=chosen == 0,
+                exclude=config.exclude_from_loading,
+                hint="; load an earlier step with checkpoint.load_step, or start a new run from "
+                "it with checkpoint.initial_load_path",
+            )
+            what = "seed checkpoint (model only)" if chosen == 0 else "checkpoint"
+        elif config.initial_load_path or config.initial_load_in_hf:
+            if step != -1:
+                log.warning(
+                    "checkpoint.load_step = %d is ignored: %s is empty", step, self.folders.root
+                )
+            path, what = self._initial_load()
+        else:
+            return False
+        log.info("loaded %s from %s in %.2f s", what, path, time.monotonic() - begin)
+        return True
+
+    def maybe_wait_for_staging(self) -> None:
+        """Call before the optimizer changes the weights: waits until a background save has
+        its own copy of them (a no-op unless ``async_with_pinned_mem``); also raises if an
+        earlier background save failed."""
+        if self.writer is not None:
+            self.writer.wait_for_staging()
+
+    def close(self) -> None:
+        """Finish (and publish) the pending background save."""
+        if self.writer is not None:
+            self.writer.close()
+
+    def _save_last_step(self, step: int) -> str:
+        import torch
+
+        from titan.components.checkpoint_state import saved_states
+
+        config = self.config
+        dtype = getattr(torch, config.export_dtype)
+        if config.last_save_in_hf:
+            from titan.components.checkpoint_hf import write_hf
+
+            model_state = self.states["model"]
+            self.writer.save_files(
+                lambda path: write_hf(
+                    path,
+                    model_state,
+                    sd_adapter=self.sd_adapter,
+                    dtype=dtype,
+                    config_json=self.export_config_json,
+                ),
+                step=step,
+            )
+            return f"model only, Hugging Face safetensors in {config.export_dtype}"
+        if config.last_save_model_only:
+            states = saved_states(self.states, model_only=True, dtype=dtype)
+            self.writer.save(states, step=step, purge=False)
+            return f"model only, in {config.export_dtype}"
+        self.writer.save(saved_states(self.states, model_only=False), step=step, purge=False)
+        return "full checkpoint"
+
+    def _initial_load(self) -> tuple[str, str]:
+        """Load ``initial_load_path`` (or the adapter's Hugging Face folder); (path, what)."""
+        from titan.components.checkpoint_state import load_dcp
+
+        config = self.config
+        if config.initial_load_in_hf:
+            from titan.components.checkpoint_hf import load_hf
+
+            path = config.initial_load_path or getattr(self.sd_adapter, "hf_assets_path", None)
+            if not path or not os.path.isdir(path):
+                raise CheckpointError(
+                    f"checkpoint.initial_load_in_hf: {path!r} is not a folder of safetensors; "
+                    "set checkpoint.initial_load_path to one"
+                )
+            load_hf(path, self.states["model"], sd_adapter=self.sd_adapter)
+            return path, "model weights (Hugging Face safetensors)"
+        path = config.initial_load_path
+        assert path is not None
+        if not os.path.isdir(path):
+            raise CheckpointError(f"checkpoint.initial_load_path {path!r} is not a folder")
+        load_dcp(
+            path,
+            self.states,
+            model_only=config.initial_load_model_only,
+            exclude=config.exclude_from_loading,
+            hint="; set checkpoint.initial_load_model_only to start from its weights alone",
+        )
+        return path, "model weights" if config.initial_load_model_only else "initial checkpoint"
+
+
+def _check(config: CheckpointManager.Config, *, states: dict[str, Any], sd_adapter: Any) -> None:
+    """Refuse settings that cannot work together (torchtitan's checks, as CheckpointErrors)."""
+    problems = []
+    if config.keep_latest_k == 1 or config.keep_latest_k < 0:
+        problems.append("checkpoint.keep_latest_k must be 0 (keep all) or at least 2")
+    if config.interval < 1:
+        problems.append("checkpoint.interval must be at least 1")
+    unknown = sorted(set(config.exclude_from_loading) - set(states))
+    if unknown:
+        problems.append(
+            f"checkpoint.exclude_from_loading names {unknown}, which are not checkpointed; "
+            f"choose from {sorted(states)}"
+        )
+    if config.initial_load_in_hf and not config.initial_load_model_only:
+        problems.append("checkpoint.initial_load_in_hf loads the model only")
+    if config.initial_load_in_hf and sd_adapter is None:
+        problems.append("checkpoint.initial_load_in_hf needs a model with a state-dict adapter")
+    if config.initial_load_in_hf_quantized:
+        problems.append("checkpoint.initial_load_in_hf_quantized is not supported by titan-train")
+    if config.last_save_in_hf and not config.load_only:
+        if sd_adapter is None:
+            problems.append("checkpoint.last_save_in_hf needs a model with a state-dict adapter")
+        if not config.last_save_model_only:
+            problems.append("checkpoint.last_save_in_hf saves the model only")
+    if problems:
+        raise CheckpointError("; ".join(problems))
+
+
+def _from_rank0(compute: Any) -> Any:
+    """``compute()`` on rank 0, broadcast to every rank."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return compute()
+    value = [compute() if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(value, src=0)
+    return value[0]
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0

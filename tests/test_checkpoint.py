@@ -1,0 +1,307 @@
+"""CheckpointManager on CPU with a two-layer model: when it saves, what it restores (exactly),
+exports, crash safety under SIGKILL, background saves, and FSDP2 shards on two processes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.dist_scripts.checkpoint_killed_save import BALLAST  # noqa: E402
+from tests.tiny_checkpoint_run import RenamingAdapter, tiny_run  # noqa: E402
+from titan.components.checkpoint import CheckpointError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "tests" / "dist_scripts"
+
+
+def steps_on_disk(dump: Path) -> list[str]:
+    return sorted(os.listdir(dump / "checkpoint"))
+
+
+def assert_same(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert torch.equal(got[key], value), key
+
+
+def bytes_in(folder: Path) -> int:
+    try:
+        return sum(path.stat().st_size for path in folder.iterdir())
+    except FileNotFoundError:
+        return 0
+
+
+def child_env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+
+
+def test_saves_on_interval_first_and_last_step_and_keeps_the_latest_k(tmp_path):
+    run = tiny_run(str(tmp_path), interval=3, keep_latest_k=2, enable_first_step_checkpoint=True)
+    saved = [step for step in range(1, 11) if run.manager.should_save(step, last_step=step == 10)]
+    assert saved == [1, 3, 6, 9, 10]
+    for step in range(1, 10):
+        run.train()
+        run.manager.save(step)
+    assert steps_on_disk(tmp_path) == ["step-6", "step-9"]
+    run.manager.save(10, last_step=True)  # an export; it does not purge
+    assert steps_on_disk(tmp_path) == ["step-10", "step-6", "step-9"]
+
+
+def test_load_only_and_disabled_never_save(tmp_path):
+    assert not tiny_run(str(tmp_path), load_only=True).manager.should_save(5, last_step=True)
+    disabled = tiny_run(str(tmp_path), enable=False)
+    assert not disabled.manager.should_save(500)
+    assert disabled.manager.load() is False
+
+
+def test_resume_restores_model_optimizer_data_position_and_rng_exactly(tmp_path, caplog):
+    run = tiny_run(str(tmp_path), interval=2)
+    run.train(2)
+    with caplog.at_level(logging.INFO, logger="titan"):
+        run.manager.save(2)
+    params, moments = run.params(), run.optimizer_tensors()
+    draws = run.draws()
+    run.train(3)
+
+    torch.manual_seed(7)
+    resumed = tiny_run(str(tmp_path), interval=2)
+    with caplog.at_level(logging.INFO, logger="titan"):
+        assert resumed.manager.load() is True
+    assert_same(resumed.params(), params)
+    assert_same(resumed.optimizer_tensors(), moments)
+    assert len(moments) == 12  # step, exp_avg, exp_avg_sq for four tensors
+    assert resumed.draws() == draws
+    assert (resumed.loader.value, resumed.train_state.value) == (8, 2)
+    assert "checkpoint of step 2" in caplog.text and "loaded checkpoint from" in caplog.text
+
+
+def test_load_step_and_exclude_from_loading(tmp_path):
+    run = tiny_run(str(tmp_path), interval=1, keep_latest_k=0)
+    run.train()
+    run.manager.save(1)
+    step_one = run.params()
+    run.train()
+    run.manager.save(2)
+
+    resumed = tiny_run(str(tmp_path), exclude_from_loading=["optimizer", "dataloader"])
+    assert resumed.manager.load(step=1)
+    assert_same(resumed.params(), step_one)
+    assert resumed.optimizer_tensors() == {}  # untouched: AdamW has no state yet
+    assert (resumed.loader.value, resumed.train_state.value) == (0, 1)
+    with pytest.raises(CheckpointError, match=r"load_step = 5.*has steps \[1, 2\]"):
+        resumed.manager.load(step=5)
+    with pytest.raises(CheckpointError, match="exclude_from_loading names \\['rng_state'\\]"):
+        tiny_run(str(tmp_path), exclude_from_loading=["rng_state"])
+
+
+def test_last_step_model_only_export_in_bfloat16_starts_a_new_run(tmp_path):
+    run = tiny_run(str(tmp_path / "a"), export_dtype="bfloat16")
+    run.train()
+    run.manager.save(4, last_step=True)
+    export = tmp_path / "a" / "checkpoint" / "step-4"
+    metadata = torch.distributed.checkpoint.FileSystemReader(str(export)).read_metadata()
+    stored = metadata.state_dict_metadata
+    assert sorted(stored) == ["inp.bias", "inp.weight", "out.bias", "out.weight"]
+    assert {meta.properties.dtype for meta in stored.values()} == {torch.bfloat16}
+
+    fresh = tiny_run(str(tmp_path / "b"), initial_load_path=str(export))
+    assert fresh.manager.load()
+    want = {key: value.bfloat16().float() for key, value in run.params().items()}
+    assert_same(fresh.params(), want)
+    assert fresh.optimizer_tensors() == {}
+
+    # The run's own folder: a model-only checkpoint cannot resume training.
+    again = tiny_run(str(tmp_path / "a"))
+    with pytest.raises(CheckpointError, match="no 'optimizer' state.*model-only"):
+        again.manager.load()
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["one-file", "adapter-shards"])
+def test_hugging_face_export_and_import_round_trip(tmp_path, sharded):
+    from safetensors.torch import load_file
+
+    adapter = RenamingAdapter(sharded=sharded)
+    run = tiny_run(str(tmp_path / "a"), sd_adapter=adapter, last_save_in_hf=True)
+    run.train()
+    run.manager.save(3, last_step=True)
+    export = tmp_path / "a" / "checkpoint" / "step-3"
+    files = sorted(p.name for p in export.iterdir())
+    if sharded:
+        assert files == [
+            "config.json",
+            "model-00001-of-00002.safetensors",
+            "model-00002-of-00002.safetensors",
+            "model.safetensors.index.json",
+        ]
+        index = json.loads((export / "model.safetensors.index.json").read_text())
+        assert index["weight_map"]["hf.out.bias"] == "model-00002-of-00002.safetensors"
+    else:
+        assert files == ["config.json", "model.safetensors"]
+        keys = set(load_file(export / "model.safetensors"))
+        assert keys == {"hf.inp.weight", "hf.inp.bias", "hf.out.weight", "hf.out.bias"}
+    assert json.loads((export / "config.json").read_text())["model_type"] == "tiny"
+
+    fresh = tiny_run(
+        str(tmp_path / "b"),
+        sd_adapter=adapter,
+        initial_load_path=str(export),
+        initial_load_in_hf=True,
+    )
+    assert fresh.manager.load()
+    assert_same(fresh.params(), run.params())
+
+
+def test_seed_checkpoint_is_model_only_and_starts_the_next_run(tmp_path):
+    seeder = tiny_run(str(tmp_path), create_seed_checkpoint=True)
+    seeder.manager.save_seed()
+    assert steps_on_disk(tmp_path) == ["step-0"]
+    run = tiny_run(str(tmp_path))
+    assert run.manager.load()
+    assert_same(run.params(), seeder.params())
+    assert run.train_state.value == 0 and run.optimizer_tensors() == {}
+
+
+def test_incomplete_folders_are_ignored_and_removed(tmp_path, caplog):
+    run = tiny_run(str(tmp_path), interval=1)
+    run.train()
+    run.manager.save(1)
+    params = run.params()
+    root = tmp_path / "checkpoint"
+    # A save killed before it was published, with a metadata file that even looks complete.
+    (root / "step-2.tmp").mkdir()
+    (root / "step-2.tmp" / ".metadata").write_bytes(b"half")
+    (root / "step-3.deleting").mkdir()
+
+    resumed = tiny_run(str(tmp_path), interval=1)
+    with caplog.at_level(logging.WARNING, logger="titan"):
+        assert resumed.manager.load()
+    assert_same(resumed.params(), params)
+    assert steps_on_disk(tmp_path) == ["step-1"]
+    assert "step-2.tmp, left by a save that did not finish" in caplog.text
+
+
+def test_async_save_is_published_when_written_and_loads(tmp_path, caplog):
+    mode = "async_with_pinned_mem"  # without CUDA it falls back to "async", saying so
+    with caplog.at_level(logging.WARNING, logger="titan"):
+        run = tiny_run(str(tmp_path), interval=1, keep_latest_k=2, async_mode=mode)
+    assert run.manager.writer.async_mode == ("async" if not torch.cuda.is_available() else mode)
+    assert torch.cuda.is_available() or "needs CUDA; using 'async'" in caplog.text
+    for step in (1, 2, 3):
+        run.train()
+        run.manager.save(step)
+        if step == 3:
+            params = run.params()
+        run.manager.maybe_wait_for_staging()
+    run.train()  # the weights change while step 3 may still be writing
+    run.manager.close()
+    assert steps_on_disk(tmp_path) == ["step-2", "step-3"]
+
+    resumed = tiny_run(str(tmp_path))
+    assert resumed.manager.load()
+    assert_same(resumed.params(), params)
+
+
+def test_user_mistakes_are_checkpoint_errors(tmp_path):
+    def load(path, **config):
+        return tiny_run(str(tmp_path / "run"), initial_load_path=str(path), **config).manager.load()
+
+    with pytest.raises(CheckpointError, match="is not a folder"):
+        load(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="not a DCP checkpoint folder"):
+        load(tmp_path / "empty")
+
+    source = tiny_run(str(tmp_path / "src"), interval=1)
+    source.manager.save(1)
+    source.manager.save(2)
+    root = tmp_path / "src" / "checkpoint"
+    with pytest.raises(CheckpointError, match="point at a step folder.*step-2"):
+        load(root)
+    with pytest.raises(CheckpointError, match="another shape.*inp.weight: saved \\[16, 8\\]"):
+        tiny_run(
+            str(tmp_path / "wide"), hidden=32, initial_load_path=str(root / "step-1")
+        ).manager.load()
+    with pytest.raises(
+        CheckpointError, match="no \\*.safetensors files; checkpoint.initial_load_in_hf"
+    ):
+        load(root / "step-1", initial_load_in_hf=True, sd_adapter=RenamingAdapter())
+    with pytest.raises(CheckpointError, match="keep_latest_k must be 0"):
+        tiny_run(str(tmp_path), keep_latest_k=1)
+    with pytest.raises(CheckpointError, match="last_save_in_hf needs a model with a state-dict"):
+        tiny_run(str(tmp_path), last_save_in_hf=True)
+
+    (root / "step-1" / ".metadata").write_bytes(b"not a pickle")
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        load(root / "step-1")
+    data = next((root / "step-2").glob("*.distcp"))
+    data.write_bytes(data.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="loading .*step-2 failed"):
+        load(root / "step-2")
+
+
+def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
+    in_progress = tmp_path / "checkpoint" / "step-2.tmp"
+    deadline = time.monotonic() + 60
+    with subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "checkpoint_killed_save.py"), str(tmp_path)],
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    ) as saver:
+        try:
+            # Kill once the second save has written 16 MB of its 128 MB (or, should it win
+            # the race, once it is published).
+            while bytes_in(in_progress) < 16 * 2**20 and not in_progress.with_suffix("").exists():
+                assert saver.poll() is None, saver.stderr.read().decode()
+                assert time.monotonic() < deadline, "the second save never started"
+                time.sleep(0.001)
+            os.kill(saver.pid, signal.SIGKILL)
+        finally:
+            saver.kill()
+    complete = [name for name in steps_on_disk(tmp_path) if "." not in name]
+    # The kill normally lands in step 2's write; if that write won the race, the same checks
+    # apply to the newest complete step.
+    latest = max(int(name.removeprefix("step-")) for name in complete)
+
+    resumed = tiny_run(str(tmp_path), ballast=BALLAST, interval=1)
+    assert resumed.manager.load()
+    for key, value in resumed.params().items():
+        assert torch.equal(value, torch.full_like(value, latest)), key
+    assert resumed.train_state.value == latest
+    assert all("." not in name for name in steps_on_disk(tmp_path))
+
+
+def test_fsdp_sharded_checkpoint_on_two_processes(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(SCRIPTS / "checkpoint_fsdp.py"),
+            str(tmp_path),
+        ],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-6000:]
+    assert "OK" in done.stdout
+    assert sorted(os.listdir(tmp_path / "checkpoint" / "step-2")) == [
+        ".metadata",
+        "__0_0.distcp",
+        "__1_0.distcp",
+    ]

@@ -1,0 +1,143 @@
+"""Hugging Face safetensors: the last-step export and the initial import, model only.
+
+Both go through the full (unsharded) state dict on rank 0's CPU, so a state-dict adapter only
+ever renames and reshapes plain tensors, whatever the parallelism; the cost is one copy of the
+model in rank 0's host memory, once per run.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from titan.components.checkpoint import CheckpointError
+from titan.components.checkpoint_state import ModelState, cast, check_model_keys
+
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+CONFIG = "config.json"
+
+
+def write_hf(
+    path: str,
+    model_state: ModelState,
+    *,
+    sd_adapter: Any,
+    dtype: torch.dtype,
+    config_json: dict[str, Any] | None,
+) -> None:
+    """Write the model as Hugging Face safetensors (+ ``config.json``) into folder ``path``.
+
+    Called on every rank (gathering the full state dict is a collective); rank 0 writes. When
+    the adapter knows the shard layout of the checkpoint it was built from
+    (``fqn_to_index_mapping``), the export keeps it, with a ``model.safetensors.index.json``.
+    """
+    from safetensors.torch import save_file
+
+    full = model_state.full_state_dict()
+    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+        return
+    try:
+        hf = sd_adapter.to_hf(full)
+    except (KeyError, ValueError) as exc:
+        raise CheckpointError(f"the state-dict adapter cannot export this model: {exc}") from None
+    hf = _unshared({key: cast(value, dtype).contiguous() for key, value in hf.items()})
+    files = _shard_files(hf, getattr(sd_adapter, "fqn_to_index_mapping", None))
+    for name, keys in files.items():
+        save_file({key: hf[key] for key in keys}, os.path.join(path, name), {"format": "pt"})
+    if len(files) > 1:
+        weight_map = {key: name for name, keys in files.items() for key in keys}
+        total = sum(value.numel() * value.element_size() for value in hf.values())
+        index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+        _write_json(os.path.join(path, INDEX), index)
+    if config_json is not None:
+        config = dict(config_json)
+        if "torch_dtype" in config:
+            config["torch_dtype"] = str(dtype).removeprefix("torch.")
+        _write_json(os.path.join(path, CONFIG), config)
+
+
+def load_hf(path: str, model_state: ModelState, *, sd_adapter: Any) -> None:
+    """Load every ``*.safetensors`` file in folder ``path`` into the model, through the adapter.
+
+    Rank 0 reads and checks; every rank learns the verdict before the weights are scattered, so
+    a wrong folder is one clear error everywhere instead of a hang.
+    """
+    distributed = dist.is_available() and dist.is_initialized()
+    state: dict[str, Any] = {}
+    error: str | None = None
+    if not distributed or dist.get_rank() == 0:
+        try:
+            state = _read(path, model_state, sd_adapter=sd_adapter)
+        except CheckpointError as exc:
+            error = str(exc)
+    if distributed:
+        verdict = [error]
+        dist.broadcast_object_list(verdict, src=0)
+        error = verdict[0]
+    if error is not None:
+        raise CheckpointError(error)
+    model_state.load_full_state_dict(state)
+
+
+def _read(path: str, model_state: ModelState, *, sd_adapter: Any) -> dict[str, Any]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
+    if not files:
+        raise CheckpointError(
+            f"{path} holds no *.safetensors files; checkpoint.initial_load_in_hf is set, turn it "
+            "off to load a DCP checkpoint"
+        )
+    hf: dict[str, Any] = {}
+    for file in files:
+        try:
+            hf.update(load_file(file))
+        except (SafetensorError, OSError) as exc:
+            raise CheckpointError(f"{file} is not a readable safetensors file: {exc}") from None
+    try:
+        state = sd_adapter.from_hf(hf)
+    except (KeyError, ValueError) as exc:
+        raise CheckpointError(f"{path} does not match this model: {exc}") from None
+    model = model_state.state_dict()
+    check_model_keys(path, model, {key: list(value.shape) for key, value in state.items()})
+    unexpected = sorted(set(state) - set(model))
+    if unexpected:
+        raise CheckpointError(
+            f"{path} has {len(unexpected)} tensors this model lacks, e.g. {unexpected[:3]}"
+        )
+    return state
+
+
+def _shard_files(hf: dict[str, Any], mapping: dict[str, int] | None) -> dict[str, list[str]]:
+    """File name → keys: one ``model.safetensors``, or the adapter's numbered shards."""
+    if not mapping or not set(hf) <= set(mapping):
+        return {WEIGHTS: list(hf)}
+    count = max(mapping[key] for key in hf)
+    files: dict[str, list[str]] = {}
+    for key in hf:
+        files.setdefault(f"model-{mapping[key]:05d}-of-{count:05d}.safetensors", []).append(key)
+    return files
+
+
+def _unshared(tensors: dict[str, Any]) -> dict[str, Any]:
+    """safetensors refuses two keys on one storage (tied weights); give each its own copy."""
+    seen: set[int] = set()
+    result = {}
+    for key, value in tensors.items():
+        pointer = value.untyped_storage().data_ptr()
+        result[key] = value.clone() if pointer in seen else value
+        seen.add(pointer)
+    return result
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(data, file, indent=2)
+        file.write("\n")
