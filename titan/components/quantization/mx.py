@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any, ClassVar, Literal
 
-from titan.components._pending import not_yet
+from titan.components.quantization import not_supported_yet
 from titan.protocols.model_converter import ModelConverter
 
 
@@ -28,7 +28,7 @@ class MXLinearConverter(ModelConverter):
         """Module name fragments to leave unconverted."""
 
     def __init__(self, *, config: Config, **runtime: Any) -> None:
-        raise not_yet("MXLinearConverter")
+        raise not_supported_yet("MXLinearConverter", what="MX (microscaling) linear training")
 
 
 class MXGroupedMMConverter(ModelConverter):
@@ -47,4 +47,4 @@ class MXGroupedMMConverter(ModelConverter):
         """MoE module name fragments whose grouped GEMMs run in MX."""
 
     def __init__(self, *, config: Config, **runtime: Any) -> None:
-        raise not_yet("MXGroupedMMConverter")
+        raise not_supported_yet("MXGroupedMMConverter", what="MX grouped GEMMs for MoE layers")

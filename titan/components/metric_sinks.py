@@ -1,0 +1,172 @@
+"""Where metrics go: a JSON-lines file, TensorBoard, Weights & Biases and the console.
+
+Imported by ``MetricsProcessor`` when it is built, so reading configs never imports rich or torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from titan.components.optional_packages import require_package
+
+GIB = 1024**3
+
+
+class JsonlSink:
+    """Appends one JSON object per line; ``json`` writes floats with ``repr``, so they round-trip."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: TextIO | None = path.open("a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            return
+        self._file.write(json.dumps(record) + "\n")
+        # Flush every record: a crashed run keeps every step it logged.
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class TensorBoardSink:
+    """Scalars through ``torch.utils.tensorboard``."""
+
+    def __init__(self, log_dir: Path) -> None:
+        check_tensorboard()
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.log_dir = log_dir
+        self._writer = SummaryWriter(str(log_dir), max_queue=1000)
+
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        for tag, value in scalars.items():
+            self._writer.add_scalar(tag, value, step)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class WandbSink:
+    """Scalars through Weights & Biases; the project comes from ``WANDB_PROJECT``."""
+
+    def __init__(self, log_dir: Path) -> None:
+        check_wandb()
+        import wandb
+
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._wandb = wandb
+        wandb.init(project=os.environ.get("WANDB_PROJECT", "titan"), dir=str(log_dir))
+
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        self._wandb.log(scalars, step=step)
+
+    def close(self) -> None:
+        if self._wandb.run is not None:
+            self._wandb.finish()
+
+
+def check_tensorboard() -> None:
+    require_package(
+        "tensorboard", needed_for="metrics.enable_tensorboard", install="pip install tensorboard"
+    )
+
+
+def check_wandb() -> None:
+    require_package("wandb", needed_for="metrics.enable_wandb", install="pip install wandb")
+
+
+class ConsoleSink:
+    """One rich line per logged step, and a step/total progress bar when stdout is a terminal."""
+
+    def __init__(self, *, color: bool, total_steps: int | None, stream: TextIO | None = None):
+        from rich.console import Console
+
+        stream = stream if stream is not None else sys.stdout
+        self.console = Console(file=stream, no_color=not color, highlight=False)
+        self._progress: Any = None
+        self._task: Any = None
+        if stream.isatty():
+            self._start_progress(total_steps)
+
+    def _start_progress(self, total_steps: int | None) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("step"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self._task = self._progress.add_task("train", total=total_steps)
+        self._progress.start()
+
+    def advance_to(self, step: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step)
+
+    def print(self, markup: str) -> None:
+        # soft_wrap: a pipe gets rich's default width of 80, which would break the line.
+        self.console.print(markup, soft_wrap=True)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MemoryPeak:
+    """Peak memory since the last reset: the accelerator's caching allocator, or the process RSS."""
+
+    reserved_gib: float
+    allocated_gib: float | None
+
+
+def peak_memory(device_type: str) -> MemoryPeak:
+    """The peak memory of this process on ``device_type`` since ``reset_peak_memory``."""
+    if device_type == "cuda":
+        import torch
+
+        return MemoryPeak(
+            reserved_gib=torch.cuda.max_memory_reserved() / GIB,
+            allocated_gib=torch.cuda.max_memory_allocated() / GIB,
+        )
+    # No allocator statistics off the GPU: the process's peak resident set size (since the
+    # process started; it cannot be reset). Linux reports KiB, macOS bytes.
+    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_bytes = max_rss if sys.platform == "darwin" else max_rss * 1024
+    return MemoryPeak(reserved_gib=rss_bytes / GIB, allocated_gib=None)
+
+
+def reset_peak_memory(device_type: str) -> None:
+    if device_type == "cuda":
+        import torch
+
+        torch.cuda.reset_peak_memory_stats()
+
+
+def accelerator_name(device_type: str) -> str | None:
+    """The device name ``peak_flops`` understands, or None off the GPU."""
+    if device_type != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.get_device_name()
