@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -15,3 +17,20 @@ def fresh_module_name():
     yield name
     for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
         del sys.modules[module]
+
+
+@pytest.fixture(scope="session")
+def generated_registry(tmp_path_factory) -> Path:
+    """``titan-migrate legacy_configs/llama3/debug_model.toml -o config_registry.py``."""
+    from tests.training_runs import DEBUG_TOML, REPO
+
+    target = tmp_path_factory.mktemp("migrated") / "config_registry.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "migrate.cli", str(DEBUG_TOML), "-o", str(target), "-q"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "def llama3_debugmodel() -> Trainer.Config:" in target.read_text(encoding="utf-8")
+    return target

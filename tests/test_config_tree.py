@@ -135,9 +135,15 @@ def test_build_constructs_the_owner_with_runtime_arguments():
         Greeter.Config(nmae="typo")
 
 
-def test_components_say_clearly_that_they_are_not_built_yet():
-    with pytest.raises(NotBuildableError, match="titan-train"):
+def test_components_say_clearly_when_they_cannot_be_built():
+    with pytest.raises(NotBuildableError, match="the config has no model"):
         Trainer.Config().build()
+    with pytest.raises(NotBuildableError, match="FluxTrainer is not supported by titan-train yet"):
+        FluxTrainer.Config().build()
+    ft = FaultTolerantTrainer.Config()
+    ft.fault_tolerance.enable = True
+    with pytest.raises(NotBuildableError, match=r"fault tolerance \(TorchFT replica groups\)"):
+        ft.build()
     with pytest.raises(NotBuildableError, match="no component to build"):
         Configurable.Config().build()
 

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import tyro
 
-from titan.components._pending import not_yet
 from titan.components.checkpoint import CheckpointManager
 from titan.components.dataloader import BaseDataLoader
 from titan.components.lr_scheduler import LRSchedulersContainer
@@ -97,4 +96,94 @@ class Trainer(Configurable):
         """Seeds, determinism and debugging switches."""
 
     def __init__(self, *, config: Config, **runtime: Any) -> None:
-        raise not_yet("Trainer")
+        # Everything torch is built by titan.training.setup, imported here so that reading,
+        # validating and printing configs never pays for torch.
+        from titan.training.setup import build_run
+
+        self.config = config
+        self.parts = build_run(config, **runtime)
+        self.step = 0
+
+    def train(self) -> None:
+        """Run ``training.steps`` steps, resuming from the latest checkpoint when there is one."""
+        parts, training = self.parts, self.config.training
+        parts.checkpointer.load(step=self.config.checkpoint.load_step)
+        self.step = parts.train_state.step
+        if self.config.checkpoint.create_seed_checkpoint:
+            if parts.parallel_dims.world_size != 1:
+                raise ValueError(
+                    "checkpoint.create_seed_checkpoint builds the unsharded model: run it as one "
+                    f"process, not {parts.parallel_dims.world_size}"
+                )
+            parts.checkpointer.save_seed()
+            parts.log.info("seed checkpoint written; nothing is trained in a seed run")
+            return
+        parts.log.info(
+            "training %s from step %d to %d (%s)",
+            self.config.description,
+            self.step + 1,
+            training.steps,
+            parts.summary,
+        )
+        batches = iter(parts.dataloader)
+        with parts.profiler() as profiler:
+            while self.step < training.steps:
+                self.step += 1
+                parts.gc.run(self.step)
+                micro_batches = [
+                    parts.to_device(next(batches)) for _ in range(parts.accumulation_steps)
+                ]
+                self.train_step(micro_batches)
+                parts.checkpointer.save(self.step, last_step=self.step == training.steps)
+                if parts.validator is not None and parts.validator.should_validate(self.step):
+                    parts.validator.validate(parts.model_parts, self.step)
+                profiler.step()
+                if self.step == 1:
+                    parts.after_first_step()
+        parts.log.info("training done after step %d", self.step)
+
+    def train_step(self, micro_batches: list[tuple[Any, Any]]) -> None:
+        """One optimizer step over ``micro_batches`` (gradient accumulation), then logging."""
+        import torch
+
+        parts = self.parts
+        parts.optimizers.zero_grad()
+        losses = [self.forward_backward(inputs, labels) for inputs, labels in micro_batches]
+        if parts.clip_gradients:
+            grad_norm = parts.clip_grad_norm()
+        else:
+            grad_norm = torch.zeros((), device=parts.device)
+        # A background save may still be copying the weights the optimizer is about to change.
+        parts.checkpointer.maybe_wait_for_staging()
+        parts.optimizers.step()
+        lr = parts.lr_schedulers.last_lr()  # the rate this step used, before the schedule moves
+        parts.lr_schedulers.step()
+        ntokens = sum(labels.numel() for _, labels in micro_batches)
+        parts.train_state.step = self.step
+        parts.train_state.ntokens_seen += ntokens * parts.dp_degree
+        if not parts.metrics.should_log(self.step):
+            parts.metrics.count(ntokens=ntokens, step=self.step)
+            return
+        loss = torch.stack(losses).sum()
+        parts.metrics.log(
+            step=self.step,
+            loss=parts.dp_mean(loss),
+            grad_norm=grad_norm.item(),
+            lr=lr,
+            ntokens=ntokens,
+        )
+
+    def forward_backward(self, inputs: Any, labels: Any) -> Any:
+        """Loss of one micro-batch, already divided by the accumulation steps; runs backward."""
+        parts = self.parts
+        with parts.loss_context(), parts.amp():
+            pred = parts.model(inputs)
+            loss = parts.loss_fn(pred, labels) / parts.accumulation_steps
+            # Free the logits before backward: they are the largest activation of the step.
+            del pred
+            loss.backward()
+        return loss.detach()
+
+    def close(self) -> None:
+        """Finish pending checkpoint saves, close the metric sinks and the process group."""
+        self.parts.close()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
-from titan.components._pending import not_yet
 from titan.components.dataloader import BaseDataLoader
 from titan.config.configurable import Configurable
 from titan.hf_datasets.text_datasets import HuggingFaceTextDataLoader
@@ -52,5 +52,82 @@ class Validator(BaseValidator):
             if isinstance(self.steps, int) and not (self.steps > 0 or self.steps == -1):
                 raise ValueError(f"validator.steps must be positive or -1, not {self.steps}")
 
-    def __init__(self, *, config: Config, **runtime: Any) -> None:
-        raise not_yet("Validator")
+    def __init__(
+        self,
+        *,
+        config: Config,
+        dp_world_size: int,
+        dp_rank: int,
+        tokenizer: Any,
+        seq_len: int,
+        local_batch_size: int,
+        loss_fn: Callable[[Any, Any], Any],
+        metrics: Any,
+        device: Any,
+        dp_mesh: Any,
+        amp: Callable[[], Any],
+        loss_context: Callable[[], Any],
+    ) -> None:
+        self.config = config
+        # A fixed number of steps may wrap around a small set; -1 reads it exactly once.
+        self.loader_config = dataclasses.replace(config.dataloader, infinite=config.steps != -1)
+        self.loader_args = {
+            "dp_world_size": dp_world_size,
+            "dp_rank": dp_rank,
+            "tokenizer": tokenizer,
+            "seq_len": seq_len,
+            "local_batch_size": local_batch_size,
+        }
+        self.loader_config.build(**self.loader_args)  # a bad dataset fails now, not at step N
+        self.loss_fn = loss_fn
+        self.metrics = metrics
+        self.device = device
+        self.dp_mesh = dp_mesh
+        self.amp = amp
+        self.loss_context = loss_context
+
+    def should_validate(self, step: int) -> bool:
+        """Validation runs at step 1 and every ``freq`` steps."""
+        return step == 1 or step % self.config.freq == 0
+
+    def validate(self, model_parts: list[Any], step: int) -> float:
+        """The token-weighted mean loss over the validation batches (the same ones every time)."""
+        import torch
+
+        from titan.distributed.reductions import dist_min, dist_sum
+
+        # A fresh loader each time, so every validation sees the same batches and the
+        # numbers are comparable from one validation to the next.
+        batches = iter(self.loader_config.build(**self.loader_args))
+        for part in model_parts:
+            part.eval()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        tokens, done = 0, 0
+        with torch.no_grad():
+            while self.config.steps == -1 or done < self.config.steps:
+                batch = next(batches, None)
+                # Sharded models run collectives in forward: every data-parallel rank must take
+                # the same number of batches, so they stop together at the shortest shard.
+                have = torch.tensor(float(batch is not None))
+                if dist_min(have, self.dp_mesh) == 0.0:
+                    break
+                assert batch is not None
+                inputs, labels = (t.to(self.device) for t in batch)
+                with self.loss_context(), self.amp():
+                    loss = self.loss_fn(model_parts[0](inputs), labels).detach()
+                if hasattr(loss, "full_tensor"):  # loss parallel gives a replicated DTensor
+                    loss = loss.full_tensor()
+                loss_sum += loss.double() * labels.numel()
+                tokens += labels.numel()
+                done += 1
+        for part in model_parts:
+            part.train()
+        total_tokens = dist_sum(torch.tensor(float(tokens)), self.dp_mesh)
+        if total_tokens == 0:
+            raise ValueError(
+                f"the validation set {self.config.dataloader.dataset!r} gave no batch of "
+                f"{self.loader_args['local_batch_size']}×{self.loader_args['seq_len']} tokens"
+            )
+        value = dist_sum(loss_sum, self.dp_mesh) / total_tokens
+        self.metrics.log_validation(step=step, loss=value)
+        return value

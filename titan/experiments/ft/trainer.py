@@ -22,4 +22,7 @@ class FaultTolerantTrainer(Trainer):
         """TorchFT settings (legacy ``[fault_tolerance]``)."""
 
     def __init__(self, *, config: Config, **runtime: Any) -> None:
-        raise not_yet("FaultTolerantTrainer")
+        # With fault tolerance off this is the plain trainer, as in torchtitan.
+        if config.fault_tolerance.enable:
+            raise not_yet("FaultTolerantTrainer", what="fault tolerance (TorchFT replica groups)")
+        super().__init__(config=config, **runtime)

@@ -1,0 +1,113 @@
+"""Run ``titan-train`` for real, in fresh processes (one, or several under torchrun), and read
+back what it wrote: the exit code, the output, and ``metrics.jsonl``.
+
+Every run here uses the llama3 debug model on the shipped ``c4_test`` set with a short sequence
+and a small batch, so that ten steps take seconds on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEBUG_TOML = REPO / "legacy_configs" / "llama3" / "debug_model.toml"
+
+# The same small shape for both forms: the flag names are the legacy ones where they differ.
+SMALL = ["--training.seq_len", "64", "--training.local_batch_size", "2"]
+# Without a seed torch seeds itself randomly and no two runs agree (as in torchtitan).
+SEED = ["--debug.seed", "7"]
+
+
+@dataclasses.dataclass
+class Run:
+    """One finished ``titan-train`` run."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    dump_folder: Path
+
+    @property
+    def metrics(self) -> list[dict]:
+        path = self.dump_folder / "metrics.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines]
+
+    @property
+    def losses(self) -> list[float]:
+        return [m["loss"] for m in self.metrics if "loss" in m]
+
+    def check(self) -> Run:
+        assert self.returncode == 0, f"exit {self.returncode}\n{self.stdout}\n{self.stderr[-6000:]}"
+        return self
+
+
+def loss_bits(losses: list[float]) -> list[str]:
+    """The exact bit patterns of the losses (float64 as written by json)."""
+    return [struct.pack(">d", loss).hex() for loss in losses]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0", **extra)
+    env.pop("WORLD_SIZE", None)
+    env.pop("RANK", None)
+    return env
+
+
+def titan_train(
+    args: list[str],
+    *,
+    dump_folder: Path,
+    legacy: bool,
+    nproc: int = 1,
+    timeout: int = 600,
+    cwd: Path = REPO,
+) -> Run:
+    """``titan-train ARGS`` with the dump folder flag of its form, on ``nproc`` processes."""
+    dump_flag = "--job.dump_folder" if legacy else "--dump_folder"
+    command = [*args, dump_flag, str(dump_folder)]
+    if nproc == 1:
+        launcher = [sys.executable, "-m", "titan.train"]
+    else:
+        launcher = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            "-m",
+            "titan.train",
+        ]
+    done = subprocess.run(
+        [*launcher, *command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(),
+        cwd=cwd,
+    )
+    return Run(done.returncode, done.stdout, done.stderr, dump_folder)
+
+
+def both_forms(registry: Path, tmp_path: Path, extra: list[str], *, nproc: int = 1):
+    """The TOML form and the generated-registry form of the same run, with ``extra`` flags."""
+    toml = titan_train(
+        ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, *extra],
+        dump_folder=tmp_path / "toml",
+        legacy=True,
+        nproc=nproc,
+    ).check()
+    code = titan_train(
+        ["--registry", str(registry), "--config", "llama3_debugmodel", *SMALL, *SEED, *extra],
+        dump_folder=tmp_path / "registry",
+        legacy=False,
+        nproc=nproc,
+    ).check()
+    return toml, code

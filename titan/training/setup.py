@@ -1,0 +1,376 @@
+"""Build everything a training run needs from its ``Trainer.Config``, in torchtitan's order.
+
+Process group and device mesh first (so every later piece knows its ranks), then seeds, data,
+the model on the meta device, converters, parallelisation, real weights, loss, optimizer, LR
+schedule, checkpointing, metrics and validation. Each component receives only its own config
+section plus the runtime objects it needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from titan.config.configurable import NotBuildableError
+from titan.config.serialize import to_json
+from titan.distributed.determinism import set_determinism
+from titan.distributed.grad_norm import clip_grad_norm_
+from titan.distributed.parallel_dims import ParallelDims
+from titan.distributed.process_group import (
+    destroy_distributed,
+    init_distributed,
+    set_train_timeout,
+)
+from titan.distributed.reductions import dist_mean
+from titan.tools.profiling import profiler_context
+from titan.training.state import GarbageCollection, TrainState
+
+log = logging.getLogger("titan")
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunParts:
+    """The built pieces of one run, as the training loop uses them."""
+
+    log: logging.Logger
+    device: torch.device
+    parallel_dims: ParallelDims
+    world_mesh: Any
+    model: torch.nn.Module
+    model_parts: list[torch.nn.Module]
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    dataloader: Any
+    optimizers: Any
+    lr_schedulers: Any
+    checkpointer: Any
+    metrics: Any
+    validator: Any
+    converters: Any
+    train_state: TrainState
+    gc: GarbageCollection
+    accumulation_steps: int
+    clip_gradients: bool
+    max_norm: float
+    amp: Callable[[], contextlib.AbstractContextManager]
+    loss_context: Callable[[], contextlib.AbstractContextManager]
+    profiler: Callable[[], contextlib.AbstractContextManager]
+    summary: str
+    comm: Any
+
+    @property
+    def dp_degree(self) -> int:
+        return self.parallel_dims.dp_degree
+
+    def dp_mean(self, value: torch.Tensor) -> float:
+        """``value`` averaged over the data-parallel ranks, as a Python float."""
+        mesh = self.parallel_dims.mesh(self.world_mesh, "dp") if self.world_mesh else None
+        return dist_mean(value, mesh)
+
+    def to_device(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[Any, Any]:
+        """A (inputs, labels) batch from the loader (CPU tensors) on the training device."""
+        inputs, labels = batch
+        return (
+            inputs.to(self.device, non_blocking=True),
+            labels.to(self.device, non_blocking=True),
+        )
+
+    def clip_grad_norm(self) -> torch.Tensor:
+        params = [p for part in self.model_parts for p in part.parameters()]
+        return clip_grad_norm_(params, self.max_norm)
+
+    def after_first_step(self) -> None:
+        """The first step is done: collectives may now use the (shorter) training timeout."""
+        if self.world_mesh is not None:
+            set_train_timeout(self.comm, world_mesh=self.world_mesh)
+
+    def close(self) -> None:
+        self.checkpointer.close()
+        self.metrics.close()
+        self.gc.close()
+        destroy_distributed()
+
+
+def build_run(config: Any, **runtime: Any) -> RunParts:
+    """Every part of the run ``config`` describes, on this process's ranks and device."""
+    if runtime:
+        raise TypeError(f"unexpected runtime arguments: {', '.join(sorted(runtime))}")
+    spec = config.model_spec
+    if spec is None:
+        raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
+    parallelize = spec.resolve("parallelize_fn")  # refuses a family titan cannot train yet
+    build_loss = spec.resolve("build_loss_fn")
+    training = config.training
+
+    dump_folder = config.dump_folder
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    parallel_dims = ParallelDims.from_config(config.parallelism, world_size=world_size)
+    placement = init_distributed(config.comm, dump_folder=dump_folder)
+    device, rank = placement.device, placement.rank
+    world_mesh = parallel_dims.build_mesh(device.type)
+    seed = set_determinism(world_mesh, device=device, debug=config.debug)
+    if seed is None:
+        # torch seeds itself randomly at start-up; name that seed so the run can be repeated.
+        seed = torch.initial_seed()
+        torch.manual_seed(seed)
+    if config.debug.seed is None:
+        log.info("debug.seed is unset; this run's seed is %d (set it to repeat the run)", seed)
+    _save_config(config, rank=rank)
+
+    dp_degree, dp_rank = parallel_dims.dp_degree, parallel_dims.dp_rank(world_mesh)
+    accumulation_steps = _accumulation_steps(training, dp_degree)
+
+    tokenizer = None
+    if config.tokenizer is not None:
+        tokenizer = config.tokenizer.build(tokenizer_path=config.hf_assets_path)
+    dataloader = config.dataloader.build(
+        dp_world_size=dp_degree,
+        dp_rank=dp_rank,
+        tokenizer=tokenizer,
+        seq_len=training.seq_len,
+        local_batch_size=training.local_batch_size,
+    )
+
+    model_config = _model_config(config, tokenizer)
+    with torch.device("meta"), _default_dtype(DTYPES[training.dtype]):
+        model = model_config.build()
+    compile_model = config.compile.enable and "model" in config.compile.components
+    converters = config.model_converters.build(
+        parallel_dims=parallel_dims, model_compile_enabled=compile_model
+    )
+    converters.convert(model)
+    model = parallelize(
+        model,
+        parallel_dims=parallel_dims,
+        world_mesh=world_mesh,
+        training=training,
+        parallelism=config.parallelism,
+        activation_checkpoint=config.activation_checkpoint,
+        compile=config.compile,
+        float8_enabled=converters.float8_tensorwise_linears(),
+        dump_folder=dump_folder,
+    )
+    _init_weights(model, model_config, parallel_dims, training, device)
+    model.train()
+    model_parts = [model]
+
+    loss_fn = build_loss()
+    if config.compile.enable and "loss" in config.compile.components:
+        loss_fn = torch.compile(loss_fn, backend=config.compile.backend)
+
+    optimizers = config.optimizer.build(
+        model_parts=model_parts, gradient_accumulation_steps=accumulation_steps
+    )
+    optimizers.register_step_post_hook(lambda *_: converters.post_optimizer_hook(model_parts))
+    lr_schedulers = config.lr_scheduler.build(optimizers=optimizers, training_steps=training.steps)
+    in_backward = type(optimizers).__name__ == "OptimizersInBackwardContainer"
+
+    train_state = TrainState()
+    sd_adapter = _state_dict_adapter(spec, model_config, config.hf_assets_path)
+    checkpointer = config.checkpoint.build(
+        dump_folder=dump_folder,
+        states={
+            "model": _model_state(model_parts),
+            "optimizer": optimizers,
+            "lr_scheduler": lr_schedulers,
+            "dataloader": dataloader,
+            "train_state": train_state,
+        },
+        model_parts=model_parts,
+        sd_adapter=sd_adapter,
+        export_config_json=sd_adapter.config_json() if sd_adapter is not None else None,
+    )
+
+    metrics = config.metrics.build(
+        dump_folder=dump_folder,
+        rank=rank,
+        is_logging_rank=rank == 0,
+        device_type=device.type,
+        num_flops_per_token=_flops_per_token(model_config, training.seq_len),
+        peak_flops=None,
+        total_steps=training.steps,
+        non_data_parallel_size=parallel_dims.non_data_parallel_size,
+    )
+    validator = None
+    if config.validator.enable:
+        validator = config.validator.build(
+            dp_world_size=dp_degree,
+            dp_rank=dp_rank,
+            tokenizer=tokenizer,
+            seq_len=config.validator.seq_len or training.seq_len,
+            local_batch_size=config.validator.local_batch_size or training.local_batch_size,
+            loss_fn=loss_fn,
+            metrics=metrics,
+            device=device,
+            dp_mesh=parallel_dims.mesh(world_mesh, "dp") if world_mesh is not None else None,
+            amp=lambda: _amp(parallel_dims, training, device),
+            loss_context=lambda: _loss_context(parallel_dims),
+        )
+
+    summary = (
+        f"{spec.name} {spec.flavor}, {sum(p.numel() for p in model.parameters()):,} parameters, "
+        f"world size {world_size} ({_degrees(parallel_dims)}), device {device.type}, "
+        f"{accumulation_steps} micro-batch(es) of {training.local_batch_size}×{training.seq_len}"
+    )
+    return RunParts(
+        log=log,
+        device=device,
+        parallel_dims=parallel_dims,
+        world_mesh=world_mesh,
+        model=model,
+        model_parts=model_parts,
+        loss_fn=loss_fn,
+        dataloader=dataloader,
+        optimizers=optimizers,
+        lr_schedulers=lr_schedulers,
+        checkpointer=checkpointer,
+        metrics=metrics,
+        validator=validator,
+        converters=converters,
+        train_state=train_state,
+        gc=GarbageCollection(gc_freq=training.gc_freq, debug=training.gc_debug),
+        accumulation_steps=accumulation_steps,
+        clip_gradients=not in_backward,
+        max_norm=float(training.max_norm),
+        amp=lambda: _amp(parallel_dims, training, device),
+        loss_context=lambda: _loss_context(parallel_dims),
+        profiler=lambda: profiler_context(config.profiling, dump_folder=dump_folder, rank=rank),
+        summary=summary,
+        comm=config.comm,
+    )
+
+
+def _init_weights(
+    model: torch.nn.Module,
+    model_config: Any,
+    parallel_dims: ParallelDims,
+    training: Any,
+    device: torch.device,
+) -> None:
+    """Real storage for the meta model, initialised from the (shared) seed.
+
+    On CUDA each shard draws its own part of the full random tensor (DTensor's RNG tracker). On
+    CPU torch has no such tracker and every shard would draw the same values, so the full model
+    is initialised once and its shards are loaded from it: the same weights as a one-process run.
+    """
+    init_device = torch.device("cpu") if training.enable_cpu_offload else device
+    buffer_device = device if training.enable_cpu_offload else None
+    model.to_empty(device=init_device)
+    sharded = parallel_dims.fsdp_enabled or parallel_dims.tp_enabled
+    with torch.no_grad():
+        if not (sharded and device.type == "cpu"):
+            model.init_weights(buffer_device=buffer_device)
+            return
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+        )
+
+        with torch.device("cpu"), _default_dtype(DTYPES[training.dtype]):
+            full = model_config.build()
+        full.init_weights()
+        # The sharded model's own init is only wanted for its buffers (rope tables); its draws
+        # are undone so the RNG continues exactly as after a one-process init.
+        rng = torch.get_rng_state()
+        model.init_weights(buffer_device=buffer_device)
+        torch.set_rng_state(rng)
+        set_model_state_dict(
+            model, full.state_dict(), options=StateDictOptions(full_state_dict=True)
+        )
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype):
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def _accumulation_steps(training: Any, dp_degree: int) -> int:
+    """Micro-batches per step: global batch over (local batch × data-parallel degree)."""
+    per_step = training.local_batch_size * dp_degree
+    global_batch = per_step if training.global_batch_size < 0 else training.global_batch_size
+    if global_batch % per_step:
+        raise ValueError(
+            f"training.global_batch_size {global_batch} is not a multiple of "
+            f"training.local_batch_size {training.local_batch_size} × data-parallel degree "
+            f"{dp_degree} = {per_step}"
+        )
+    return global_batch // per_step
+
+
+def _model_config(config: Any, tokenizer: Any) -> Any:
+    """The flavor's model config, updated from the trainer config (sequence length, ...)."""
+    model_config = config.model_spec.model
+    model_config.update_from_config(trainer_config=config)
+    if tokenizer is not None and tokenizer.vocab_size > model_config.vocab_size:
+        raise ValueError(
+            f"the tokenizer in {config.hf_assets_path} has {tokenizer.vocab_size} tokens but the "
+            f"model's vocab_size is {model_config.vocab_size}; use a tokenizer that fits the flavor"
+        )
+    return model_config
+
+
+def _model_state(model_parts: list[torch.nn.Module]) -> Any:
+    from titan.components.checkpoint_state import ModelState
+
+    return ModelState(model_parts)
+
+
+def _state_dict_adapter(spec: Any, model_config: Any, hf_assets_path: str) -> Any:
+    if spec.state_dict_adapter is None:
+        return None
+    return spec.resolve("state_dict_adapter")(
+        model_config=model_config, hf_assets_path=hf_assets_path
+    )
+
+
+def _flops_per_token(model_config: Any, seq_len: int) -> int | None:
+    from titan.components.metrics_flops import dense_flops_per_token
+
+    return dense_flops_per_token(model_config, seq_len=seq_len)
+
+
+def _amp(parallel_dims: ParallelDims, training: Any, device: torch.device):
+    from titan.models.llama3.parallelize import amp_context
+
+    return amp_context(parallel_dims, training=training, device_type=device.type)
+
+
+def _loss_context(parallel_dims: ParallelDims):
+    if parallel_dims.loss_parallel_enabled:
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        return loss_parallel()
+    return contextlib.nullcontext()
+
+
+def _degrees(parallel_dims: ParallelDims) -> str:
+    names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP"}
+    used = [f"{label} {getattr(parallel_dims, name)}" for name, label in names.items()]
+    shown = [text for text in used if not text.endswith(" 1")]
+    return ", ".join(shown) or "one process"
+
+
+def _save_config(config: Any, *, rank: int) -> None:
+    """``debug.print_config`` and ``debug.save_config_file``, on rank 0."""
+    if rank != 0:
+        return
+    if config.debug.print_config:
+        log.info("config:\n%s", json.dumps(json.loads(to_json(config)), indent=2))
+    if config.debug.save_config_file:
+        path = Path(config.dump_folder) / config.debug.save_config_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(to_json(config) + "\n", encoding="utf-8")
