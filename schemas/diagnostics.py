@@ -143,5 +143,7 @@ CODES: dict[str, str] = {
     "trainer-conflict": "Keys that need two different trainer classes.",
     "extension-class": "Part of a custom config module that cannot become a titan config class.",
     "renamed-function": "Two files map to one function name; a later one gets a suffix.",
+    "unsupported-parallelism": "A parallel degree titan-train cannot run yet (pipeline, context, expert).",
+    "dump-folder": "A dump folder titan-train cannot create or write into.",
 }
 """Every diagnostic code with a one-line description (SARIF rules, README)."""

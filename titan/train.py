@@ -14,61 +14,101 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-USAGE = __doc__.split("\n\n")[1].rstrip() + "\n"
+if TYPE_CHECKING:
+    from titan.training.errors import RunFailure
+
+_DOC = __doc__.split("\n\n")
+USAGE = f"usage:\n{_DOC[1].rstrip()}\n\n{_DOC[2].rstrip()}\n"
+HELP_FLAGS = ("-h", "--help")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``titan-train`` command; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        sys.stdout.write(f"usage:\n{USAGE}\n{__doc__.split(chr(10) * 2)[2]}\n")
-        return 0 if args else 2
+    if not args:
+        sys.stderr.write(f"{USAGE}\ntitan-train: error: name a config to run\n")
+        return 2
+    # The registry form hands --help to tyro, which lists that config's flags; the legacy form's
+    # flags are the v0.2.2 keys, which have no help of their own here.
+    legacy = any(arg.partition("=")[0] == "--job.config_file" for arg in args)
+    if args[0] in HELP_FLAGS or (legacy and set(args) & set(HELP_FLAGS)):
+        sys.stdout.write(USAGE)
+        return 0
+    from titan.training.errors import RunFailure
+
+    failure = RunFailure.from_env()
+    _configure_logging(failure.rank)
+    try:
+        return _load_and_run(args, failure=failure)
+    except KeyboardInterrupt:  # Ctrl-C while the config loads or torch imports
+        failure.interrupted()
+        return 130
+
+
+def _load_and_run(args: list[str], *, failure: RunFailure) -> int:
     from titan.cli.train_config import UsageError, load
 
-    rank = int(os.environ.get("RANK", "0"))
-    _configure_logging(rank)
     try:
-        loaded = load(
-            args,
-            world_size=int(os.environ.get("WORLD_SIZE", "1")),
-            stdout=sys.stdout,
-            stderr=sys.stderr,
-        )
+        loaded = load(args, world_size=failure.world_size, stdout=sys.stdout, stderr=sys.stderr)
     except UsageError as error:
-        sys.stderr.write(f"titan-train: error: {error}\n")
+        failure.report(str(error))
         return 2
     if loaded.config is None:
+        if loaded.exit_code:
+            failure.config_rejected()
         return loaded.exit_code
     logging.getLogger("titan").info("running the %s", loaded.form)
-    return run(loaded.config)
+    return run(loaded.config, failure=failure)
 
 
-def run(config: object) -> int:
-    """Build the trainer ``config`` describes and train; user errors become a message."""
-    from titan.training.errors import USER_ERRORS, describe
+def run(config: Any, *, failure: RunFailure | None = None) -> int:
+    """Build the trainer ``config`` describes, train and close it; a failure becomes a message.
 
-    trainer = None
+    A user error (``USER_ERRORS``) prints its message. Anything else prints one line, with its
+    traceback saved to a file (``TITAN_DEBUG=1`` raises it instead): a crashed run never ends in
+    a wall of traceback, and the evidence is kept.
+    """
+    from titan.training.errors import USER_ERRORS, RunFailure, describe
+
+    failure = failure or RunFailure.from_env()
     try:
-        trainer = config.build()  # type: ignore[attr-defined]
-        trainer.train()
-    except USER_ERRORS as error:
-        sys.stderr.write(f"titan-train: error: {describe(error)}\n")
-        return 1
+        trainer = config.build()
+        try:
+            trainer.train()
+        finally:
+            trainer.close()  # after an error too: pending checkpoint saves are finished
     except KeyboardInterrupt:
-        sys.stderr.write("titan-train: interrupted\n")
+        failure.interrupted()
         return 130
-    finally:
-        if trainer is not None:
-            trainer.close()
+    except USER_ERRORS as error:
+        failure.report(describe(error))
+        return 1
+    except Exception as error:
+        if os.environ.get("TITAN_DEBUG"):
+            raise
+        failure.crash(error, dump_folder=str(getattr(config, "dump_folder", ".")))
+        return 1
     return 0
+
+
+class TerminalSafeFormatter(logging.Formatter):
+    """A log formatter that escapes terminal control characters (a hostile description)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        from titan.training.errors import terminal_safe
+
+        return terminal_safe(super().formatMessage(record))
 
 
 def _configure_logging(rank: int) -> None:
     """``[titan rank R] time LEVEL message`` on stderr; other ranks only show warnings."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter(f"[titan rank{rank}] %(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
+        TerminalSafeFormatter(
+            f"[titan rank{rank}] %(asctime)s %(levelname)s %(message)s", "%H:%M:%S"
+        )
     )
     logger = logging.getLogger("titan")
     logger.handlers[:] = [handler]

@@ -7,6 +7,8 @@
   way, so the run is exactly what ``titan-migrate`` would have written as code.
 
 Problems become diagnostics, rendered like titan-validate's; the caller only sees an exit code.
+On top of titan-validate's rules, titan-train refuses what it cannot run yet (pipeline, context
+and expert parallel) and a dump folder it cannot write, before any process group or model exists.
 """
 
 from __future__ import annotations
@@ -15,13 +17,23 @@ import contextlib
 import dataclasses
 import io
 import os
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
-from schemas.diagnostics import Diagnostic, Severity
+from schemas.diagnostics import Diagnostic, Severity, Span
 
 LEGACY_FLAG = "--job.config_file"
 PROG = "titan-train"
+
+# Findings the legacy flag parser places on the command line: the command line is malformed
+# (exit 2), as when tyro rejects a registry-form flag.
+COMMAND_LINE_CODES = frozenset(
+    {"cli-syntax", "unknown-key", "moved-key", "wrong-type", "invalid-choice"}
+)
+
+Locate = Callable[[str], Span | None]
 
 
 @dataclasses.dataclass(slots=True)
@@ -68,17 +80,40 @@ def load(argv: Sequence[str], *, world_size: int, stdout: TextIO, stderr: TextIO
 
 
 def _legacy(path: str, overrides: list[str], *, world_size: int, stderr: TextIO) -> LoadedConfig:
-    from migrate.live import instantiate
     from migrate.plan import build_plan
     from schemas.toml_check import CheckOptions
+    from titan.cli.validate_config import _command_line_spans
 
     if any(flag.partition("=")[0] in ("--config", "--module", "--registry") for flag in overrides):
         raise UsageError(f"{LEGACY_FLAG} and --config name two configs; give one of them")
     plan = build_plan(path, overrides=overrides, options=CheckOptions(ngpu=world_size))
     sources = {plan.source: plan.text} if plan.text is not None else {}
-    if not _report(plan.diagnostics, sources, stderr=stderr):
+    flags = _command_line_spans(overrides, sources)
+    found = [_at_flag(d, flags) for d in plan.diagnostics]
+    if any(_malformed_flag(d) for d in found):
+        _report(found, sources, stderr=stderr)
+        return LoadedConfig(exit_code=2)
+    config = _instantiate(plan, checked=found)
+    if config is not None:
+        locate = _legacy_locator(flags, plan.source, plan.text or "")
+        found = _with_refusals(found, _refusals(config, dump_key="job.dump_folder", locate=locate))
+    if not _report(found, sources, stderr=stderr):
         return LoadedConfig(exit_code=1)
-    return LoadedConfig(config=instantiate(plan), form=f"legacy TOML {path}")
+    return LoadedConfig(config=config, form=f"legacy TOML {path}")
+
+
+def _instantiate(plan: Any, *, checked: list[Diagnostic]) -> Any:
+    """The plan's config; None when its findings already fail it and it cannot be built."""
+    from migrate.live import instantiate
+
+    if not any(d.severity is Severity.ERROR for d in checked):
+        return instantiate(plan)
+    if plan.root is None:
+        return None
+    try:
+        return instantiate(plan)
+    except Exception:  # a plan with errors may not build; its findings say why
+        return None
 
 
 def _registry(
@@ -128,9 +163,124 @@ def _registry(
             return LoadedConfig(exit_code=0 if exit_.code in (0, None) else 2)
         spans, in_function = _command_line_spans(argv, sources), locate
         locate = lambda path: spans.get(path) or in_function(path)  # noqa: E731
-    if not _report(check_config(config, ngpu=world_size, locate=locate), sources, stderr=stderr):
+    found = check_config(config, ngpu=world_size, locate=locate)
+    found = _with_refusals(found, _refusals(config, dump_key="dump_folder", locate=locate))
+    if not _report(found, sources, stderr=stderr):
         return LoadedConfig(exit_code=1)
     return LoadedConfig(config=config, form=f"registry config {wanted.config}")
+
+
+def _refusals(config: Any, *, dump_key: str, locate: Locate) -> list[Diagnostic]:
+    """What titan-train cannot run although titan-validate accepts it; ``dump_key`` is the
+    dump folder's key in the user's form (``dump_folder`` or the legacy ``job.dump_folder``)."""
+    from titan.distributed.parallel_dims import UNSUPPORTED_DEGREES
+
+    found = []
+    for name, words in UNSUPPORTED_DEGREES:
+        degree, path = getattr(config.parallelism, name), f"parallelism.{name}"
+        if degree != 1:
+            found.append(
+                _error(
+                    "unsupported-parallelism",
+                    path,
+                    f"{words} is not supported by titan-train yet ({path} = {degree})",
+                    f"set {path} to 1; titan-validate and titan-migrate still accept the config",
+                    locate,
+                )
+            )
+    problem = _dump_folder_problem(config.dump_folder)
+    if problem is not None:
+        message, hint = problem
+        found.append(_error("dump-folder", dump_key, f"{dump_key} {message}", hint, locate))
+    return found
+
+
+def _dump_folder_problem(folder: str) -> tuple[str, str] | None:
+    """Why titan-train could not write into ``folder`` (message, hint), or None if it can.
+
+    Nothing is left behind: an unnamed file is made and dropped in the folder, or in its nearest
+    existing parent when the run would create it.
+    """
+    shown = repr(folder)
+    if "\0" in folder:
+        return f"{shown} contains a NUL character", "name a folder without one"
+    path = Path(folder or ".")
+    try:
+        if path.exists() and not path.is_dir():
+            return (
+                f"{shown} is a file, not a folder",
+                "name a folder (titan-train creates it when missing); the file was not touched",
+            )
+        existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+        if not existing.is_dir():
+            return (
+                f"{shown} cannot be created: {str(existing)!r} is a file",
+                "name a folder whose parents are folders; the file was not touched",
+            )
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        return (
+            f"{shown} is not writable: {error.strerror or error}",
+            "choose a folder this user can write to",
+        )
+    return None
+
+
+def _with_refusals(found: list[Diagnostic], refused: list[Diagnostic]) -> list[Diagnostic]:
+    """``found`` plus titan-train's refusals. A refused degree's other findings (how it splits the
+    world size, whether the model has experts) are moot while it must be 1, so they are left out."""
+    moot = {d.path for d in refused if d.code == "unsupported-parallelism"}
+    if not moot:
+        return [*found, *refused]
+    kept = [d for d in found if d.code != "world-size" and d.path not in moot]
+    return [*kept, *refused]
+
+
+def _error(code: str, path: str, message: str, hint: str, locate: Locate) -> Diagnostic:
+    return Diagnostic(
+        code=code, severity=Severity.ERROR, path=path, message=message, hint=hint, span=locate(path)
+    )
+
+
+def _malformed_flag(d: Diagnostic) -> bool:
+    from migrate.overrides import COMMAND_LINE
+
+    return (
+        d.severity is Severity.ERROR
+        and d.code in COMMAND_LINE_CODES
+        and d.span is not None
+        and d.span.file == COMMAND_LINE
+    )
+
+
+def _at_flag(d: Diagnostic, flags: dict[str, Span]) -> Diagnostic:
+    """A finding about a key that a flag overrides points at the flag, not at the TOML line the
+    flag replaced (the migrator's checks place every rule finding in the file)."""
+    flag = flags.get(d.path)
+    if flag is None or d.span is None or d.span.file == flag.file:
+        return d
+    return dataclasses.replace(d, span=flag)
+
+
+def _legacy_locator(flags: dict[str, Span], source: str, text: str) -> Locate:
+    """A legacy key's flag on the command line, else its key in the TOML (or its table's)."""
+    from schemas.spans import locate_keys
+
+    keys = locate_keys(text) if text else {}
+
+    def locate(path: str) -> Span | None:
+        if path in flags:
+            return flags[path]
+        parts = tuple(path.split("."))
+        while parts:
+            found = keys.get(parts)
+            if found is not None:
+                return Span(file=source, line=found.line, col=found.col, end_col=found.end_col)
+            parts = parts[:-1]
+        return None
+
+    return locate
 
 
 def _report(diagnostics: list[Diagnostic], sources: dict[str, str], *, stderr: TextIO) -> bool:

@@ -295,14 +295,18 @@ class CheckpointManager(Configurable):
         path = config.initial_load_path
         assert path is not None
         if not os.path.isdir(path):
-            raise CheckpointError(f"checkpoint.initial_load_path {path!r} is not a folder")
-        load_dcp(
-            path,
-            self.states,
-            model_only=config.initial_load_model_only,
-            exclude=config.exclude_from_loading,
-            hint="; set checkpoint.initial_load_model_only to start from its weights alone",
-        )
+            what = "it is a file" if os.path.exists(path) else "it does not exist"
+            raise CheckpointError(f"checkpoint.initial_load_path {path!r} is not a folder: {what}")
+        try:
+            load_dcp(
+                path,
+                self.states,
+                model_only=config.initial_load_model_only,
+                exclude=config.exclude_from_loading,
+                hint="; set checkpoint.initial_load_model_only to start from its weights alone",
+            )
+        except CheckpointError as error:
+            raise CheckpointError(f"checkpoint.initial_load_path: {error}") from None
         return path, "model weights" if config.initial_load_model_only else "initial checkpoint"
 
 
