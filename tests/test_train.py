@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.training_runs import (
     DEBUG_TOML,
     REPO,
@@ -206,3 +208,123 @@ def test_float8_emulated_trains_on_cpu_with_a_falling_loss(tmp_path):
     ).check()
     assert "Float8Linear" in run.stderr  # print_after_conversion shows the converted model
     assert run.losses[-1] < run.losses[0] - 0.5
+
+
+def test_hf_safetensors_export_then_import_gives_identical_parameters(tmp_path, monkeypatch):
+    import torch
+    from safetensors.torch import load_file
+
+    from titan.models.llama3.config_registry import llama3_debugmodel
+
+    monkeypatch.chdir(REPO)  # hf_assets_path is ./tests/assets/tokenizer
+
+    def config(dump: str):
+        c = llama3_debugmodel()
+        c.dump_folder = str(tmp_path / dump)
+        c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 64, 2
+        c.debug.seed = 7
+        c.checkpoint.enable = True
+        return c
+
+    exporting = config("export")
+    exporting.checkpoint.last_save_model_only = True
+    exporting.checkpoint.last_save_in_hf = True
+    trainer = exporting.build()
+    try:
+        trainer.train()
+        trained = {k: v.clone() for k, v in trainer.parts.model.state_dict().items()}
+    finally:
+        trainer.close()
+    folder = tmp_path / "export" / "checkpoint" / "step-3"
+    hf = load_file(str(folder / "model.safetensors"))
+    assert "model.layers.0.self_attn.q_proj.weight" in hf and "lm_head.weight" in hf
+    assert len(hf) == len(trained)
+    assert (folder / "config.json").exists()
+
+    importing = config("import")
+    importing.checkpoint.initial_load_path = str(folder)
+    importing.checkpoint.initial_load_in_hf = True
+    trainer = importing.build()
+    try:
+        assert trainer.parts.checkpointer.load()
+        loaded = trainer.parts.model.state_dict()
+        assert loaded.keys() == trained.keys()
+        differ = [k for k in trained if not torch.equal(trained[k], loaded[k])]
+        assert differ == []
+        # It did not just keep a fresh init: the import changed every tensor it loaded.
+    finally:
+        trainer.close()
+    fresh = config("fresh").build()
+    try:
+        initial = fresh.parts.model.state_dict()
+        assert all(not torch.equal(initial[k], trained[k]) for k in trained if "norm" not in k)
+    finally:
+        fresh.close()
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path):
+    """global_batch_size 4 as 2 micro-batches of 2 vs one batch of 4: the same step, to rounding."""
+    common = ["--config", "llama3_debugmodel", "--training.seq_len", "64", *SEED]
+    common += ["--training.steps", "3", "--training.global_batch_size", "4"]
+    # float32 compute (no bf16 autocast), so the two differ only in summation order.
+    common += ["--training.mixed_precision_param", "float32"]
+    accumulated = titan_train(
+        [*common, "--training.local_batch_size", "2"], dump_folder=tmp_path / "a", legacy=False
+    ).check()
+    whole = titan_train(
+        [*common, "--training.local_batch_size", "4"], dump_folder=tmp_path / "b", legacy=False
+    ).check()
+    assert "2 micro-batch(es) of 2×64" in accumulated.stderr
+    assert "1 micro-batch(es) of 4×64" in whole.stderr
+    for a, b in zip(accumulated.metrics, whole.metrics, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-5)
+
+
+def test_in_backward_optimizer_and_tensorboard_through_the_legacy_flags(tmp_path):
+    run = titan_train(
+        [
+            "--job.config_file",
+            str(DEBUG_TOML),
+            *SMALL,
+            *SEED,
+            "--training.steps",
+            "4",
+            "--optimizer.early_step_in_backward",
+            "--metrics.enable_tensorboard",
+        ],
+        dump_folder=tmp_path,
+        legacy=True,
+    ).check()
+    assert [m["grad_norm"] for m in run.metrics] == [0.0] * 4  # no gradient outlives backward
+    assert run.losses[-1] < run.losses[0]
+    events = list((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    assert events, list(tmp_path.rglob("*"))
+
+
+def test_compiled_model_and_loss_train_like_eager(tmp_path):
+    """torch.compile of every block and of the loss (aot_eager: traced, no C++ codegen here)."""
+    args = ["--config", "llama3_debugmodel", *SMALL, *SEED, "--training.steps", "3"]
+    eager = titan_train(args, dump_folder=tmp_path / "eager", legacy=False).check()
+    compiled = titan_train(
+        [*args, "--compile.enable", "--compile.backend", "aot_eager"],
+        dump_folder=tmp_path / "compiled",
+        legacy=False,
+    ).check()
+    assert compiled.losses == pytest.approx(eager.losses, rel=1e-5)
+
+
+def test_activation_checkpointing_modes_recompute_the_same_numbers(tmp_path):
+    """Recomputation in backward must not change a bit: none, full and selective (the debug
+    config's every-2nd-block) give the same losses."""
+    args = ["--config", "llama3_debugmodel", *SMALL, *SEED, "--training.steps", "3"]
+    runs = {
+        mode: titan_train(
+            [*args, "--activation_checkpoint.mode", mode],
+            dump_folder=tmp_path / mode,
+            legacy=False,
+        ).check()
+        for mode in ("none", "full", "selective")
+    }
+    assert loss_bits(runs["full"].losses) == loss_bits(runs["none"].losses)
+    assert loss_bits(runs["selective"].losses) == loss_bits(runs["none"].losses)

@@ -7,13 +7,17 @@
    once as written and once with a tensor-parallel override that cannot fit 8 GPUs;
 5. titan-diff the debug config against its float8 variant;
 6. titan-migrate the llama3 debug TOML into a config_registry.py, validate the generated
-   function, and titan-diff the TOML against it (no differences: one plan, two renderers).
-Issue 5 grows this into migrate -> validate -> train both forms.
+   function, and titan-diff the TOML against it (no differences: one plan, two renderers);
+7. titan-train both forms a few steps on CPU (the TOML through --job.config_file, the generated
+   registry through --config) and compare their losses bit for bit.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import struct
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +26,10 @@ from titan.cli.validate import run
 
 REPO = Path(__file__).resolve().parents[1]
 DEBUG_TOML = REPO / "legacy_configs" / "llama3" / "debug_model.toml"
+
+# A few steps of the debug config as written (8 × 2048 tokens per step); the seed is given because
+# torch otherwise seeds every process randomly, and two runs could not agree bit for bit.
+TRAIN_FLAGS = ["--training.steps", "4", "--debug.seed", "0"]
 
 # (what the user meant, the line as they wrote it wrongly)
 MISTAKES = {
@@ -86,6 +94,29 @@ def main() -> int:
         print("... titan-diff debug_model.toml config_registry.py:llama3_debugmodel:")
         twins = diff([toml, f"{generated}:llama3_debugmodel", "--color", "never"])
 
+        _banner("7. titan-train both forms on CPU, 4 steps each")
+        forms = {
+            "TOML": ["--job.config_file", toml, *TRAIN_FLAGS, "--job.dump_folder"],
+            "registry": [
+                "--registry",
+                str(generated),
+                "--config",
+                "llama3_debugmodel",
+                *TRAIN_FLAGS,
+                "--dump_folder",
+            ],
+        }
+        losses: dict[str, list[float]] = {}
+        trained = []
+        for name, flags in forms.items():
+            dump = Path(tmp) / f"run-{name}"
+            print(f"$ titan-train {' '.join(flags)} {dump.name}", flush=True)
+            trained.append(
+                subprocess.call([sys.executable, "-m", "titan.train", *flags, str(dump)])
+            )
+            losses[name] = _losses(dump / "metrics.jsonl")
+        identical = _print_losses(losses)
+
     _banner("summary")
     print(f"legacy_configs/: exit {clean} (0 = clean)")
     print(f"planted mistakes: exit {caught} (1 = findings reported)")
@@ -93,10 +124,34 @@ def main() -> int:
     print(f"titan-diff: exit {differs} (1 = the configs differ)")
     print(f"titan-migrate: exit {migrated}; generated config: exit {migrated_clean}; ", end="")
     print(f"TOML vs generated: exit {twins} (0 = the same config)")
+    print(f"titan-train: exits {trained}; losses bitwise identical: {identical}")
     results = (clean, caught, exported, registry_clean, registry_caught, differs)
     ok = results == (0, 1, 0, 0, 1, 1) and (migrated, migrated_clean, twins) == (0, 0, 0)
+    ok = ok and trained == [0, 0] and identical
     print("demo OK" if ok else "demo FAILED")
     return 0 if ok else 1
+
+
+def _losses(metrics: Path) -> list[float]:
+    if not metrics.exists():
+        return []
+    lines = metrics.read_text(encoding="utf-8").splitlines()
+    return [record["loss"] for record in map(json.loads, lines) if "loss" in record]
+
+
+def _print_losses(losses: dict[str, list[float]]) -> bool:
+    """The two loss columns side by side with their bits; whether every pair is identical."""
+    toml, registry = losses["TOML"], losses["registry"]
+    print(f"\n{'step':>4}  {'TOML form':>20}  {'generated registry':>20}  same bits")
+    for step, (a, b) in enumerate(zip(toml, registry, strict=False), start=1):
+        same = struct.pack(">d", a) == struct.pack(">d", b)
+        print(f"{step:>4}  {a:>20.17g}  {b:>20.17g}  {'yes' if same else 'NO'}")
+    identical = len(toml) == len(registry) > 0 and all(
+        struct.pack(">d", a) == struct.pack(">d", b) for a, b in zip(toml, registry, strict=True)
+    )
+    verdict = "bitwise identical" if identical else "DIFFERENT"
+    print(f"the two forms' losses are {verdict} over {len(toml)} steps")
+    return identical
 
 
 if __name__ == "__main__":

@@ -176,11 +176,15 @@ class Trainer(Configurable):
     def forward_backward(self, inputs: Any, labels: Any) -> Any:
         """Loss of one micro-batch, already divided by the accumulation steps; runs backward."""
         parts = self.parts
-        with parts.loss_context(), parts.amp():
-            pred = parts.model(inputs)
-            loss = parts.loss_fn(pred, labels) / parts.accumulation_steps
+        with parts.loss_context():
+            with parts.amp():
+                pred = parts.model(inputs)
+                loss = parts.loss_fn(pred, labels) / parts.accumulation_steps
             # Free the logits before backward: they are the largest activation of the step.
             del pred
+            # Backward runs outside autocast (as in torchtitan): its ops already take the forward's
+            # dtypes, and autocast's cache would keep a bf16 copy of every weight alive through
+            # backward (on CPU ~3% of a debugmodel step in page faults; see bench/RESULTS.md).
             loss.backward()
         return loss.detach()
 

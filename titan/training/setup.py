@@ -278,11 +278,7 @@ def _init_weights(
         with torch.device("cpu"), _default_dtype(DTYPES[training.dtype]):
             full = model_config.build()
         full.init_weights()
-        # The sharded model's own init is only wanted for its buffers (rope tables); its draws
-        # are undone so the RNG continues exactly as after a one-process init.
-        rng = torch.get_rng_state()
-        model.init_weights(buffer_device=buffer_device)
-        torch.set_rng_state(rng)
+        model.init_buffers(buffer_device)
         set_model_state_dict(
             model, full.state_dict(), options=StateDictOptions(full_state_dict=True)
         )

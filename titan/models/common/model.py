@@ -173,7 +173,8 @@ def refuse_unsupported_attention(config: attention_config.BaseAttention.Config) 
     if config.attn_type not in SUPPORTED_ATTN_TYPES:
         raise NotBuildableError(
             f"attn_type {config.attn_type!r} is not supported by titan-train yet; "
-            "use a flavor with sdpa (e.g. 8B instead of 8B_flex)"
+            "use the flavor's sdpa variant (its name without the _flex / _varlen suffix, e.g. "
+            "debugmodel for debugmodel_flex_attn)"
         )
     if config.attn_mask_type not in SUPPORTED_MASK_TYPES:
         raise NotBuildableError(
@@ -295,8 +296,7 @@ class Decoder(nn.Module):
         ``buffer_device`` is where the rotary table is computed (default: where it is now),
         e.g. ``"cuda"`` when the parameters were moved to CPU for offloading.
         """
-        with torch.device(buffer_device or self.freqs_cis.device):
-            self.freqs_cis = self.rope.freqs_cis()
+        self.init_buffers(buffer_device)
         nn.init.normal_(self.tok_embeddings.weight)
         for layer in self.layers.values():
             layer.init_weights()
@@ -304,6 +304,11 @@ class Decoder(nn.Module):
         std = self.config.dim**-0.5
         bound = OUTPUT_CUTOFF_STDS * std
         nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
+
+    def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
+        """Recompute the buffers (the rotary table), which no checkpoint carries."""
+        with torch.device(buffer_device or self.freqs_cis.device):
+            self.freqs_cis = self.rope.freqs_cis()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``[bs, seq, vocab_size]`` of token ids ``[bs, seq]``."""

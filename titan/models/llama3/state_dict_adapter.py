@@ -210,7 +210,7 @@ def _read_shard_index(hf_assets_path: str | None) -> dict[str, int] | None:
         with open(index_path) as f:
             weight_map = json.load(f)["weight_map"]
     except FileNotFoundError:
-        logger.warning("%s not found: an HF export is saved as one safetensors file", index_path)
+        logger.debug("%s not found: an HF export is saved as one safetensors file", index_path)
         return None
     # Shard files are named like model-00001-of-00004.safetensors; the first number is the index.
     return {key: int(re.search(r"\d+", file).group(0)) for key, file in weight_map.items()}
