@@ -235,7 +235,10 @@ BUILD_REFUSALS = [
     (
         "flex-attention-flavor",
         ["--job.config_file", TOML, "--model.flavor", "debugmodel_flex_attn"],
-        ["attn_type 'flex' is not supported by titan-train yet", "debugmodel for debugmodel_flex_attn"],
+        [
+            "attn_type 'flex' is not supported by titan-train yet",
+            "debugmodel for debugmodel_flex_attn",
+        ],
     ),
     (
         "model-family-titan-cannot-train",
