@@ -328,3 +328,32 @@ def test_activation_checkpointing_modes_recompute_the_same_numbers(tmp_path):
     }
     assert loss_bits(runs["full"].losses) == loss_bits(runs["none"].losses)
     assert loss_bits(runs["selective"].losses) == loss_bits(runs["none"].losses)
+
+
+def test_a_seed_checkpoint_fixes_the_initial_weights_of_later_runs(tmp_path):
+    """``create_seed_checkpoint`` writes step-0 (model only, no training); runs that start from it
+    begin with its weights whatever their own seed, and run normally from step 1."""
+    base = ["--config", "llama3_debugmodel", *SMALL, "--training.steps", "2", "--checkpoint.enable"]
+    seeded = titan_train(
+        [*base, "--checkpoint.create_seed_checkpoint", "--debug.seed", "1"],
+        dump_folder=tmp_path / "seed",
+        legacy=False,
+    ).check()
+    assert "seed checkpoint written" in seeded.stderr and seeded.metrics == []
+    step0 = tmp_path / "seed" / "checkpoint" / "step-0"
+    assert (step0 / ".metadata").exists()
+    runs = []
+    for seed in ("2", "3"):
+        run = titan_train(
+            [*base, "--debug.seed", seed, "--checkpoint.initial_load_path", str(step0)],
+            dump_folder=tmp_path / f"run{seed}",
+            legacy=False,
+        ).check()
+        assert re.search(r"loaded .*step-0", run.stderr)
+        assert [m["step"] for m in run.metrics] == [1, 2]
+        runs.append(run)
+    # The same weights and the same data give the same first loss; only the init differs
+    # between seeds otherwise (the model has no dropout).
+    assert loss_bits(runs[0].losses[:1]) == loss_bits(runs[1].losses[:1])
+    unseeded = titan_train([*base, "--debug.seed", "2"], dump_folder=tmp_path / "x", legacy=False)
+    assert loss_bits(unseeded.check().losses[:1]) != loss_bits(runs[0].losses[:1])
