@@ -119,7 +119,7 @@ def _instantiate(plan: Any, *, checked: list[Diagnostic]) -> Any:
 def _registry(
     argv: Sequence[str], *, world_size: int, stdout: TextIO, stderr: TextIO
 ) -> LoadedConfig:
-    from titan.cli.validate_config import _command_line_spans
+    from titan.cli.validate_config import _command_line_spans, registry_finding
     from titan.config import manager
     from titan.config.check import check_config
     from titan.config.locate import locator
@@ -139,15 +139,7 @@ def _registry(
     except manager.RegistryError as error:
         if error.code == "usage":
             raise UsageError(error.message) from None
-        finding = Diagnostic(
-            code=error.code,
-            severity=Severity.ERROR,
-            path="config",
-            message=error.message,
-            hint=error.hint,
-            span=error.span,
-        )
-        _report([finding], sources, stderr=stderr)
+        _report([registry_finding(error, argv, sources)], sources, stderr=stderr)
         return LoadedConfig(exit_code=1)
     locate = locator(found.function)
     if wanted.rest:

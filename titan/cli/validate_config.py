@@ -38,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _finding(error) -> Diagnostic:
-    return Diagnostic(
+def registry_finding(error, argv: Sequence[str], sources: dict[str, str]) -> Diagnostic:
+    """A ``RegistryError`` as a finding, at its place in user code or else at ``--config``."""
+    finding = Diagnostic(
         code=error.code,
         severity=Severity.ERROR,
         path="",
@@ -47,6 +48,10 @@ def _finding(error) -> Diagnostic:
         hint=error.hint,
         span=error.span,
     )
+    if finding.span is None:
+        spans = _command_line_spans(argv, sources)
+        finding = dataclasses.replace(finding, span=spans.get("config"))
+    return finding
 
 
 def _source(span_file: str | None, sources: dict[str, str]) -> None:
@@ -83,11 +88,7 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     except manager.RegistryError as error:
         if error.code == "usage":
             raise UsageError(error.message) from None
-        finding = _finding(error)
-        if finding.span is None:
-            spans = _command_line_spans(argv, sources)
-            finding = dataclasses.replace(finding, span=spans.get("config"))
-        diagnostics.append(finding)
+        diagnostics.append(registry_finding(error, argv, sources))
     else:
         locate = locator(found.function)
         if overrides:
