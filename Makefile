@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) bench/validate_corpus.py
 	$(PY) bench/config_help.py
 	$(PY) bench/migrate_corpus.py
+	$(PY) bench/trainer_overhead.py
 
 # Regenerate the files derived from schemas/legacy.py and titan's config classes (tests fail
 # while they are stale).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -84,9 +85,13 @@ class RunParts:
             labels.to(self.device, non_blocking=True),
         )
 
+    @functools.cached_property
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """Every parameter of every model part (listed once: the set never changes)."""
+        return [p for part in self.model_parts for p in part.parameters()]
+
     def clip_grad_norm(self) -> torch.Tensor:
-        params = [p for part in self.model_parts for p in part.parameters()]
-        return clip_grad_norm_(params, self.max_norm)
+        return clip_grad_norm_(self.parameters, self.max_norm)
 
     def after_first_step(self) -> None:
         """The first step is done: collectives may now use the (shorter) training timeout."""
