@@ -357,3 +357,27 @@ def test_a_seed_checkpoint_fixes_the_initial_weights_of_later_runs(tmp_path):
     assert loss_bits(runs[0].losses[:1]) == loss_bits(runs[1].losses[:1])
     unseeded = titan_train([*base, "--debug.seed", "2"], dump_folder=tmp_path / "x", legacy=False)
     assert loss_bits(unseeded.check().losses[:1]) != loss_bits(runs[0].losses[:1])
+
+
+def test_a_finite_dataset_that_runs_out_stops_the_run_cleanly(tmp_path):
+    run = titan_train(
+        [
+            "--config",
+            "llama3_debugmodel",
+            *SEED,
+            "--training.seq_len",
+            "512",
+            "--training.local_batch_size",
+            "8",
+            "--training.steps",
+            "50",
+            "--dataloader.dataset",
+            "c4_test_validation",  # about 40K tokens: 9 batches of 8 × 513
+            "--dataloader.no-infinite",
+        ],
+        dump_folder=tmp_path,
+        legacy=False,
+    ).check()
+    last = run.metrics[-1]["step"]
+    assert 5 <= last < 50
+    assert f"the training data ran out after step {last} of 50; stopping there" in run.stderr

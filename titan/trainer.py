@@ -128,11 +128,19 @@ class Trainer(Configurable):
         batches = iter(parts.dataloader)
         with parts.profiler() as profiler:
             while self.step < training.steps:
+                try:
+                    micro_batches = [
+                        parts.to_device(next(batches)) for _ in range(parts.accumulation_steps)
+                    ]
+                except StopIteration:  # a finite loader (dataloader.infinite = false) ran out
+                    parts.log.warning(
+                        "the training data ran out after step %d of %d; stopping there",
+                        self.step,
+                        training.steps,
+                    )
+                    break
                 self.step += 1
                 parts.gc.run(self.step)
-                micro_batches = [
-                    parts.to_device(next(batches)) for _ in range(parts.accumulation_steps)
-                ]
                 self.train_step(micro_batches)
                 parts.checkpointer.save(self.step, last_step=self.step == training.steps)
                 if parts.validator is not None and parts.validator.should_validate(self.step):
