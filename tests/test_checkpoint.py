@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from tests.dist_scripts.checkpoint_killed_save import BALLAST  # noqa: E402
-from tests.tiny_checkpoint_run import RenamingAdapter, tiny_run  # noqa: E402
-from titan.components.checkpoint import CheckpointError  # noqa: E402
+from tests.dist_scripts.checkpoint_killed_save import BALLAST
+from tests.tiny_checkpoint_run import RenamingAdapter, tiny_run
+from titan.components.checkpoint import CheckpointError
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "tests" / "dist_scripts"

@@ -11,16 +11,14 @@ import subprocess
 import sys
 
 import pytest
-
-torch = pytest.importorskip("torch")
-
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (  # noqa: E402
+import torch
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointWrapper,
 )
 
-from tests.dist_scripts.parallel_check import SEQ, VOCAB, build_on_meta  # noqa: E402
-from titan.components.loss import cross_entropy_loss  # noqa: E402
-from titan.config.configs import (  # noqa: E402
+from tests.dist_scripts.parallel_check import SEQ, VOCAB, build_on_meta
+from titan.components.loss import cross_entropy_loss
+from titan.config.configs import (
     ActivationCheckpointConfig,
     CommConfig,
     CompileConfig,
@@ -28,12 +26,12 @@ from titan.config.configs import (  # noqa: E402
     ParallelismConfig,
     TrainingConfig,
 )
-from titan.distributed.determinism import set_determinism  # noqa: E402
-from titan.distributed.grad_norm import clip_grad_norm_  # noqa: E402
-from titan.distributed.parallel_dims import ParallelDims  # noqa: E402
-from titan.distributed.process_group import init_distributed  # noqa: E402
-from titan.distributed.reductions import dist_max, dist_mean  # noqa: E402
-from titan.models.llama3.parallelize import amp_context, parallelize_llama  # noqa: E402
+from titan.distributed.determinism import set_determinism
+from titan.distributed.grad_norm import clip_grad_norm_
+from titan.distributed.parallel_dims import ParallelDims
+from titan.distributed.process_group import init_distributed
+from titan.distributed.reductions import dist_max, dist_mean
+from titan.models.llama3.parallelize import amp_context, parallelize_llama
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tests" / "dist_scripts" / "parallel_check.py"
@@ -45,10 +43,6 @@ LAUNCHES = {
 }
 
 
-@pytest.mark.skipif(
-    not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
-    reason="torch.distributed with gloo is needed",
-)
 @pytest.mark.parametrize("nproc", sorted(LAUNCHES))
 def test_parallelized_model_matches_one_process(nproc):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))

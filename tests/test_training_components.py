@@ -9,28 +9,27 @@ import json
 import logging
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from titan.components import optional_packages  # noqa: E402
-from titan.components.lr_scheduler import LRSchedulersContainer  # noqa: E402
-from titan.components.metrics import METRICS_FILE, MetricsProcessor  # noqa: E402
-from titan.components.metrics_flops import (  # noqa: E402
+from titan.components import optional_packages
+from titan.components.lr_scheduler import LRSchedulersContainer
+from titan.components.metrics import METRICS_FILE, MetricsProcessor
+from titan.components.metrics_flops import (
     peak_flops,
     transformer_flops_per_token,
 )
-from titan.components.optimizer import (  # noqa: E402
+from titan.components.optimizer import (
     OptimizersContainer,
     OptimizersInBackwardContainer,
 )
-from titan.components.optional_packages import MissingPackageError  # noqa: E402
-from titan.components.quantization.float8 import (  # noqa: E402
+from titan.components.optional_packages import MissingPackageError
+from titan.components.quantization.float8 import (
     Float8GroupedMMConverter,
     Float8LinearConverter,
 )
-from titan.components.quantization.mx import MXGroupedMMConverter, MXLinearConverter  # noqa: E402
-from titan.config.configurable import NotBuildableError  # noqa: E402
-from titan.protocols.model_converter import ModelConvertersContainer  # noqa: E402
+from titan.components.quantization.mx import MXGroupedMMConverter, MXLinearConverter
+from titan.config.configurable import NotBuildableError
+from titan.protocols.model_converter import ModelConvertersContainer
 
 PEAK_LR = 0.1
 
@@ -324,7 +323,6 @@ def test_metrics_non_logging_rank_writes_nothing(tmp_path):
 
 
 def test_metrics_tensorboard_writes_an_event_file(tmp_path):
-    pytest.importorskip("tensorboard")
     processor = metrics(tmp_path, enable_tensorboard=True, save_tb_folder="tb")
     processor.log(step=1, loss=1.5, grad_norm=1.0, lr=1e-3, ntokens=10)
     processor.close()
@@ -364,7 +362,6 @@ def test_flops_per_token_and_peak_flops():
 
 
 def float8_converters(**options):
-    pytest.importorskip("torchao")
     config = ModelConvertersContainer.Config(converters=[Float8LinearConverter.Config(**options)])
     return config.build(parallel_dims=None, model_compile_enabled=False)
 
@@ -395,7 +392,6 @@ def test_float8_without_a_float8_gpu_asks_for_emulation():
 
 
 def test_float8_errors_are_clear(monkeypatch):
-    pytest.importorskip("torchao")
     with pytest.raises(ValueError, match="emulate=true runs in eager mode only"):
         Float8LinearConverter.Config(emulate=True).build(model_compile_enabled=True)
     with pytest.raises(ValueError, match="only supports tensorwise"):
