@@ -4,6 +4,8 @@ give the same loss bits with FSDP2 and with tensor parallel (sequence parallel +
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.training_runs import SEED, SMALL, both_forms, loss_bits, titan_train
@@ -63,3 +65,32 @@ def test_ddp_run_validates_the_whole_set_in_step_on_both_ranks(tmp_path):
     validation = [m for m in run.metrics if "validation_loss" in m]
     assert [m["step"] for m in validation] == [1, 2]
     assert validation[1]["validation_loss"] < validation[0]["validation_loss"]
+
+
+def test_two_nodes_joined_by_rendezvous_run_what_one_node_runs(tmp_path):
+    """Two torchrun launchers (one per "node", as on a cluster) meeting at a c10d rendezvous give
+    the same loss bits as one launcher with both processes."""
+    import socket
+    import subprocess
+    import sys
+
+    from tests.training_runs import REPO, child_env
+
+    args = ["--config", "llama3_debugmodel", *SMALL, *SEED, "--training.steps", "3"]
+    one_node = titan_train(args, dump_folder=tmp_path / "one", legacy=False, nproc=2).check()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
+    launcher += ["--nproc-per-node", "1", "--rdzv-backend", "c10d"]
+    launcher += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "titan-test"]
+    command = [*launcher, "-m", "titan.train", *args, "--dump_folder", str(tmp_path / "two")]
+    nodes = [
+        subprocess.Popen(command, cwd=REPO, env=child_env(), stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    errors = [node.communicate(timeout=600)[1] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], errors
+    two_nodes = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").open()]
+    assert "world size 2 (FSDP 2)" in "".join(errors)
+    assert loss_bits([m["loss"] for m in two_nodes]) == loss_bits(one_node.losses)
