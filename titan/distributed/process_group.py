@@ -122,6 +122,10 @@ def set_train_timeout(comm: CommConfig, *, world_mesh: DeviceMesh | None) -> Non
 def destroy_distributed() -> None:
     """Shut the default process group down, if one was started (end of training)."""
     if dist.is_initialized():
+        # Every rank must be done with its last collective before any rank closes its
+        # connections: gloo work still in flight on a peer aborts that process at exit
+        # ("terminate called without an active exception").
+        dist.barrier()
         dist.destroy_process_group()
 
 
