@@ -103,6 +103,8 @@ class Trainer(Configurable):
         self.config = config
         self.parts = build_run(config, **runtime)
         self.step = 0
+        self.finished = False
+        """Whether ``train`` returned normally on this rank (then closing may wait for the others)."""
 
     def train(self) -> None:
         """Run ``training.steps`` steps, resuming from the latest checkpoint when there is one."""
@@ -117,6 +119,7 @@ class Trainer(Configurable):
                 )
             parts.checkpointer.save_seed()
             parts.log.info("seed checkpoint written; nothing is trained in a seed run")
+            self.finished = True
             return
         parts.log.info(
             "training %s from step %d to %d (%s)",
@@ -149,6 +152,7 @@ class Trainer(Configurable):
                 if self.step == 1:
                     parts.after_first_step()
         parts.log.info("training done after step %d", self.step)
+        self.finished = True
 
     def train_step(self, micro_batches: list[tuple[Any, Any]]) -> None:
         """One optimizer step over ``micro_batches`` (gradient accumulation), then logging."""
@@ -198,4 +202,4 @@ class Trainer(Configurable):
 
     def close(self) -> None:
         """Finish pending checkpoint saves, close the metric sinks and the process group."""
-        self.parts.close()
+        self.parts.close(finished=self.finished)

@@ -242,10 +242,13 @@ class CheckpointManager(Configurable):
         if self.writer is not None:
             self.writer.wait_for_staging()
 
-    def close(self) -> None:
-        """Finish (and publish) the pending background save."""
+    def close(self, *, wait_for_peers: bool = True) -> None:
+        """Finish (and publish) the pending background save.
+
+        ``wait_for_peers=False`` after a failure: no collective, since peers may be gone.
+        """
         if self.writer is not None:
-            self.writer.close()
+            self.writer.close(wait_for_peers=wait_for_peers)
 
     def _save_last_step(self, step: int) -> str:
         import torch

@@ -133,10 +133,18 @@ class CheckpointWriter:
         if pending.error is not None:
             raise pending.failure()
 
-    def close(self) -> None:
-        """Finish the pending save and release the stager."""
+    def close(self, *, wait_for_peers: bool = True) -> None:
+        """Finish the pending save and release the stager.
+
+        After a failed run other ranks may never arrive at a barrier: then only this rank's
+        write is awaited (rank 0's completion callback still publishes a finished save).
+        """
         try:
-            self.wait()
+            if wait_for_peers:
+                self.wait()
+            elif self.pending is not None:
+                self.pending.finished.wait()
+                self.pending = None
         finally:
             if self.stager is not None:
                 self.stager.close()

@@ -119,13 +119,17 @@ def set_train_timeout(comm: CommConfig, *, world_mesh: DeviceMesh | None) -> Non
     logger.info("collective timeout set to %s", timeout)
 
 
-def destroy_distributed() -> None:
-    """Shut the default process group down, if one was started (end of training)."""
+def destroy_distributed(*, wait_for_peers: bool = True) -> None:
+    """Shut the default process group down, if one was started (end of training).
+
+    ``wait_for_peers=False`` after a failure, when other ranks may never reach the barrier.
+    """
     if dist.is_initialized():
-        # Every rank must be done with its last collective before any rank closes its
-        # connections: gloo work still in flight on a peer aborts that process at exit
-        # ("terminate called without an active exception").
-        dist.barrier()
+        if wait_for_peers:
+            # Every rank must be done with its last collective before any rank closes its
+            # connections: gloo work still in flight on a peer aborts that process at exit
+            # ("terminate called without an active exception").
+            dist.barrier()
         dist.destroy_process_group()
 
 

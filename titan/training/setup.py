@@ -98,11 +98,13 @@ class RunParts:
         if self.world_mesh is not None:
             set_train_timeout(self.comm, world_mesh=self.world_mesh)
 
-    def close(self) -> None:
-        self.checkpointer.close()
+    def close(self, *, finished: bool) -> None:
+        """Release everything; ``finished`` says whether every rank got to the end of the run
+        (otherwise nothing here waits for the other ranks, which may have failed)."""
+        self.checkpointer.close(wait_for_peers=finished)
         self.metrics.close()
         self.gc.close()
-        destroy_distributed()
+        destroy_distributed(wait_for_peers=finished)
 
 
 def build_run(config: Any, **runtime: Any) -> RunParts:
