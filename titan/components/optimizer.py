@@ -48,7 +48,7 @@ class OptimizersContainer(Configurable):
         weight_decay: float = 0.1
         """Weight decay."""
         implementation: Literal["for-loop", "foreach", "fused"] = "fused"
-        """Optimizer kernel flavour; fused runs on CUDA only."""
+        """Optimizer kernel flavour: fused (one kernel, CPU or CUDA), foreach, or a for-loop."""
 
     steps_in_backward: ClassVar[bool] = False
     """True when parameters are updated during backward (no gradients left to clip)."""
