@@ -381,3 +381,15 @@ def test_a_finite_dataset_that_runs_out_stops_the_run_cleanly(tmp_path):
     last = run.metrics[-1]["step"]
     assert 5 <= last < 50
     assert f"the training data ran out after step {last} of 50; stopping there" in run.stderr
+
+
+def test_the_debug_config_runs_from_any_folder(tmp_path):
+    """Its hf_assets_path and dataset are repository-relative: found under titan's checkout."""
+    run = titan_train(
+        ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, "--training.steps", "1"],
+        dump_folder=tmp_path / "out",
+        legacy=True,
+        cwd=tmp_path,
+    ).check()
+    assert "hf_assets_path './tests/assets/tokenizer' is not under the working folder" in run.stderr
+    assert len(run.losses) == 1

@@ -13,10 +13,10 @@ import dataclasses
 import difflib
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from titan.components.dataloader import ParallelAwareDataloader
+from titan.components.local_paths import REPOSITORY_ROOT, existing_path
 from titan.config.configurable import NotBuildableError
 from titan.hf_datasets.documents import (
     FILE_SUFFIXES,
@@ -27,8 +27,6 @@ from titan.hf_datasets.documents import (
 )
 from titan.hf_datasets.packing import PackingPosition, TokenPacker
 
-# The checkout this titan was imported from (an editable install), where tests/assets lives.
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 WORLD_SIZE_KEY = "world_size"
 
 
@@ -88,7 +86,7 @@ def document_source(name: str, *, dataset_path: str | None = None) -> DocumentSo
     if dataset_path is not None:
         return _source_at(dataset_path, name=name, entry=entry)
     if entry.shipped_file is not None:
-        found = _existing(entry.shipped_file)
+        found = existing_path(entry.shipped_file)
         if found is None:
             raise DatasetError(
                 f"the shipped dataset {name!r} is missing: {entry.shipped_file} is neither under "
@@ -107,7 +105,7 @@ def document_source(name: str, *, dataset_path: str | None = None) -> DocumentSo
 
 
 def _source_at(dataset_path: str, *, name: str, entry: RegisteredDataset) -> DocumentSource:
-    found = _existing(dataset_path)
+    found = existing_path(dataset_path)
     if found is not None:
         return local_documents(found, split=entry.split)
     # "owner/name" that is not a local path is a Hub dataset id, as in datasets.load_dataset;
@@ -126,14 +124,6 @@ def _source_at(dataset_path: str, *, name: str, entry: RegisteredDataset) -> Doc
     )
 
 
-def _existing(path: str) -> Path | None:
-    """``path`` under the current folder, else under the repository root; None when in neither."""
-    given = Path(path).expanduser()
-    if given.exists():
-        return given
-    if not given.is_absolute() and (REPOSITORY_ROOT / given).exists():
-        return REPOSITORY_ROOT / given
-    return None
 
 
 class HuggingFaceTextDataLoader(ParallelAwareDataloader):

@@ -136,9 +136,10 @@ def build_run(config: Any, **runtime: Any) -> RunParts:
     dp_degree, dp_rank = parallel_dims.dp_degree, parallel_dims.dp_rank(world_mesh)
     accumulation_steps = _accumulation_steps(training, dp_degree)
 
+    hf_assets_path = _hf_assets_path(config.hf_assets_path)
     tokenizer = None
     if config.tokenizer is not None:
-        tokenizer = config.tokenizer.build(tokenizer_path=config.hf_assets_path)
+        tokenizer = config.tokenizer.build(tokenizer_path=hf_assets_path)
     dataloader = config.dataloader.build(
         dp_world_size=dp_degree,
         dp_rank=dp_rank,
@@ -182,7 +183,7 @@ def build_run(config: Any, **runtime: Any) -> RunParts:
     in_backward = type(optimizers).__name__ == "OptimizersInBackwardContainer"
 
     train_state = TrainState()
-    sd_adapter = _state_dict_adapter(spec, model_config, config.hf_assets_path)
+    sd_adapter = _state_dict_adapter(spec, model_config, hf_assets_path)
     checkpointer = config.checkpoint.build(
         dump_folder=dump_folder,
         states={
@@ -330,6 +331,17 @@ def _model_state(model_parts: list[torch.nn.Module]) -> Any:
     from titan.components.checkpoint_state import ModelState
 
     return ModelState(model_parts)
+
+
+def _hf_assets_path(path: str) -> str:
+    """``hf_assets_path`` as given, or under titan's checkout when only found there."""
+    from titan.components.local_paths import existing_path
+
+    found = existing_path(path)
+    if found is None or found == Path(path).expanduser():
+        return path  # a missing folder is reported by whoever reads it, with the key's name
+    log.info("hf_assets_path %r is not under the working folder; using %s", path, found)
+    return str(found)
 
 
 def _state_dict_adapter(spec: Any, model_config: Any, hf_assets_path: str) -> Any:
