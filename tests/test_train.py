@@ -7,12 +7,10 @@ Every run is a real ``titan-train`` process on the llama3 debug model and the sh
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,9 @@ from tests.training_runs import (
     SMALL,
     both_forms,
     child_env,
+    launch,
     loss_bits,
+    signal_when,
     titan_train,
 )
 
@@ -98,19 +98,9 @@ def test_resume_is_exact_ten_straight_equals_five_resume_five(tmp_path):
     args = ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, *_checkpointed(10)]
     straight = titan_train(args, dump_folder=tmp_path / "a", legacy=True).check()
     # The same 10-step run, stopped for good right after its step-5 checkpoint ...
-    process = subprocess.Popen(
-        [sys.executable, "-m", "titan.train", *args, "--job.dump_folder", str(tmp_path / "b")],
-        cwd=REPO,
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = launch([*args, "--job.dump_folder", str(tmp_path / "b")])
     folder = tmp_path / "b" / "checkpoint"
-    deadline = time.monotonic() + 300
-    while not (folder / "step-5").exists() and process.poll() is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
-    process.send_signal(signal.SIGKILL)
+    signal_when(process, (folder / "step-5").exists, signal.SIGKILL)
     process.wait()
     assert (folder / "step-5").exists()
     assert not (folder / "step-10").exists()  # the save at 10 is the next one after 5
@@ -153,20 +143,15 @@ def test_sigkill_during_a_save_restarts_from_the_previous_checkpoint(tmp_path):
         "--dump_folder",
         str(tmp_path / "run"),
     ]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "titan.train", *args],
-        cwd=REPO,
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    process = launch(args)
     folder = tmp_path / "run" / "checkpoint"
-    deadline = time.monotonic() + 300
-    while process.poll() is None and time.monotonic() < deadline:
-        if (folder / "step-1").exists() and any(p.name.startswith("step-2.") for p in _ls(folder)):
-            break
-        time.sleep(0.001)
-    os.kill(process.pid, signal.SIGKILL)
+
+    def saving_step_2() -> bool:
+        return (folder / "step-1").exists() and any(
+            p.name.startswith("step-2.") for p in _ls(folder)
+        )
+
+    signal_when(process, saving_step_2, signal.SIGKILL, poll=0.001)
     process.wait()
     assert (folder / "step-1").exists() and not (folder / "step-2").exists(), _ls(folder)
     killed = (tmp_path / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()

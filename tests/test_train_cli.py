@@ -15,7 +15,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -320,21 +319,11 @@ def test_sigint_during_training_exits_130_and_keeps_the_saved_checkpoints(tmp_pa
         "--dump_folder",
         str(tmp_path),
     ]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "titan.train", *args],
-        cwd=REPO,
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = training_runs.launch(args, stderr=subprocess.PIPE)
     checkpoints = tmp_path / "checkpoint"
-    deadline = time.monotonic() + 240
-    while process.poll() is None and time.monotonic() < deadline:
-        if (checkpoints / "step-2").is_dir():
-            break
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
+    training_runs.signal_when(
+        process, (checkpoints / "step-2").is_dir, signal.SIGINT, poll=0.05, timeout=240
+    )
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-4000:]
     assert "Traceback" not in stderr and stderr.rstrip().endswith("titan-train: interrupted")

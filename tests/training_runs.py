@@ -13,6 +13,8 @@ import os
 import struct
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,3 +113,31 @@ def both_forms(registry: Path, tmp_path: Path, extra: list[str], *, nproc: int =
         nproc=nproc,
     ).check()
     return toml, code
+
+
+def launch(args: list[str], *, stderr: int = subprocess.DEVNULL) -> subprocess.Popen:
+    """``titan-train ARGS`` started in the background as one process (text stderr if piped)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "titan.train", *args],
+        cwd=REPO,
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+    )
+
+
+def signal_when(
+    process: subprocess.Popen,
+    ready: Callable[[], bool],
+    sig: int,
+    *,
+    poll: float = 0.002,
+    timeout: float = 300.0,
+) -> None:
+    """Send ``sig`` to ``process`` as soon as ``ready()`` holds (or once it has exited)."""
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and not ready():
+        assert time.monotonic() < deadline, "titan-train never reached the awaited state"
+        time.sleep(poll)
+    process.send_signal(sig)
