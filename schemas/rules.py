@@ -19,7 +19,7 @@ from schemas.diagnostics import Diagnostic, Severity, Span
 class Setting(Frozen):
     """One effective value, with where the user sets it (the default when they did not)."""
 
-    __slots__ = ("value", "path", "span")
+    __slots__ = ("value", "path", "span", "written")
     __match_args__ = ("value", "path", "span")
 
     value: Any
@@ -27,12 +27,18 @@ class Setting(Frozen):
     path: str
     """Dotted path in the form being checked."""
     span: Span | None
-    """Where it is written; ``None`` when it is a default."""
+    """Where it is written; ``None`` when it is a default (or, in a registry function, the
+    place that stands for it: the nearest written parent, or the ``def`` line)."""
+    written: bool
+    """Whether the user wrote this value (by default: whether it has a span)."""
 
-    def __init__(self, value: Any, path: str, span: Span | None = None) -> None:
+    def __init__(
+        self, value: Any, path: str, span: Span | None = None, *, written: bool | None = None
+    ) -> None:
         _set(self, "value", value)
         _set(self, "path", path)
         _set(self, "span", span)
+        _set(self, "written", span is not None if written is None else written)
 
 
 CONVERTER_NAMES = (
@@ -253,8 +259,17 @@ def _diag(
 
 
 def _blame(*settings: Setting) -> Setting:
-    """The first setting the user wrote (it has a span), else the first one."""
-    return next((s for s in settings if s.span is not None), settings[0])
+    """The first setting the user wrote, else the first one."""
+    return next((s for s in settings if s.written), settings[0])
+
+
+def _largest_divisor(n: int, *, at_most: int, multiple_of: int = 1) -> int:
+    """The largest divisor of ``n`` not above ``at_most`` that is a multiple of ``multiple_of``
+    (``multiple_of`` itself when there is none)."""
+    return next(
+        (d for d in range(min(n, at_most), 0, -1) if n % d == 0 and d % multiple_of == 0),
+        multiple_of,
+    )
 
 
 def _degrees(facts: ConfigFacts) -> list[Setting]:
@@ -337,12 +352,14 @@ def expert_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
             ep,
             f"expert parallel degree {ep.value} on `{facts.model_name.value}` flavor "
             f"`{facts.flavor.value}`, which has no experts",
+            "use a mixture-of-experts flavor, or set expert_parallel_degree = 1",
         )
     if etp.value not in (1, tp.value):
         yield _diag(
             "expert-parallel",
             etp,
             f"expert TP degree {etp.value} must be 1 or equal the TP degree {tp.value}",
+            f"set expert_tensor_parallel_degree to 1 or {tp.value}",
         )
         return
     shard = _resolved_dp_shard(facts)
@@ -352,12 +369,15 @@ def expert_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
             "expert-parallel",
             ep,
             f"expert parallel degree {ep.value} must be a multiple of {borrowed} (cp{' × tp' if etp.value == 1 else ''})",
+            f"use a multiple of {borrowed}, e.g. {max(borrowed, ep.value // borrowed * borrowed)}",
         )
     elif shard is not None and (shard * borrowed) % ep.value:
         yield _diag(
             "expert-parallel",
             ep,
             f"expert parallel degree {ep.value} must divide dp_shard × {'cp × tp' if etp.value == 1 else 'cp'} = {shard * borrowed}",
+            f"use a divisor of {shard * borrowed} that is a multiple of {borrowed}, e.g. "
+            f"{_largest_divisor(shard * borrowed, at_most=ep.value, multiple_of=borrowed)}",
         )
 
 
@@ -371,7 +391,12 @@ def global_batch(facts: ConfigFacts) -> Iterator[Diagnostic]:
     if gbs.value < 0:
         return  # v0.2.2 treats any negative value as local batch size x DP degree
     if gbs.value == 0:
-        yield _diag("batch-size", gbs, f"global batch size {gbs.value} must be -1 or positive")
+        yield _diag(
+            "batch-size",
+            gbs,
+            f"global batch size {gbs.value} must be -1 or positive",
+            "use -1 (local batch size × data-parallel degree), or a positive multiple of it",
+        )
         return
     shard = _resolved_dp_shard(facts)
     dp = (
@@ -404,6 +429,8 @@ def sequence_length(facts: ConfigFacts) -> Iterator[Diagnostic]:
             "seq-len",
             _blame(seq, tp, cp),
             f"sequence length {seq.value} is not divisible by tp × 2·cp = {unit}",
+            f"use a sequence length divisible by {unit}, e.g. {max(unit, seq.value // unit * unit)}, "
+            "or other tensor/context parallel degrees",
         )
 
 
@@ -419,6 +446,8 @@ def tensor_parallel_heads(facts: ConfigFacts) -> Iterator[Diagnostic]:
                 tp,
                 f"tensor parallel degree {tp.value} does not divide the {heads} {kind} of "
                 f"`{facts.model_name.value}` flavor `{facts.flavor.value}`",
+                f"use a tensor parallel degree that divides {heads}, e.g. "
+                f"{_largest_divisor(heads, at_most=tp.value)}",
             )
             return
 
@@ -443,12 +472,14 @@ def hf_model_only(facts: ConfigFacts) -> Iterator[Diagnostic]:
             "hf-model-only",
             facts.initial_load_in_hf,
             "an initial load in HF format restores the model only, but initial_load_model_only is false",
+            "set initial_load_model_only = true, or load a DCP checkpoint instead",
         )
     if facts.last_save_in_hf.value is True and facts.last_save_model_only.value is False:
         yield _diag(
             "hf-model-only",
             facts.last_save_in_hf,
             "a last save in HF format holds the model only, but last_save_model_only is false",
+            "set last_save_model_only = true, or keep the last save in DCP format",
         )
     if (
         facts.initial_load_in_hf_quantized.value is True
@@ -458,6 +489,7 @@ def hf_model_only(facts: ConfigFacts) -> Iterator[Diagnostic]:
             "hf-model-only",
             facts.initial_load_in_hf_quantized,
             "a quantized HF initial load needs initial_load_in_hf",
+            "set initial_load_in_hf = true too, or turn initial_load_in_hf_quantized off",
         )
 
 
@@ -490,7 +522,10 @@ def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
     families = {n.rsplit(".", 1)[-1] for n in valid}
     if len(families) > 1:
         yield _diag(
-            "converter-families", facts.converters, "float8 and mx converters cannot be combined"
+            "converter-families",
+            facts.converters,
+            "float8 and mx converters cannot be combined",
+            "keep the converters of one quantization family: all float8 or all mx",
         )
     for table in facts.quantize_tables:
         if table.value not in names:
@@ -523,12 +558,14 @@ def float8_options(facts: ConfigFacts) -> Iterator[Diagnostic]:
             "float8-options",
             facts.float8_recipe,
             f"recipe `{facts.float8_recipe.value}` does not support enable_fsdp_float8_all_gather (tensorwise only)",
+            'use recipe "tensorwise", or turn enable_fsdp_float8_all_gather off',
         )
     if facts.float8_precompute.value is True and facts.float8_all_gather.value is not True:
         yield _diag(
             "float8-options",
             facts.float8_precompute,
             "precompute_float8_dynamic_scale_for_fsdp has no effect without enable_fsdp_float8_all_gather",
+            "turn enable_fsdp_float8_all_gather on, or precompute_float8_dynamic_scale_for_fsdp off",
             severity=Severity.WARNING,
         )
 
@@ -543,12 +580,14 @@ def optimizer_in_backward(facts: ConfigFacts) -> Iterator[Diagnostic]:
                 "optimizer-in-backward",
                 facts.early_step_in_backward,
                 f"early_step_in_backward is not supported with {what} (degree {setting.value})",
+                f"turn early_step_in_backward off, or run without {what}",
             )
     if facts.fault_tolerance.value is True:
         yield _diag(
             "optimizer-in-backward",
             facts.early_step_in_backward,
             "early_step_in_backward is not supported with fault tolerance",
+            "turn early_step_in_backward off, or run without fault tolerance",
         )
 
 
@@ -565,12 +604,14 @@ def activation_checkpointing(facts: ConfigFacts) -> Iterator[Diagnostic]:
             "activation-checkpoint",
             facts.selective_ac_option,
             f'selective_ac_option "{option}" must be "op" or a positive integer such as "2"',
+            'use "op" (a per-op policy) or "N" to checkpoint every N-th layer',
         )
     if mode == "memory_budget" and facts.compile_enable.value is not True:
         yield _diag(
             "activation-checkpoint",
             facts.ac_mode,
             "memory_budget activation checkpointing needs compile.enable = true",
+            'enable compile, or use activation checkpointing mode "selective" or "full"',
         )
 
 
@@ -579,7 +620,10 @@ def async_tensor_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
     tp_on = _ints(facts.tp) and facts.tp.value > 1
     if tp_on and facts.async_tp.value is True and facts.compile_enable.value is not True:
         yield _diag(
-            "async-tp", facts.async_tp, "enable_async_tensor_parallel needs compile.enable = true"
+            "async-tp",
+            facts.async_tp,
+            "enable_async_tensor_parallel needs compile.enable = true",
+            "enable compile, or turn enable_async_tensor_parallel off",
         )
 
 
@@ -598,6 +642,7 @@ def value_constraints(facts: ConfigFacts) -> Iterator[Diagnostic]:
             "invalid-value",
             steps,
             f"validation steps {steps.value} must be positive or -1 (the whole set)",
+            "use -1 to validate on the whole set, or a positive number of steps",
         )
 
 

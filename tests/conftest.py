@@ -10,6 +10,21 @@ from pathlib import Path
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """titan-validate's registry cache goes to a folder of the test session, never the user's
+    (subprocesses inherit the variable)."""
+    import os
+
+    before = os.environ.get("TITAN_CACHE_DIR")
+    os.environ["TITAN_CACHE_DIR"] = str(tmp_path_factory.mktemp("titan-cache"))
+    yield
+    if before is None:
+        os.environ.pop("TITAN_CACHE_DIR", None)
+    else:
+        os.environ["TITAN_CACHE_DIR"] = before
+
+
 @pytest.fixture
 def fresh_module_name():
     """A new top-level module name per test, so imports never hit a cached sys.modules entry."""

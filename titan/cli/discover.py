@@ -1,7 +1,10 @@
 """Which files ``titan-validate PATH...`` checks: named files as given, folders walked.
 
 Walking a folder takes its ``*.toml`` job files, skipping tool configs (``pyproject.toml`` ...)
-and hidden or tool folders. Two things met on the way are not silently passed over: a folder
+and hidden or tool folders, and its registry modules: every ``config_registry.py``, and the
+``.py`` files matching the ``registry-files`` patterns of the project declaration (the
+``[tool.titan]`` table of the nearest ``pyproject.toml`` above the working folder; see
+``titan.cli.project``). Two things met on the way are not silently passed over: a folder
 that cannot be listed is a finding (a run that could not see every file must not say "All
 checks passed"), and a ``.toml`` name that is not a regular file (a FIFO, a device) is skipped
 with a note (reading it could block or never end). A FIFO named explicitly is checked, and the
@@ -68,6 +71,15 @@ class Discovered:
         ]
 
 
+REGISTRY_FILE = "config_registry.py"
+"""The registry module name every folder walk takes."""
+
+
+def is_registry(path: str) -> bool:
+    """Whether a file to check is a registry module (Python) rather than a TOML job."""
+    return path.endswith(".py")
+
+
 def discover(paths: Sequence[str]) -> Discovered:
     """The files ``paths`` name: each file as given, each folder walked."""
     found = Discovered()
@@ -99,14 +111,22 @@ def discover(paths: Sequence[str]) -> Discovered:
 
 
 def _walk(top: str, *, found: Discovered) -> Iterator[tuple[str, list[str]]]:
-    """Each folder under ``top`` with its TOML job files (tool configs and hidden dirs skipped)."""
+    """Each folder under ``top`` with its TOML job files and registry modules (tool configs and
+    hidden dirs skipped)."""
+    from titan.cli.project import declared_registry
 
     def unlisted(error: OSError) -> None:
         found.unlisted.append((error.filename or top, error.strerror or str(error)))
 
     for root, dirs, files in os.walk(top, onerror=unlisted):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
-        names = [f for f in files if f.endswith(".toml") and f not in NOT_JOB_TOMLS]
+        names = [
+            f
+            for f in files
+            if (f.endswith(".toml") and f not in NOT_JOB_TOMLS)
+            or f == REGISTRY_FILE
+            or (f.endswith(".py") and declared_registry(os.path.join(root, f)))
+        ]
         yield root, [f for f in names if _regular_or_missing(os.path.join(root, f), found=found)]
 
 

@@ -37,16 +37,16 @@ def lookup(name: str, *, module: str | None = None, registry: str | None = None)
     """Find the registry function ``name`` and run it (see ``titan.config.manager.find``)."""
     from titan.config import manager
 
-    with _exit_is_an_error(f"looking up {name}"):
+    with exit_is_an_error(f"looking up {name}"):
         function = manager.find(name, module=module, registry=registry)
-    with _exit_is_an_error(f"running {name}()"):
+    with exit_is_an_error(f"running {name}()"):
         config = manager.call(function)
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise manager.RegistryError(
             f"{name}() returned {type(config).__name__}, not a config",
             code="registry-error",
             hint="a registry function returns a Trainer.Config",
-            span=_definition(function.function),
+            span=definition(function.function),
         )
     return Found(function=function, config=config)
 
@@ -70,7 +70,7 @@ def source_files(found: Found) -> list[str]:
 
 
 @contextlib.contextmanager
-def _exit_is_an_error(doing: str) -> Iterator[None]:
+def exit_is_an_error(doing: str) -> Iterator[None]:
     from titan.config import manager
 
     try:
@@ -81,11 +81,11 @@ def _exit_is_an_error(doing: str) -> Iterator[None]:
             code="registry-error",
             hint="a registry function must return its config; raise an exception to report a "
             "problem",
-            span=_exit_call(exit_),
+            span=exit_call(exit_),
         ) from None
 
 
-def _exit_call(exit_: SystemExit) -> Span | None:
+def exit_call(exit_: SystemExit) -> Span | None:
     """Where the exit was called: the innermost Python frame of its traceback."""
     import linecache
 
@@ -99,7 +99,7 @@ def _exit_call(exit_: SystemExit) -> Span | None:
     return Span(file=file, line=line, col=len(text) - len(text.lstrip()) + 1)
 
 
-def _definition(function: Any) -> Span | None:
+def definition(function: Any) -> Span | None:
     code = getattr(function, "__code__", None)
     return None if code is None else Span(file=code.co_filename, line=code.co_firstlineno, col=1)
 

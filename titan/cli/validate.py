@@ -62,12 +62,12 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
-    from schemas.toml_check import check_file
-    from titan.cli.discover import discover
+    from titan.cli.discover import discover, is_registry
 
     if not args.paths and args.export_json_schema is None:
         raise UsageError(
-            "nothing to do: give TOML files or directories (or --export-json-schema FILE)"
+            "nothing to do: give TOML files, registry modules (*.py) or directories "
+            "(or --export-json-schema FILE)"
         )
     found = discover(args.paths)
     if args.output is not None or args.export_json_schema is not None:
@@ -85,20 +85,35 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
     for name, kind in found.skipped:
         say(f"{PROG}: note: skipped {name}: it is {kind}, not a regular file", stream=stderr)
     if not found.files and not found.unlisted:
-        say(f"{PROG}: warning: no TOML files found under {', '.join(args.paths)}", stream=stderr)
-    diagnostics, sources, modules = found.findings(), {}, set()
-    for path, shown in found.files:
+        say(
+            f"{PROG}: warning: no TOML files or registry modules found under "
+            f"{', '.join(args.paths)}",
+            stream=stderr,
+        )
+    tomls = [(path, shown) for path, shown in found.files if not is_registry(path)]
+    modules = [(path, shown) for path, shown in found.files if is_registry(path)]
+    diagnostics, sources, read = found.findings(), {}, set()
+    if tomls:
+        from schemas.toml_check import check_file
+
+    for path, shown in tomls:
         result = check_file(path, options, shown=shown)
         diagnostics += result.diagnostics
         if args.as_registry and result.document is not None:
             diagnostics += _as_registry(result, path=path, shown=shown, options=options)
         if result.text is not None:
             sources[shown] = result.text
-        modules.update(e.file for e in result.extensions if e.file)
-    if args.output is not None and modules:  # a custom config module read is an input too
+        read.update(e.file for e in result.extensions if e.file)
+    imported = False
+    if args.select and not modules:
+        raise UsageError("--select names registry functions, but no registry module was given")
+    if modules:
+        found_in_modules, imported = _registry_modules(modules, args, sources, stderr)
+        diagnostics += found_in_modules
+    if args.output is not None and read:  # a custom config module read is an input too
         from titan.cli.output import refuse_inputs
 
-        refuse_inputs({"-o": args.output}, inputs=sorted(modules))
+        refuse_inputs({"-o": args.output}, inputs=sorted(read))
     from titan.cli.report import publish
 
     publish(
@@ -112,8 +127,52 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
         tool=PROG,
     )
     global _only_titan_ran
-    _only_titan_ran = not args.allow_import  # user modules imported: let them shut down
+    # user code imported: let it shut down as it expects
+    _only_titan_ran = not args.allow_import and not imported
     return findings_code(diagnostics, strict=args.strict)
+
+
+def _registry_modules(
+    modules: list[tuple[str, str]], args: Args, sources: dict[str, str], stderr: TextIO
+) -> tuple[list, bool]:
+    """Check the registry modules; their findings, and whether any module's code ran."""
+    from titan.cli.validate_registry import check_modules
+
+    select = [part.strip() for item in args.select for part in item.split(",") if part.strip()]
+    checked = check_modules(
+        modules, ngpu=args.ngpu, select=select, use_cache=not args.no_cache, stderr=stderr
+    )
+    diagnostics = []
+    for (_, shown), result in zip(modules, checked, strict=True):
+        diagnostics += result.diagnostics
+        if result.text is not None:
+            sources[shown] = result.text
+        if not result.declared and not result.diagnostics:
+            say(f"{PROG}: note: {shown} defines no registry functions", stream=stderr)
+    if select:
+        _check_selected(select, declared=[n for r in checked for n in r.declared])
+    from titan.cli.report import add_sources
+
+    add_sources(diagnostics, sources=sources)
+    return diagnostics, any(r.imported for r in checked)
+
+
+def _check_selected(select: list[str], *, declared: list[str]) -> None:
+    """A ``--select`` name that matches no registry function is a usage error (a typo there
+    would otherwise check nothing and pass)."""
+    import fnmatch
+
+    for pattern in select:
+        if any(fnmatch.fnmatchcase(name, pattern) for name in declared):
+            continue
+        import difflib
+
+        close = difflib.get_close_matches(pattern, sorted(set(declared)), n=3, cutoff=0.6)
+        hint = " or ".join(f"`{c}`" for c in close)
+        raise UsageError(
+            f"--select {pattern} matches no registry function in the modules checked"
+            + (f"; did you mean {hint}?" if close else "")
+        )
 
 
 def _options(args: Args):

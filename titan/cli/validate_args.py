@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="TOML files, or directories searched recursively for *.toml job configs",
+        help="TOML job configs, registry modules (*.py), or directories searched recursively "
+        "for *.toml job configs and config_registry.py modules (and the registry files a "
+        "pyproject.toml declares under [tool.titan] registry-files)",
     )
     parser.add_argument(
         "--format", choices=FORMATS, default="text", help="output format (default: text)"
@@ -86,6 +88,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="also migrate each TOML in memory and check the Trainer.Config it becomes "
         "(titan's registry-side checks; imports titan's config classes)",
     )
+    modules = parser.add_argument_group(
+        "registry modules",
+        "A .py path is a registry module: it is imported (as titan-train --registry imports it) "
+        "and every function returning a Trainer.Config is called and checked like --config "
+        "checks one. Results are cached by file content in the user cache folder.",
+    )
+    modules.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="FUNC",
+        help="check only these registry functions (names or shell patterns such as 'llama3_*'; "
+        "repeatable or comma-separated)",
+    )
+    modules.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="check registry modules afresh, neither reading nor writing the cache",
+    )
     registry = parser.add_argument_group(
         "registry configs",
         "titan-validate --config NAME [--module M] [--registry FILE] [--ngpu N] "
@@ -131,16 +152,19 @@ class Args:
         self.output: str | None = None
         self.color = "auto"
         self.as_registry = False
+        self.select: list[str] = []
+        self.no_cache = False
 
 
 _SWITCHES = {
     "--strict": "strict",
     "--allow-import": "allow_import",
     "--as-registry": "as_registry",
+    "--no-cache": "no_cache",
 }
 _CHOICES = {"--format": FORMATS, "--color": COLORS}
 _VALUES = {"--output": "output", "-o": "output", "--export-json-schema": "export_json_schema"}
-_LISTS = {"--module-path": "module_path", "--extension": "extension"}
+_LISTS = {"--module-path": "module_path", "--extension": "extension", "--select": "select"}
 
 
 def parse_common(argv: Sequence[str]) -> Args | None:

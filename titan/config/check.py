@@ -123,7 +123,13 @@ def _structure(node: Any, path: str, locate: Locate) -> Iterator[Diagnostic]:
         try:
             check_config_class(cls)
         except TypeError as exc:
-            yield _diag("wrong-type", path, str(exc), locate)
+            yield _diag(
+                "wrong-type",
+                path,
+                str(exc),
+                locate,
+                "config classes are dataclasses with kw_only=True and slots=True; fix the class",
+            )
     extra = getattr(node, "__dict__", None)
     for name in extra or ():
         yield _diag(
@@ -131,7 +137,8 @@ def _structure(node: Any, path: str, locate: Locate) -> Iterator[Diagnostic]:
             _join(path, name),
             f"{cls.__qualname__} has no field `{name}`",
             locate,
-            _suggest(name, [f.name for f in dataclasses.fields(node)]),
+            _suggest(name, [f.name for f in dataclasses.fields(node)])
+            or "fields: " + ", ".join(f.name for f in dataclasses.fields(node)),
         )
     hints = _hints(cls)
     for field in dataclasses.fields(node):
@@ -152,6 +159,7 @@ def _value(value: Any, annotation: Any, path: str, locate: Locate) -> Iterator[D
                 path,
                 f"`{path}` must be a {expected}, not a {type(value).__qualname__}",
                 locate,
+                f"build it with {classes[0].__qualname__}(...)",
             )
             return
         yield from _structure(value, path, locate)
@@ -167,6 +175,7 @@ def _value(value: Any, annotation: Any, path: str, locate: Locate) -> Iterator[D
                     item_path,
                     f"`{item_path}` must be a {expected}, not {type(item).__qualname__}",
                     locate,
+                    f"build each item with {element_classes[0].__qualname__}(...)",
                 )
             else:
                 yield from _structure(item, item_path, locate)
@@ -175,7 +184,13 @@ def _value(value: Any, annotation: Any, path: str, locate: Locate) -> Iterator[D
         if value is None and type(None) in typing.get_args(annotation):
             return
         expected = " or ".join(c.__qualname__ for c in classes)
-        yield _diag("wrong-type", path, f"`{path}` must be a {expected}, not {value!r}", locate)
+        yield _diag(
+            "wrong-type",
+            path,
+            f"`{path}` must be a {expected}, not {value!r}",
+            locate,
+            f"build it with {classes[0].__qualname__}(...)",
+        )
         return
     from pydantic import ValidationError
 
@@ -189,7 +204,18 @@ def _value(value: Any, annotation: Any, path: str, locate: Locate) -> Iterator[D
             path + where,
             f"`{path}` is {value!r}: {first['msg'][0].lower()}{first['msg'][1:]}",
             locate,
+            f"`{path.rpartition('.')[2]}` takes {_describe(annotation)} (no conversion is done)",
         )
+
+
+def _describe(annotation: Any) -> str:
+    """An annotation in words: ``int``, ``one of "op", "full"``, ``str or None``."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return f"a value of type {annotation.__name__}"
+    text = str(annotation).replace("typing.", "")
+    return f"a value of type {text}"
 
 
 def _join(path: str, name: str) -> str:
@@ -213,7 +239,13 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
         node = config
         for part in path.split("."):
             node = getattr(node, part)
-        return rules.Setting(value=node, path=path, span=locate(path))
+        written = getattr(locate, "written", None)
+        return rules.Setting(
+            value=node,
+            path=path,
+            span=locate(path),
+            written=None if written is None else written(path),
+        )
 
     converters = list(config.model_converters.converters)
     names = [type(c)._legacy_name or type(c).__qualname__ for c in converters]

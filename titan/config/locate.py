@@ -124,4 +124,5 @@ def locator(function: Callable[..., Any]) -> Callable[[str], Span | None]:
             probe = probe[:cut] if cut > 0 else ""
         return def_span
 
+    locate.written = lambda path: path in writes.paths  # type: ignore[attr-defined]
     return locate
