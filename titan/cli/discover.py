@@ -113,7 +113,9 @@ def discover(paths: Sequence[str]) -> Discovered:
 def _walk(top: str, *, found: Discovered) -> Iterator[tuple[str, list[str]]]:
     """Each folder under ``top`` with its TOML job files and registry modules (tool configs and
     hidden dirs skipped)."""
-    from titan.cli.project import declared_registry
+    from titan.cli.project import declaration, declared_registry
+
+    declaration()  # read up front: a declaration titan cannot use is an error, .py files or not
 
     def unlisted(error: OSError) -> None:
         found.unlisted.append((error.filename or top, error.strerror or str(error)))

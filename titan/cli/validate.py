@@ -140,7 +140,12 @@ def _registry_modules(
 
     select = [part.strip() for item in args.select for part in item.split(",") if part.strip()]
     checked = check_modules(
-        modules, ngpu=args.ngpu, select=select, use_cache=not args.no_cache, stderr=stderr
+        modules,
+        ngpu=args.ngpu,
+        select=select,
+        use_cache=not args.no_cache,
+        stderr=stderr,
+        timeout=args.timeout,
     )
     diagnostics = []
     for (_, shown), result in zip(modules, checked, strict=True):

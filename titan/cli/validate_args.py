@@ -26,8 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="titan-validate",
-        description="Check legacy torchtitan TOML job configs: syntax, unknown keys (with "
-        "did-you-mean), types, deprecations and cross-field rules, all in one pass.",
+        description="Check legacy torchtitan TOML job configs and config_registry.py modules: "
+        "syntax, unknown keys (with did-you-mean), types, deprecations and cross-field rules, "
+        "all in one pass.",
         epilog="Exit status: 0 clean, 1 findings (warnings only with --strict), 2 usage or "
         f"internal error, {EXIT_STATUS_HELP}.",
     )
@@ -103,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
         "repeatable or comma-separated)",
     )
     modules.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long importing a registry module, or one registry function, may take before "
+        "it is reported (default: 60)",
+    )
+    modules.add_argument(
         "--no-cache",
         action="store_true",
         help="check registry modules afresh, neither reading nor writing the cache",
@@ -137,6 +146,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 class Args:
     """What :func:`parse_common` returns: the attributes of argparse's namespace, same defaults."""
 
@@ -154,6 +175,7 @@ class Args:
         self.as_registry = False
         self.select: list[str] = []
         self.no_cache = False
+        self.timeout = 60.0
 
 
 _SWITCHES = {
@@ -211,6 +233,13 @@ def parse_common(argv: Sequence[str]) -> Args | None:
             except ValueError:
                 return None
             if args.ngpu < 1:
+                return None
+        elif name == "--timeout":
+            try:
+                args.timeout = float(value)
+            except ValueError:
+                return None
+            if not args.timeout > 0 or args.timeout == float("inf"):
                 return None
         elif name in _LISTS:
             getattr(args, _LISTS[name]).append(value)

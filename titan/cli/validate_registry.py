@@ -7,7 +7,7 @@ For each registry module named on the command line (or met in a folder):
    and a ``TODO(titan-migrate)`` note are findings before anything runs;
 2. the module is imported as ``titan-train --registry FILE`` imports it (its folder on
    ``sys.path`` while it imports), and each registry function is called, nothing else; an import
-   that fails, a function that raises, exits, runs past :data:`TIME_LIMIT_S` or returns something
+   that fails, a function that raises, exits, runs past the time limit or returns something
    other than a ``Trainer.Config`` is a finding at its line;
 3. each config goes through the checks of ``titan-validate --config`` (``titan.config.check``):
    field types, value ranges and the cross-field rules, with ``--ngpu``; findings point at the
@@ -38,8 +38,9 @@ from schemas.diagnostics import Diagnostic, Severity, Span
 from titan.cli import registry_cache
 from titan.config.scan import Declared, Scan, scan
 
-TIME_LIMIT_S = 60
-"""How long importing a registry module, or one registry function call, may take."""
+TIME_LIMIT_S = 60.0
+"""How long importing a registry module, or one registry function call, may take by default
+(``--timeout``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -62,10 +63,19 @@ def check_modules(
     select: Sequence[str],
     use_cache: bool,
     stderr: TextIO,
+    timeout: float = TIME_LIMIT_S,
 ) -> list[Checked]:
     """Check each ``(path, shown)`` registry module."""
     return [
-        check_module(path, shown, ngpu=ngpu, select=select, use_cache=use_cache, stderr=stderr)
+        check_module(
+            path,
+            shown,
+            ngpu=ngpu,
+            select=select,
+            use_cache=use_cache,
+            stderr=stderr,
+            timeout=timeout,
+        )
         for path, shown in files
     ]
 
@@ -83,6 +93,7 @@ def check_module(
     select: Sequence[str],
     use_cache: bool,
     stderr: TextIO,
+    timeout: float = TIME_LIMIT_S,
 ) -> Checked:
     """The findings of one registry module (see the module docstring)."""
     from schemas.toml_source import read_bytes
@@ -101,7 +112,15 @@ def check_module(
         if entry is not None:
             found = [_from_dict(d) for d in entry["diagnostics"]]
             return Checked(found, text, list(entry["declared"]))
-    run = _Run(path=path, shown=shown, text=text, ngpu=ngpu, select=select, stderr=stderr)
+    run = _Run(
+        path=path,
+        shown=shown,
+        text=text,
+        ngpu=ngpu,
+        select=select,
+        stderr=stderr,
+        timeout=timeout,
+    )
     run.check()
     if key is not None and run.cacheable:
         entry = {
@@ -150,7 +169,9 @@ class _Run:
         ngpu: int | None,
         select: Sequence[str],
         stderr: TextIO,
+        timeout: float,
     ) -> None:
+        self.timeout = timeout
         self.path, self.full, self.shown, self.text = path, os.path.abspath(path), shown, text
         self.ngpu, self.select, self.stderr = ngpu, select, stderr
         self.found: list[Diagnostic] = []
@@ -316,14 +337,14 @@ class _Run:
         try:
             with (
                 contextlib.redirect_stdout(captured),
-                _time_limit(TIME_LIMIT_S),
+                _time_limit(self.timeout),
                 exit_is_an_error(doing),
             ):
                 yield
         except _TimeLimit as stop:
             self.cacheable = False
             raise manager.RegistryError(
-                f"no answer after {TIME_LIMIT_S} s while {doing}",
+                f"no answer after {self.timeout:g} s while {doing}",
                 code="registry-error",
                 hint="a registry function only builds a config: look for a loop or a wait at "
                 "this line",
@@ -412,7 +433,7 @@ class _Run:
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
+def _time_limit(seconds: float) -> Iterator[None]:
     """Raise :class:`_TimeLimit` in the code below after ``seconds`` (main thread, POSIX)."""
     if (
         not hasattr(signal, "setitimer")
