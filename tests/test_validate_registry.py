@@ -609,3 +609,43 @@ def test_a_migration_todo_is_a_warning_that_strict_fails(tmp_path):
     assert (todo["code"], todo["severity"], todo["line"]) == ("migration-todo", "warning", 19)
     assert "`profiling.foo` has no home" in todo["message"]
     assert run("config_registry.py", "--strict", cwd=tmp_path).returncode == 1
+
+
+def test_a_registry_inside_a_package_may_import_relatively(tmp_path):
+    root = _project(
+        tmp_path,
+        {
+            "configs/__init__.py": "",
+            "configs/common.py": """\
+                from titan.config import TrainingConfig
+                from titan.models.llama3 import model_registry
+                from titan.trainer import Trainer
+
+
+                def base() -> Trainer.Config:
+                    return Trainer.Config(
+                        model_spec=model_registry("debugmodel"), training=TrainingConfig(steps=3)
+                    )
+                """,
+            "configs/llama/__init__.py": "",
+            "configs/llama/config_registry.py": """\
+                from titan.trainer import Trainer
+
+                from ..common import base
+
+
+                def llama_job() -> Trainer.Config:
+                    config = base()
+                    config.training.stpes = 4
+                    return config
+                """,
+        },
+    )
+    done = run(".", "--no-cache", "--format", "json", cwd=root)
+    assert done.returncode == 1, done.stderr
+    (finding,) = findings(done)
+    assert (finding["file"], finding["line"], finding["code"]) == (
+        "configs/llama/config_registry.py",
+        8,
+        "unknown-key",
+    )

@@ -239,7 +239,7 @@ class _Run:
         captured = io.StringIO()
         try:
             with self._user_code(captured, doing=f"importing {self.shown}"):
-                module = manager.load_file(self.path)
+                module = self._load()
         except manager.RegistryError as error:
             self.cacheable = False  # an import can fail on what lies around the file
             names = found.names()
@@ -284,6 +284,36 @@ class _Run:
                 continue
             for finding in check_config(config, ngpu=self.ngpu, locate=locator(function)):
                 self.found.append(self._placed(finding, default=declared))
+
+    def _load(self) -> Any:
+        """Import the module: by its dotted name when its folder is a package (so relative
+        imports work, as with ``titan-train --module pkg.config_registry``), else as a file
+        with its folder on ``sys.path`` (``titan-train --registry FILE``)."""
+        import importlib
+
+        from titan.config import manager
+
+        dotted, top = _package_name(self.full)
+        if dotted is None or dotted in sys.modules:
+            return manager.load_file(self.path)
+        sys.path.insert(0, top)
+        try:
+            module = importlib.import_module(dotted)
+        except ModuleNotFoundError as error:
+            if error.name is not None and dotted.startswith(error.name):
+                return manager.load_file(self.path)  # the package is not importable by name
+            raise manager.user_code_error(
+                error, files={self.full}, doing=f"importing {self.shown}"
+            ) from None
+        except Exception as error:
+            raise manager.user_code_error(
+                error, files={self.full}, doing=f"importing {self.shown}"
+            ) from None
+        finally:
+            sys.path.remove(top)
+        if os.path.abspath(getattr(module, "__file__", "") or "") != self.full:
+            return manager.load_file(self.path)  # another module of that name came first
+        return module
 
     def _callable(self, declared: Declared, module: Any) -> Any:
         """The function object to call, or ``None`` after reporting why there is none."""
@@ -467,6 +497,21 @@ def _innermost(error: BaseException, file: str) -> Span | None:
             best = Span(file=name, line=tb.tb_lineno, col=len(text) - len(text.lstrip()) + 1)
         tb = tb.tb_next
     return best
+
+
+def _package_name(file: str) -> tuple[str | None, str]:
+    """``("pkg.sub.config_registry", top folder)`` for a file in a package (folders with
+    ``__init__.py``), else ``(None, "")``."""
+    folder, parts = os.path.dirname(file), [os.path.splitext(os.path.basename(file))[0]]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parts.append(os.path.basename(folder))
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    if len(parts) == 1 or not all(p.isidentifier() for p in parts):
+        return None, ""
+    return ".".join(reversed(parts)), folder
 
 
 def _installed_roots() -> tuple[str, ...]:
