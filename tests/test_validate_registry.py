@@ -649,3 +649,36 @@ def test_a_registry_inside_a_package_may_import_relatively(tmp_path):
         8,
         "unknown-key",
     )
+
+
+def test_a_module_that_prompts_moves_or_leaves_threads_cannot_hang_or_misplace_the_run(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "config_registry.py").write_text(
+        textwrap.dedent(
+            """\
+            import os
+            import threading
+            import time
+
+            from titan.models.llama3 import model_registry
+            from titan.trainer import Trainer
+
+            threading.Thread(target=lambda: time.sleep(600), name="poller").start()
+            os.chdir("/")
+
+
+            def asks() -> Trainer.Config:
+                return Trainer.Config(model_spec=model_registry(input("flavor? ")))
+            """
+        ),
+        encoding="utf-8",
+    )
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "config_registry.py").write_text(MARKING, encoding="utf-8")
+    done = run("a", "b", "--no-cache", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    (finding,) = findings(done)
+    assert (finding["file"], finding["line"]) == ("a/config_registry.py", 13)
+    assert "EOFError" in finding["message"]
+    assert (tmp_path / "b" / "marks.txt").read_text().split() == ["import", "debug"]
+    assert "not waiting for 1 thread(s) the checked code started (poller)" in done.stderr

@@ -241,7 +241,27 @@ def main() -> None:
         # is waiting to be written or closed once the streams are flushed (``console`` did).
         # So exit like mypy does; a run that imported user code (--allow-import) exits normally.
         os._exit(code)
+    left = _user_threads()
+    if left:  # registry code started threads that would keep the process waiting, silently
+        say(
+            f"{PROG}: note: not waiting for {len(left)} thread(s) the checked code started "
+            f"({', '.join(t.name for t in left[:3])})",
+            stream=sys.stderr,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     raise SystemExit(code)
+
+
+def _user_threads() -> list:
+    """Threads other than the main one that the interpreter would wait for at exit."""
+    if "threading" not in sys.modules:
+        return []
+    import threading
+
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
 
 
 def _nothing_to_run_at_exit() -> bool:

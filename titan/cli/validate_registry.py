@@ -200,11 +200,13 @@ class _Run:
         wanted = [f for f in found.functions if selected(f.name, self.select)]
         if not wanted:
             return  # nothing to run: the module's code is not imported for nothing
-        before = set(sys.modules)
+        before, cwd = set(sys.modules), os.getcwd()
         try:
             self._import_and_call(wanted, found)
         finally:
             self._forget_project_modules(before)
+            if os.getcwd() != cwd:  # a module that changed folder would move every later path
+                os.chdir(cwd)
         self.found = sorted(self.found, key=Diagnostic.sort_key)
 
     def _static_findings(self, found: Scan) -> None:
@@ -359,11 +361,14 @@ class _Run:
 
     @contextlib.contextmanager
     def _user_code(self, captured: io.StringIO, *, doing: str) -> Iterator[None]:
-        """Run user code: its prints kept off the report, ``sys.exit`` and the time limit
-        turned into :class:`~titan.config.manager.RegistryError`."""
+        """Run user code: its prints kept off the report, nothing to read on stdin (a prompt
+        would wait forever in a hook), ``sys.exit`` and the time limit turned into
+        :class:`~titan.config.manager.RegistryError`."""
         from titan.cli.registry import exit_is_an_error
         from titan.config import manager
 
+        stdin = sys.stdin
+        sys.stdin = io.StringIO()
         try:
             with (
                 contextlib.redirect_stdout(captured),
@@ -380,6 +385,8 @@ class _Run:
                 "this line",
                 span=_innermost(stop, self.full),
             ) from None
+        finally:
+            sys.stdin = stdin
 
     def _echo(self, captured: io.StringIO) -> None:
         """What user code printed goes to stderr (stdout carries the report)."""
