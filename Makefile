@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) bench/config_help.py
 	$(PY) bench/migrate_corpus.py
 	$(PY) bench/trainer_overhead.py
+	$(PY) bench/validate_registry.py
 
 # Regenerate the files derived from schemas/legacy.py and titan's config classes (tests fail
 # while they are stale).
