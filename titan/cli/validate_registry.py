@@ -256,7 +256,7 @@ class _Run:
             self._echo(captured)
         self.imported = True
         from titan.config.check import check_config
-        from titan.config.locate import locator
+        from titan.config.locate import locator, node_locator
 
         for declared in wanted:
             function = self._callable(declared, module)
@@ -284,7 +284,18 @@ class _Run:
                     "Trainer subclass)",
                 )
                 continue
-            for finding in check_config(config, ngpu=self.ngpu, locate=locator(function)):
+            node = found.nodes.get(declared.name)
+            same_code = getattr(function, "__code__", None)  # not a wrapper from elsewhere
+            if (
+                node is not None
+                and same_code is not None
+                and os.path.abspath(same_code.co_filename) == self.full
+                and same_code.co_name == declared.name
+            ):
+                locate = node_locator(node, file=self.full)
+            else:
+                locate = locator(function)
+            for finding in check_config(config, ngpu=self.ngpu, locate=locate):
                 self.found.append(self._placed(finding, default=declared))
 
     def _load(self) -> Any:

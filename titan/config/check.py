@@ -112,6 +112,18 @@ def _adapter(annotation: Any):
 
 def _dataclass_types(annotation: Any) -> tuple[type, ...]:
     """The dataclass classes an annotation admits (``X``, ``X | None``, ``list[X]`` elements)."""
+    try:
+        return _cached_dataclass_types(annotation)
+    except TypeError:  # an unhashable annotation
+        return _find_dataclass_types(annotation)
+
+
+@functools.cache
+def _cached_dataclass_types(annotation: Any) -> tuple[type, ...]:
+    return _find_dataclass_types(annotation)
+
+
+def _find_dataclass_types(annotation: Any) -> tuple[type, ...]:
     if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
         return (annotation,)
     return tuple(t for arg in typing.get_args(annotation) for t in _dataclass_types(arg))

@@ -108,10 +108,19 @@ def locator(function: Callable[..., Any]) -> Callable[[str], Span | None]:
     indent = len(lines[0]) - len(lines[0].lstrip())
     tree = ast.parse(textwrap.dedent("".join(lines)))
     ast.increment_lineno(tree, first - 1)
-    definition = tree.body[0]
+    return node_locator(tree.body[0], file=file, indent=indent, first=first)
+
+
+def node_locator(
+    definition: ast.AST, *, file: str, indent: int = 0, first: int | None = None
+) -> Callable[[str], Span | None]:
+    """:func:`locator` for a ``def`` already parsed (from its whole module: ``indent`` 0)."""
     writes = _Writes()
     for statement in getattr(definition, "body", []):
         writes.visit(statement)
+    if first is None:
+        decorators = getattr(definition, "decorator_list", [])
+        first = decorators[0].lineno if decorators else definition.lineno
     def_span = Span(file=file, line=first, col=1)
 
     def locate(path: str) -> Span | None:

@@ -72,6 +72,8 @@ class Scan:
 
     functions: tuple[Declared, ...]
     """Registry functions and maybes, in source order, the last definition of each name."""
+    nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    """The syntax tree of each function in ``functions``, by name."""
     duplicates: tuple[Duplicate, ...]
     todos: tuple[Todo, ...]
 
@@ -82,12 +84,13 @@ class Scan:
 def scan(tree: ast.Module, text: str) -> Scan:
     """The registry functions ``tree`` (parsed from ``text``) declares."""
     defs = list(_module_defs(tree.body))
+    lines = text.splitlines()
     by_name: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     duplicates = []
     for node in defs:
         earlier = by_name.get(node.name)
         if earlier is not None and not node.name.startswith("_"):
-            line, col = _name_position(node, text)
+            line, col = _name_position(node, lines)
             duplicates.append(Duplicate(node.name, earlier.lineno, line, col))
         by_name[node.name] = node
     public = {name: node for name, node in by_name.items() if not name.startswith("_")}
@@ -106,7 +109,7 @@ def scan(tree: ast.Module, text: str) -> Scan:
         is_certain = node.name in certain
         if not is_certain and node.returns is None:
             continue  # a helper: it says nothing of returning a config
-        line, col = _name_position(node, text)
+        line, col = _name_position(node, lines)
         functions.append(
             Declared(
                 name=node.name,
@@ -117,7 +120,8 @@ def scan(tree: ast.Module, text: str) -> Scan:
                 certain=is_certain,
             )
         )
-    return Scan(tuple(functions), tuple(duplicates), tuple(_todos(text)))
+    nodes = {f.name: public[f.name] for f in functions}
+    return Scan(tuple(functions), nodes, tuple(duplicates), tuple(_todos(text)))
 
 
 def _module_defs(body: list[ast.stmt]):
@@ -204,9 +208,10 @@ def _required(args: ast.arguments) -> tuple[str, ...]:
     return tuple(needed)
 
 
-def _name_position(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str) -> tuple[int, int]:
-    """Line and 1-based column of the function's name (``def name``)."""
-    lines = text.splitlines()
+def _name_position(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]
+) -> tuple[int, int]:
+    """Line and 1-based column of the function's name (``def name``) in the module's lines."""
     line = node.lineno
     source = lines[line - 1] if 0 < line <= len(lines) else ""
     match = re.search(rf"\bdef\s+({re.escape(node.name)})\b", source)
