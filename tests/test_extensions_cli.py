@@ -68,7 +68,7 @@ def line_col(path, needle):
 def test_custom_examples_validate_clean():
     result = validate(CUSTOM)
     assert result.code == 0, result.out
-    assert "All checks passed: 2 files" in result.out
+    assert "All checks passed: 3 files" in result.out  # two TOMLs and their registry module
 
 
 def test_typo_inside_custom_probe_section_suggests_the_custom_key(tmp_path):

@@ -312,7 +312,7 @@ def test_validate_as_registry_checks_the_migrated_config(tmp_path):
         return validate.run(list(argv), stdout=out, stderr=err), out.getvalue() + err.getvalue()
 
     status, out = check(str(REPO / "legacy_configs"), "--as-registry")
-    assert status == 0 and "All checks passed: 22 files" in out, out
+    assert status == 0 and "All checks passed: 23 files" in out, out
     bad = tmp_path / "bad.toml"
     text = Path(DEBUG).read_text(encoding="utf-8")
     bad.write_text(text.replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 3"))
