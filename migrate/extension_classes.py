@@ -77,7 +77,7 @@ class GeneratedClass:
 class GeneratedClasses:
     """What :func:`generate_classes` made of one custom config module."""
 
-    __slots__ = ("classes", "root", "notes", "renames")
+    __slots__ = ("classes", "root", "notes", "renames", "redeclared")
 
     def __init__(
         self,
@@ -85,6 +85,7 @@ class GeneratedClasses:
         root: str,
         notes: list[tuple[str, str]],
         renames: list[tuple[str, str]],
+        redeclared: frozenset[str] = frozenset(),
     ) -> None:
         self.classes = classes
         """The classes in dependency order."""
@@ -94,6 +95,9 @@ class GeneratedClasses:
         """(dotted key, text) for each part that cannot be carried."""
         self.renames = renames
         """(dotted key, text) for each class that could not take its natural name."""
+        self.redeclared = redeclared
+        """Keys the module redeclares as another kind (a section as a value, or back): the
+        legacy run used a value that titan's config has no place for."""
 
 
 def generate_classes(
@@ -135,7 +139,9 @@ def generate_classes(
     name = builder.name(builder.prefix + "TrainerConfig", key="job.custom_config_module")
     doc = extension.root.doc or f"A training run with the sections of {extension.module}."
     root = builder.add(name, trainer, doc, root_fields)
-    return GeneratedClasses(builder.classes, root, builder.notes, builder.renames)
+    return GeneratedClasses(
+        builder.classes, root, builder.notes, builder.renames, frozenset(builder.redeclared)
+    )
 
 
 class _Generator:
@@ -146,6 +152,7 @@ class _Generator:
         self.classes: list[Any] = []
         self.notes: list[tuple[str, str]] = []
         self.renames: list[tuple[str, str]] = []
+        self.redeclared: set[str] = set()
         # A class body that names a class (``field(default_factory=Team)``) after a field of
         # that name would get the field, so class names avoid every field name of the module.
         self.taken: set[str] = set(_field_names(extension.root))
@@ -213,7 +220,26 @@ class _Generator:
             fields += self.merged(
                 f"{dotted}.{item.name}", item.annotation, base.field(item.name).annotation, trainer
             )
-        plain = [f for f in changed if f not in nested]
+        plain = []
+        for item in changed:
+            if item in nested:
+                continue
+            was = base.field(item.name)
+            if was is not None and isinstance(was.annotation, SectionSpec) != isinstance(
+                item.annotation, SectionSpec
+            ):  # a section redeclared as a value, or a value as a section
+                kind = "a section" if isinstance(was.annotation, SectionSpec) else "a value"
+                self.redeclared.add(f"{dotted}.{item.name}")
+                self.notes.append(
+                    (
+                        f"{dotted}.{item.name}",
+                        f"`{dotted}.{item.name}` is {kind} in torchtitan and {self.module} "
+                        "redeclares it as another kind; titan keeps torchtitan's, so this field "
+                        "is not carried",
+                    )
+                )
+                continue
+            plain.append(item)
         if not plain:
             return fields
         home = homes_table.SECTION_HOMES.get(dotted)

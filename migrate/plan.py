@@ -327,6 +327,10 @@ class _Builder:
         self.user_extension: ExtensionSpec | None = next(
             (e for e in check.extensions if e.module not in KNOWN_EXTENSIONS), None
         )
+        self.uncarried: dict[str, str] = {}
+        """Keys of the custom module's classes that cannot be carried, with why."""
+        self.redeclared: frozenset[str] = frozenset()
+        """Those of them the legacy run used as another kind than titan's config has."""
 
     # ----------------------------------------------------------------- helpers
 
@@ -400,9 +404,11 @@ class _Builder:
         for key, value in self.leaves.items():
             self.carry(key, value)
         self.model()
+        self.tokenizer_path()
         self.converters()
         self.optimizer()
         self.validation_shape()
+        self.unaccounted()
         plan.root = self.root
         self.comments()
 
@@ -437,9 +443,35 @@ class _Builder:
 
     def carry(self, key: str, value: Any) -> None:
         """Put one input key at its home, or record why it cannot go anywhere."""
+        if isinstance(value, dict) and not value and not self.is_blocked(key):
+            # an empty table sets nothing: every key of the section keeps its default
+            self.outcome(key, "default", note="an empty table")
+            return
         if self.is_blocked(key):
             self.outcome(key, "rejected", note="invalid: see the finding at this key")
             self.plan.todo("", f"`{key} = {_show(value)}` was not carried: it is invalid")
+            return
+        parts = key.split(".")
+        owner = next(
+            (
+                ".".join(parts[:end])
+                for end in range(len(parts), 0, -1)
+                if ".".join(parts[:end]) in self.redeclared
+            ),
+            None,
+        )
+        noted = self.uncarried.get(owner) if owner is not None else None
+        if noted is not None:  # redeclared as another kind: titan's home would misread it
+            self.outcome(key, "dropped", note=noted)
+            self.report(
+                "dropped-key",
+                key,
+                f"`{key} = {_show(value)}` is not carried: {noted}",
+                "give the value a field of its own in the custom module (a new name), or set it "
+                "in the registry function by hand",
+                severity=Severity.ERROR,  # the legacy run used it; the migrated one cannot
+            )
+            self.plan.todo("", f"`{key} = {_show(value)}` is not carried")
             return
         found = homes_table.home(key, extension=self.extension)
         if found is None:
@@ -459,13 +491,26 @@ class _Builder:
             else:
                 self.drop(key, value, f"needs {found.trainer.rpartition(':')[2]}")
             return
-        if same(value, self.root.get(found.path)) and all(
-            same(value, self.root.get(p)) for p in found.also
-        ):
-            self.outcome(key, "default", paths)
+        try:
+            if same(value, self.root.get(found.path)) and all(
+                same(value, self.root.get(p)) for p in found.also
+            ):
+                self.outcome(key, "default", paths)
+                return
+            for path in paths:
+                self.set(path, value)
+        except (KeyError, AttributeError):  # a custom module replaced the object it lives in
+            self.outcome(key, "dropped", note="its home is not a config object in this config")
+            self.report(
+                "dropped-key",
+                key,
+                f"`{key} = {_show(value)}` is not carried: its home `{found.path}` is not part "
+                "of the generated config (a custom config module redeclares a section on its way)",
+                "move the value into the custom module's own field, or drop the redeclaration",
+                severity=Severity.ERROR,
+            )
+            self.plan.todo("", f"`{key} = {_show(value)}` is not carried")
             return
-        for path in paths:
-            self.set(path, value)
         self.outcome(key, "carried", paths, found.note if found.kind == "moved" else "")
 
     def drop(self, key: str, value: Any, why: str) -> None:
@@ -518,6 +563,47 @@ class _Builder:
             "the generated config uses titan.models.unsupported_model(name, flavor)",
         )
         self.plan.todo("model_spec", f"{why}; choose a model_registry(...) titan can train")
+
+    def tokenizer_path(self) -> None:
+        """v0.2.2 copied the deprecated ``model.tokenizer_path`` over ``hf_assets_path`` after
+        loading, so the run read its tokenizer (and HF assets) from there, whatever
+        ``model.hf_assets_path`` said."""
+        key, other = "model.tokenizer_path", "model.hf_assets_path"
+        value = self.leaves.get(key)
+        if key not in self.leaves or self.is_blocked(key) or not isinstance(value, str):
+            return
+        found = homes_table.home(key, extension=self.extension)
+        self.set(found.path, value)
+        self.outcome(key, "carried", (found.path,), found.note)
+        if other in self.leaves and not self.is_blocked(other):
+            if same(self.leaves[other], value):
+                self.outcome(other, "carried", (found.path,))
+                return
+            self.outcome(other, "inert", note="v0.2.2 replaced it with model.tokenizer_path")
+            self.report(
+                "behaviour-change",
+                other,
+                f"`{other} = {_show(self.leaves[other])}` had no effect: v0.2.2 replaced it with "
+                f"`{key} = {_show(value)}`, so the migrated config reads its assets from there",
+                "delete model.tokenizer_path and set model.hf_assets_path to the folder you mean",
+                severity=Severity.WARNING,
+            )
+
+    def unaccounted(self) -> None:
+        """Every input key gets an outcome: one that no step placed is reported, never lost."""
+        for key, value in self.leaves.items():
+            if key in self.plan.outcomes:
+                continue
+            self.outcome(key, "dropped", note="titan-migrate has no rule for this key")
+            self.report(
+                "dropped-key",
+                key,
+                f"`{key} = {_show(value)}` is not carried: titan-migrate has no rule for it",
+                "set its registry field by hand (titan-validate --config checks the result) and "
+                "report the key to titan",
+                severity=Severity.ERROR,
+            )
+            self.plan.todo("", f"`{key} = {_show(value)}` is not carried")
 
     def converters(self) -> None:
         """``model.converters`` in order, each carrying its ``[quantize.*]`` table."""
@@ -641,9 +727,9 @@ class _Builder:
 
     def validation_shape(self) -> None:
         """The legacy validation batch shape (8 x 2048) was independent of training; titan's
-        validator follows training unless told, so write the legacy shape where they differ."""
-        if not any(key.startswith("validation.") for key in self.leaves):
-            return
+        validator follows training unless told, so write the legacy shape where they differ,
+        whether or not the file has a [validation] table (validation can be switched on later
+        with a flag)."""
         for key, training_key in VALIDATION_SHAPE.items():
             if self.is_blocked(key) or self.is_blocked(training_key):
                 continue
@@ -673,6 +759,8 @@ class _Builder:
             return trainer
         generated = generate_classes(extension, trainer, self.schema)
         self.plan.classes = generated.classes
+        self.uncarried.update(generated.notes)
+        self.redeclared = generated.redeclared
         for key, note in generated.notes:
             self.report("extension-class", key, note, severity=Severity.WARNING)
             self.plan.todo("", note)
@@ -699,6 +787,11 @@ class _Builder:
         if self.extension in EXTENSION_TRAINERS:
             trainer = EXTENSION_TRAINERS[self.extension].rpartition(":")[2]
             self.outcome(key, "structural", (), f"its sections live on {trainer}")
+        elif any(
+            d.code == "extension-error" and d.path == key for d in self.check.diagnostics
+        ):  # not found or unreadable: the finding says where it was looked for
+            self.outcome(key, "rejected", note="the module could not be read: see the finding")
+            self.plan.todo("", f"the custom config module {self.extension!r} could not be read")
         else:
             self.drop(key, self.leaves[key], f"titan has no {self.extension} trainer")
 

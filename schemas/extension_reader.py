@@ -384,6 +384,25 @@ def read_builtin_source(short: str) -> ExtensionSpec | None:
     return _Context(()).extension(_KNOWN_DIR / f"{short}.py", modules[0], origin="built-in")
 
 
+def _searched(search_dirs: Sequence[Path], *, shown: int = 3) -> str:
+    """The folders searched, as a user can read them: existing folders only (``sys.path`` also
+    holds zip files and import hooks), the first few by name, relative to the working folder."""
+    import os
+
+    folders = []
+    for directory in search_dirs:
+        if os.path.isdir(directory) and str(directory) not in folders:
+            folders.append(str(directory))
+    if not folders:
+        return "no folder"
+    named = []
+    for folder in folders[:shown]:
+        relative = os.path.relpath(folder)
+        named.append(folder if relative.startswith(os.pardir) else relative)
+    more = len(folders) - len(named)
+    return ", ".join(named) + (f" and {more} more folder{'s' * (more != 1)}" if more else "")
+
+
 def read_extension(module: str, *, search_dirs: Sequence[Path]) -> ExtensionSpec:
     """A built-in known module first, else the module's source in ``search_dirs``, read statically."""
     if module in KNOWN_EXTENSIONS:
@@ -392,10 +411,10 @@ def read_extension(module: str, *, search_dirs: Sequence[Path]) -> ExtensionSpec
     if path is None:
         relative = module.replace(".", "/")
         raise ExtensionError(
-            f"custom config module {module!r} not found (looked for {relative}.py and "
-            f"{relative}/__init__.py under {', '.join(map(str, search_dirs)) or 'no directory'}); "
-            f"pass --module-path DIR, the directory that holds `{module.split('.')[0]}`, or "
-            f"--extension NAME for a built-in one ({', '.join(KNOWN_EXTENSIONS.values())})"
+            f"custom config module {module!r} not found: no {relative}.py or "
+            f"{relative}/__init__.py in {_searched(search_dirs)}; pass --module-path DIR, the "
+            f"directory that holds `{module.split('.')[0]}`, or --extension NAME for a built-in "
+            f"one ({', '.join(KNOWN_EXTENSIONS.values())})"
         )
     return _Context(search_dirs).extension(path, module, origin=str(path))
 

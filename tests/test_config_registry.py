@@ -209,20 +209,21 @@ def expected_config(toml: Path) -> Any:
                 "optimizer.early_step_in_backward",
                 "model.tokenizer_path",
             ), f"structural home of {key} not handled by this test"
-            if key == "model.tokenizer_path":
-                set_path(config, found.path, value)
         else:
             for path in (found.path, *found.also):
                 set_path(config, path, value)
+    if isinstance(leaves.get("model.tokenizer_path"), str):
+        # v0.2.2 copied it over hf_assets_path after loading, whatever that said
+        set_path(config, homes["model.tokenizer_path"].path, leaves["model.tokenizer_path"])
     module = importlib.import_module(f"titan.models.{family}")
     config.model_spec = module.model_registry(leaves["model.flavor"])
     config.model_converters.converters = converters(leaves)
-    if any(key.startswith("validation.") for key in leaves):
-        # The legacy validation batch shape defaulted to 8 x 2048 whatever training used.
-        for key, training_key in VALIDATION_SHAPE.items():
-            legacy = leaves.get(key, legacy_default(key))
-            if legacy != leaves.get(training_key, legacy_default(training_key)):
-                set_path(config, home(key, extension=extension).path, legacy)
+    # The legacy validation batch shape defaulted to 8 x 2048 whatever training used, with or
+    # without a [validation] table (validation can be switched on with a flag).
+    for key, training_key in VALIDATION_SHAPE.items():
+        legacy = leaves.get(key, legacy_default(key))
+        if legacy != leaves.get(training_key, legacy_default(training_key)):
+            set_path(config, home(key, extension=extension).path, legacy)
     if leaves.get("optimizer.early_step_in_backward"):
         in_backward = load("titan.components.optimizer:OptimizersInBackwardContainer.Config")
         fields = dataclasses.fields(config.optimizer)

@@ -9,7 +9,7 @@ point at the TOML key whose value went to the offending field.
 
 from __future__ import annotations
 
-from schemas.diagnostics import Diagnostic, Span
+from schemas.diagnostics import Diagnostic, Severity, Span
 from schemas.toml_check import CheckOptions, FileCheck
 
 
@@ -40,7 +40,12 @@ def registry_findings(
         return None
 
     seen = {(d.code, d.path) for d in result.diagnostics}
-    found = []
+    found = [  # what the migration itself cannot carry: the TOML alone would pass
+        d
+        for d in plan.diagnostics
+        if d.severity is Severity.ERROR and (d.code, d.path) not in seen
+    ]
+    seen |= {(d.code, d.path) for d in found}
     for finding in check_config(instantiate(plan), ngpu=options.ngpu, locate=locate):
         legacy_key = owners.get(finding.path, finding.path)
         if (finding.code, legacy_key) in seen or (finding.code, finding.path) in seen:

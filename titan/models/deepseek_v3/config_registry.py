@@ -10,6 +10,7 @@ from titan.components.checkpoint import CheckpointManager
 from titan.components.lr_scheduler import LRSchedulersContainer
 from titan.components.metrics import MetricsProcessor
 from titan.components.optimizer import OptimizersContainer
+from titan.components.validate import Validator
 from titan.config import (
     ActivationCheckpointConfig,
     CompileConfig,
@@ -56,6 +57,8 @@ def deepseek_v3_16b() -> Trainer.Config:
             decay_ratio=0.8, decay_type="cosine", min_lr_factor=0.1
         ),
         training=TrainingConfig(local_batch_size=4, seq_len=4096, steps=1000),
+        # v0.2.2 validated 8 x 2048 whatever the training shape
+        validator=Validator.Config(local_batch_size=8, seq_len=2048),
         parallelism=ParallelismConfig(
             pipeline_parallel_schedule="Interleaved1F1B", expert_parallel_degree=8
         ),
@@ -82,6 +85,8 @@ def deepseek_v3_671b() -> Trainer.Config:
             warmup_steps=2_000, decay_ratio=0.8, decay_type="cosine", min_lr_factor=0.1
         ),
         training=TrainingConfig(local_batch_size=4, seq_len=4096, steps=10_000),
+        # v0.2.2 validated 8 x 2048 whatever the training shape
+        validator=Validator.Config(local_batch_size=8, seq_len=2048),
         parallelism=ParallelismConfig(pipeline_parallel_schedule="Interleaved1F1B"),
         activation_checkpoint=ActivationCheckpointConfig(selective_ac_option="op"),
         compile=CompileConfig(enable=True, components=["loss"]),

@@ -10,6 +10,7 @@ from titan.components.checkpoint import CheckpointManager
 from titan.components.lr_scheduler import LRSchedulersContainer
 from titan.components.metrics import MetricsProcessor
 from titan.components.optimizer import OptimizersContainer
+from titan.components.validate import Validator
 from titan.config import (
     ActivationCheckpointConfig,
     ParallelismConfig,
@@ -57,6 +58,8 @@ def llama4_17bx16e() -> Trainer.Config:
         optimizer=OptimizersContainer.Config(lr=4e-3, eps=1e-15),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=600, min_lr_factor=0.1),
         training=TrainingConfig(seq_len=8192, steps=3000),
+        # v0.2.2 validated with seq_len 2048 whatever the training seq_len
+        validator=Validator.Config(seq_len=2048),
         parallelism=ParallelismConfig(tensor_parallel_degree=8, expert_tensor_parallel_degree=8),
         activation_checkpoint=ActivationCheckpointConfig(mode="full"),
     )
@@ -77,6 +80,8 @@ def llama4_17bx128e() -> Trainer.Config:
         optimizer=OptimizersContainer.Config(lr=4e-3, eps=1e-15),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=600, min_lr_factor=0.1),
         training=TrainingConfig(local_batch_size=1, seq_len=8192, steps=3000),
+        # v0.2.2 validated 8 x 2048 whatever the training shape
+        validator=Validator.Config(local_batch_size=8, seq_len=2048),
         parallelism=ParallelismConfig(
             tensor_parallel_degree=8,
             pipeline_parallel_degree=4,

@@ -10,6 +10,7 @@ from titan.components.checkpoint import CheckpointManager
 from titan.components.lr_scheduler import LRSchedulersContainer
 from titan.components.metrics import MetricsProcessor
 from titan.components.optimizer import OptimizersContainer
+from titan.components.validate import Validator
 from titan.config import ActivationCheckpointConfig, ProfilingConfig, TrainingConfig
 from titan.hf_datasets.text_datasets import HuggingFaceTextDataLoader
 from titan.models.qwen3 import model_registry
@@ -31,6 +32,8 @@ def qwen3_0_6b() -> Trainer.Config:
         optimizer=OptimizersContainer.Config(lr=3e-4),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=2),
         training=TrainingConfig(local_batch_size=4, seq_len=4096, steps=10),
+        # v0.2.2 validated 8 x 2048 whatever the training shape
+        validator=Validator.Config(local_batch_size=8, seq_len=2048),
         checkpoint=CheckpointManager.Config(last_save_model_only=False, export_dtype="float16"),
         activation_checkpoint=ActivationCheckpointConfig(selective_ac_option="op"),
     )
@@ -49,6 +52,8 @@ def qwen3_1_7b() -> Trainer.Config:
         dataloader=HuggingFaceTextDataLoader.Config(dataset="c4"),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=20),
         training=TrainingConfig(local_batch_size=4, seq_len=4096, steps=100),
+        # v0.2.2 validated 8 x 2048 whatever the training shape
+        validator=Validator.Config(local_batch_size=8, seq_len=2048),
         checkpoint=CheckpointManager.Config(
             interval=50, last_save_model_only=False, export_dtype="float16"
         ),
@@ -69,6 +74,8 @@ def qwen3_32b() -> Trainer.Config:
         dataloader=HuggingFaceTextDataLoader.Config(dataset="c4"),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=600),
         training=TrainingConfig(local_batch_size=2, seq_len=4096, steps=3000),
+        # v0.2.2 validated 8 x 2048 whatever the training shape
+        validator=Validator.Config(local_batch_size=8, seq_len=2048),
         checkpoint=CheckpointManager.Config(last_save_model_only=False, export_dtype="float16"),
         # selective_ac_option is ignored in full mode; kept so switching to selective is one edit.
         activation_checkpoint=ActivationCheckpointConfig(mode="full", selective_ac_option="op"),
@@ -88,6 +95,8 @@ def qwen3_moe_debug() -> Trainer.Config:
         optimizer=OptimizersContainer.Config(lr=3e-4),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=2),
         training=TrainingConfig(local_batch_size=4, seq_len=4096, steps=10),
+        # v0.2.2 validated 8 x 2048 whatever the training shape
+        validator=Validator.Config(local_batch_size=8, seq_len=2048),
         checkpoint=CheckpointManager.Config(
             interval=10, last_save_model_only=False, export_dtype="float16"
         ),
