@@ -41,9 +41,7 @@ def registry_findings(
 
     seen = {(d.code, d.path) for d in result.diagnostics}
     found = [  # what the migration itself cannot carry: the TOML alone would pass
-        d
-        for d in plan.diagnostics
-        if d.severity is Severity.ERROR and (d.code, d.path) not in seen
+        d for d in plan.diagnostics if d.severity is Severity.ERROR and (d.code, d.path) not in seen
     ]
     seen |= {(d.code, d.path) for d in found}
     for finding in check_config(instantiate(plan), ngpu=options.ngpu, locate=locate):
