@@ -122,3 +122,50 @@ def render_json(plans: Sequence[Plan], *, out: TextIO) -> None:
         "errors": sum(len(p.errors()) for p in plans),
     }
     out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+# --------------------------------------------------------------------------- many files at once
+
+FILE_OUTCOMES = ("lossless", "upgraded", "reported", "failed")
+"""A file's line in the summary of a multi-file run: ``lossless`` every key carried as is (or
+already the default); ``upgraded`` carried, some keys through the era chain from an older
+torchtitan; ``reported`` something not carried as is (renamed, dropped, inert, rejected) or an
+error finding; ``failed`` no config at all (unreadable, not TOML, its custom module missing)."""
+
+
+def tree_summary(plans: Sequence[Plan], *, modules: Sequence[str | None]) -> list[dict[str, Any]]:
+    """One row per file of a multi-file run, in file order: its function, outcome
+    (:data:`FILE_OUTCOMES`), how many keys were upgraded, the keys not carried by status, its
+    error count, and the module its function went to (``modules``, ``None`` where none was
+    written)."""
+    from migrate.plan import KeyOutcome
+
+    # The era chain's status exists only where the plan knows it; count it when it does.
+    upgraded = "upgraded" if "upgraded" in KeyOutcome.STATUSES else None
+    not_carried = tuple(status for status in NOT_CARRIED if status != upgraded)
+    rows = []
+    for plan, module in zip(plans, modules, strict=True):
+        statuses = [o.status for o in plan.outcomes.values()]
+        counts = {status: statuses.count(status) for status in not_carried}
+        lifted = statuses.count(upgraded) if upgraded else 0
+        errors = len(plan.errors())
+        if not plan.ok:
+            outcome = "failed"
+        elif errors or any(counts.values()):
+            outcome = "reported"
+        elif lifted:
+            outcome = "upgraded"
+        else:
+            outcome = "lossless"
+        rows.append(
+            {
+                "file": plan.source,
+                "function": plan.function if plan.ok else None,
+                "outcome": outcome,
+                "upgraded": lifted,
+                "not_carried": {status: n for status, n in counts.items() if n},
+                "errors": errors,
+                "module": module,
+            }
+        )
+    return rows

@@ -47,6 +47,8 @@ class Operand:
     """Effective legacy values by dotted key, for a legacy TOML."""
     path: Path | None = None
     """The legacy TOML's path (migrated when compared with a registry config)."""
+    extensions: tuple[str, ...] = ()
+    """``--extension`` modules merged into a legacy TOML's schema."""
 
     def describe(self) -> str:
         """The header text: the name as given and what kind of config it is."""
@@ -74,6 +76,15 @@ def build_parser():
         metavar="MODULE",
         help="also load classes of MODULE from a dump (titan's own are always allowed)",
     )
+    parser.add_argument(
+        "--extension",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="merge a custom config module a legacy TOML relies on without declaring it: a "
+        "built-in name (flux, ft, vlm, transformers_modeling_backend, simple_fsdp, "
+        "compiler_toolkit, autoparallel) or a module path (repeatable)",
+    )
     parser.add_argument("--color", choices=report.COLORS, default="auto")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
@@ -94,8 +105,9 @@ def _run(argv: Sequence[str] | None, stdout: TextIO) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:  # argparse printed the problem (or --help)
         return 0 if exit_.code in (0, None) else 2
-    left = load(args.a, allowed_modules=args.allow_module)
-    right = load(args.b, allowed_modules=args.allow_module)
+    extensions = tuple(args.extension)
+    left = load(args.a, allowed_modules=args.allow_module, extensions=extensions)
+    right = load(args.b, allowed_modules=args.allow_module, extensions=extensions)
     differences = compare(left, right)
     if args.format == "json":
         text = json.dumps([_as_json(d) for d in differences], indent=2) + "\n"
@@ -121,12 +133,17 @@ def _config(operand: Operand) -> Any:
         return operand.config
     from migrate.live import instantiate
     from migrate.plan import build_plan
+    from schemas.toml_check import CheckOptions
 
-    plan = build_plan(operand.path, shown=operand.label)
+    options = CheckOptions(extensions=operand.extensions)
+    plan = build_plan(operand.path, shown=operand.label, options=options)
     if plan.root is None or plan.errors():
         first = plan.errors()[0] if plan.errors() else None
         detail = f": {first.span}: {first.message}" if first is not None else ""
-        raise UsageError(f"{operand.label} cannot be migrated{detail} (run titan-migrate on it)")
+        hint = f"\n  hint: {first.hint}" if first is not None and first.hint else ""
+        raise UsageError(
+            f"{operand.label} cannot be migrated{detail} (run titan-migrate on it){hint}"
+        )
     return instantiate(plan)
 
 
@@ -134,13 +151,16 @@ def _config(operand: Operand) -> Any:
 # Loading operands
 
 
-def load(operand: str, *, allowed_modules: Sequence[str] = ()) -> Operand:
-    """Load one operand (see the module docstring); ``UsageError`` for any user mistake."""
+def load(
+    operand: str, *, allowed_modules: Sequence[str] = (), extensions: tuple[str, ...] = ()
+) -> Operand:
+    """Load one operand (see the module docstring); ``UsageError`` for any user mistake.
+    ``extensions`` are merged into a legacy TOML's schema, as ``--extension`` does."""
     path = Path(operand)
     if os.path.isdir(operand):
         raise UsageError(f"{operand} is a folder; name a config file or a registry function")
     if os.path.exists(operand) and path.suffix != ".py":
-        return _load_file(path, operand, allowed_modules)
+        return _load_file(path, operand, allowed_modules, extensions)
     head, sep, function = operand.rpartition(":")
     if sep and head and function:
         return _registry_operand(function, module=head, label=operand)
@@ -151,7 +171,9 @@ def load(operand: str, *, allowed_modules: Sequence[str] = ()) -> Operand:
     return _registry_operand(operand, module=None, label=operand)
 
 
-def _load_file(path: Path, shown: str, allowed_modules: Sequence[str]) -> Operand:
+def _load_file(
+    path: Path, shown: str, allowed_modules: Sequence[str], extensions: tuple[str, ...]
+) -> Operand:
     from schemas.toml_source import read_text, read_toml
     from titan.config.serialize import CLASS_TAG, from_dict, from_toml
 
@@ -177,8 +199,8 @@ def _load_file(path: Path, shown: str, allowed_modules: Sequence[str]) -> Operan
     if CLASS_TAG in source.document:
         rebuilt = _rebuild(from_toml, source.text, shown, allowed_modules)
         return Operand(label=shown, config=rebuilt)
-    legacy = legacy_values(source.text, path=path, shown=shown)
-    return Operand(label=shown, legacy=legacy, path=path)
+    legacy = legacy_values(source.text, path=path, shown=shown, extensions=extensions)
+    return Operand(label=shown, legacy=legacy, path=path, extensions=extensions)
 
 
 def _problem(d) -> str:
@@ -214,15 +236,23 @@ def _registry_operand(name: str, *, module: str | None, label: str) -> Operand:
 # Legacy TOMLs
 
 
-def legacy_values(text: str, *, path: Path, shown: str) -> dict[str, Any]:
-    """Every effective value of a legacy TOML by dotted key: the file over the v0.2.2 defaults.
+def legacy_values(
+    text: str, *, path: Path, shown: str, extensions: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Every effective value of a legacy TOML by dotted key: the file over the v0.2.2 defaults
+    (and those of its custom config module and the ``extensions``).
 
     Keys the schema does not know are kept as written, so a typo shows up as a difference.
     """
     from schemas.spec import MISSING, SectionSpec
-    from schemas.toml_check import check_text
+    from schemas.toml_check import CheckOptions, check_text
 
-    checked = check_text(text, file=shown, base_dir=path.resolve().parent)
+    options = CheckOptions(extensions=extensions)
+    checked = check_text(text, file=shown, base_dir=path.resolve().parent, options=options)
+    for finding in checked.diagnostics:
+        if finding.code == "extension-error" and finding.path == "--extension":
+            hint = f"\n  hint: {finding.hint}" if finding.hint else ""
+            raise UsageError(f"--extension: {finding.message}{hint}")
     values: dict[str, Any] = {}
 
     def walk(table: dict[str, Any], section: SectionSpec | None, prefix: str) -> None:

@@ -1,16 +1,21 @@
-"""``titan-migrate``: legacy TOML files -> one ``config_registry.py``, with a report.
+"""``titan-migrate``: legacy TOML files -> ``config_registry.py`` modules, with a report.
 
     titan-migrate llama3_8b.toml > config_registry.py
     titan-migrate legacy/*.toml -o config_registry.py --strict
+    titan-migrate configs/                       # configs/*/config_registry.py, beside the TOMLs
+    titan-migrate configs/ --out-dir registry/   # registry/*/config_registry.py
     titan-migrate debug_model.toml -- --training.steps 5      # legacy flags, as the old loader
     titan-migrate legacy/*.toml --check config_registry.py      # CI: is the file up to date?
 
-The code goes to stdout (or ``-o FILE``, never one of the inputs, written atomically); the
-report of everything dropped, inert, renamed or changing behaviour goes to stderr (to stdout with
-``-o``/``--check``). Exit codes: 0 migrated (warnings allowed), 1 an error in the report (or, with
-``--strict``, anything not carried; with ``--check``, a stale file), 2 usage, and the codes every
-command shares (``titan.cli.exits``). The migration itself is ``migrate`` (plan, code renderer,
-report); this is its command-line edge. Never imports torch.
+The code goes to stdout (or ``-o FILE``, never one of the inputs, written atomically); a folder
+(or ``--out-dir``) makes one module per folder of TOMLs (``titan.cli.migrate_tree``). The report
+of everything dropped, inert, renamed or changing behaviour goes to stderr when the code is on
+stdout, else to stdout; a run of several files ends it with a table, one line per file
+(``titan.cli.migrate_summary``). Exit codes: 0 migrated (warnings allowed), 1 an error in the
+report (or, with ``--strict``, anything not carried; with ``--check``, a stale file; a folder
+whose module was refused), 2 usage, and the codes every command shares (``titan.cli.exits``).
+The migration itself is ``migrate`` (plan, code renderer, report); this is its command-line
+edge. Never imports torch.
 """
 
 from __future__ import annotations
@@ -38,9 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
         "titan-migrate x.toml -- --training.steps 5 --checkpoint.enable. Exit status: 0 migrated, "
         f"1 errors (or --strict/--check failing), 2 usage, {EXIT_STATUS_HELP}.",
     )
-    parser.add_argument("files", nargs="+", metavar="FILE.toml", help="legacy TOML configs")
     parser.add_argument(
-        "-o", "--output", metavar="FILE", help="write the module here (never over an input)"
+        "files",
+        nargs="+",
+        metavar="PATH",
+        help="legacy TOML configs, or folders searched recursively for them (one module per "
+        "folder of TOMLs, written beside them unless -o or --out-dir says otherwise)",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write one module here (never over an input)"
+    )
+    parser.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="write one config_registry.py per folder of TOMLs under DIR, mirroring the "
+        "folders below the one the inputs share",
     )
     parser.add_argument(
         "--check",
@@ -79,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="extra directory to search for custom config modules",
     )
+    parser.add_argument(
+        "--extension",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="merge a custom config module the TOML relies on without declaring it: a built-in "
+        "name (flux, ft, vlm, transformers_modeling_backend, simple_fsdp, compiler_toolkit, "
+        "autoparallel) or a module path (repeatable)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="report errors only")
     return parser
 
@@ -104,57 +130,140 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:  # argparse printed the problem (or --help)
         return 0 if exit_.code in (0, None) else 2
+    args.overrides = overrides
     if args.diff and not (args.output or args.check):
         raise UsageError("--diff needs -o FILE or --check FILE to compare with")
+    from titan.cli import migrate_tree as tree
+
+    if args.out_dir is not None:
+        if args.output or args.check:
+            raise UsageError(
+                "--out-dir writes one module per folder, -o and --check one module: give one"
+            )
+        tree.check_out_dir(args.out_dir)
+    inputs = tree.find_inputs(args.files, prog=PROG, stderr=stderr)
+    files = [path for path, _ in inputs.files]
     if args.output is not None and not (args.diff or args.check):
         from titan.cli.output import refuse_inputs
 
-        refuse_inputs({"-o": args.output}, inputs=args.files)
+        refuse_inputs({"-o": args.output}, inputs=[*args.files, *files])
+    plans = _plans(inputs.files, args=args, stderr=stderr)
+    module_files = sorted({file for plan in plans for file in plan.module_files})
+    if args.output is not None and module_files and not (args.diff or args.check):
+        from titan.cli.output import refuse_inputs  # a custom config module read is an input too
+
+        refuse_inputs({"-o": args.output}, inputs=module_files)
     from migrate import report as plan_report
+
+    per_folder = args.out_dir is not None or (inputs.walked and not (args.output or args.check))
+    if per_folder:
+        targets = tree.per_folder(inputs.files, plans, roots=args.files, out_dir=args.out_dir)
+        taken = tree.input_ids([*files, *module_files])
+    else:
+        targets = [tree.ModuleTarget(args.check or args.output, plans)]
+    code_elsewhere = (args.output or args.check or per_folder) and not args.diff
+    report_out = stdout if code_elsewhere else stderr
+    status = max(plan_report.exit_status(plans, strict=args.strict), 1 if inputs.findings else 0)
+    try:
+        for target in targets:
+            if per_folder:
+                status = max(status, _write_folder(target, args=args, taken=taken, stderr=stderr))
+            else:
+                status = max(status, _one_module(target, args=args, stdout=stdout, stderr=stderr))
+    finally:  # the report even when a module could not be written
+        text = _report(plans, args=args, out=report_out, inputs=inputs, targets=targets)
+        report.deliver(text, output=None, stream=report_out)
+    return status
+
+
+def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: TextIO) -> list:
+    """Each file's migration plan (a progress bar on a terminal for long runs)."""
     from migrate.plan import build_plan
-    from migrate.render_code import function_names, render_module
     from schemas.toml_check import CheckOptions
+    from titan.cli.migrate_summary import progress, wants_progress
 
     module_path = ()
     if args.module_path:
         from pathlib import Path
 
         module_path = tuple(Path(p) for p in args.module_path)
-    options = CheckOptions(allow_import=args.allow_import, module_path=module_path)
-    plans = [
-        build_plan(file, overrides=overrides, fix_stale_names=args.fix_stale_names, options=options)
-        for file in args.files
-    ]
-    modules = sorted({file for plan in plans for file in plan.module_files})
-    if args.output is not None and modules and not (args.diff or args.check):
-        from titan.cli.output import refuse_inputs  # a custom config module read is an input too
+    options = CheckOptions(
+        allow_import=args.allow_import,
+        module_path=module_path,
+        extensions=tuple(args.extension),
+    )
+    plans = []
+    shown_bar = not args.quiet and wants_progress(len(files), stream=stderr)
+    with progress(len(files), stream=stderr, enabled=shown_bar) as advance:
+        for path, shown in files:
+            plans.append(
+                build_plan(
+                    path,
+                    shown=shown,
+                    overrides=args.overrides,
+                    fix_stale_names=args.fix_stale_names,
+                    options=options,
+                )
+            )
+            advance(shown)
+    return plans
 
-        refuse_inputs({"-o": args.output}, inputs=modules)
-    usable = [p for p in plans if p.ok]
-    report_out = stdout if (args.output or args.check) and not args.diff else stderr
+
+def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """Write, check or diff the one module of a run (stdout, ``-o`` or ``--check``)."""
+    from migrate import report as plan_report
+    from migrate.render_code import function_names, render_module
+
+    usable = [p for p in target.plans if p.ok]
+    if not usable:
+        return 0
     try:
-        code = render_module(plans, command=_command(args, overrides=overrides)) if usable else None
+        code = render_module(usable, command=_command(args))
     except ValueError as error:  # a shape the code layout cannot print; never a traceback
-        report.deliver(_report(plans, args=args, out=report_out), output=None, stream=report_out)
         raise UsageError(f"cannot write the module: {error}") from None
     plan_report.note_renamed_functions(usable, names=function_names(usable))
-    status = plan_report.exit_status(plans, strict=args.strict)
-    try:
-        if code is not None:
-            status = max(status, _emit(code, args=args, stdout=stdout, stderr=stderr))
-    finally:  # the report even when the module could not be written
-        report.deliver(_report(plans, args=args, out=report_out), output=None, stream=report_out)
+    status = _emit(code, args=args, stdout=stdout, stderr=stderr)
+    target.written = not (args.diff or args.check)
     return status
 
 
-def _command(args: argparse.Namespace, *, overrides: list[str]) -> str:
+def _write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextIO) -> int:
+    """Write one folder's module, unless the file there is not titan-migrate's (or an input)."""
+    from migrate import report as plan_report
+    from migrate.render_code import function_names, render_module
+    from titan.cli import migrate_tree as tree
+    from titan.cli.exits import say
+
+    usable = [p for p in target.plans if p.ok]
+    if not usable:
+        return 0  # nothing to write; the report says why each file failed
+    target.refused = tree.refusal(target.path, inputs=taken)
+    if target.refused is None:
+        try:
+            code = render_module(usable, command=_command(args))
+        except ValueError as error:  # a shape the code layout cannot print; never a traceback
+            target.refused = f"the module cannot be written: {error}"
+    if target.refused is not None:
+        say(tree.refused_message(target, prog=PROG), stream=stderr)
+        return 1
+    plan_report.note_renamed_functions(usable, names=function_names(usable))
+    tree.write(target, code, make_folders=args.out_dir is not None)
+    return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that regenerates a module (written into its docstring)."""
     parts = [PROG, *args.files]
+    if args.out_dir is not None:
+        parts += ["--out-dir", args.out_dir]
+    for name in args.extension:
+        parts += ["--extension", name]
     if args.fix_stale_names:
         parts.append("--fix-stale-names")
     if args.output or args.check:
         parts += ["-o", args.output or args.check]  # --check compares with what -o wrote
-    if overrides:
-        parts += ["--", *overrides]
+    if args.overrides:
+        parts += ["--", *args.overrides]
     return " ".join(parts)
 
 
@@ -199,8 +308,9 @@ def _current(target: str) -> str:
     return text
 
 
-def _report(plans: list, *, args: argparse.Namespace, out: TextIO) -> str:
-    """The report in ``--format``: the plans' summaries and findings (JSON: every key too)."""
+def _report(plans: list, *, args: argparse.Namespace, out: TextIO, inputs, targets: list) -> str:
+    """The report in ``--format``: the plans' summaries and findings (JSON: every key too); a
+    run of several files (or folders) adds a line per file: a table, or ``summary`` in JSON."""
     from migrate import report as plan_report
     from schemas import render
     from schemas.diagnostics import Severity
@@ -208,15 +318,24 @@ def _report(plans: list, *, args: argparse.Namespace, out: TextIO) -> str:
     from titan.cli.streams import wants_color
 
     buffer = io.StringIO()
+    rows = None
+    if len(plans) > 1 or inputs.walked or args.out_dir is not None:
+        rows = plan_report.tree_summary(plans, modules=_module_of(plans, targets))
     if args.format == "json":
         plan_report.render_json(plans, out=buffer)
-        return buffer.getvalue()
-    diagnostics = [d for p in plans for d in p.diagnostics]
+        if rows is None and not inputs.findings:
+            return buffer.getvalue()
+        return _json_with_summary(buffer.getvalue(), rows=rows, inputs=inputs, targets=targets)
+    diagnostics = [*inputs.findings, *(d for p in plans for d in p.diagnostics)]
     if args.quiet:
         diagnostics = [d for d in diagnostics if d.severity is Severity.ERROR]
     if args.format == "text":
         color = wants_color(args.color, out=out)
         plan_report.render_text(plans, diagnostics, out=buffer, color=color, quiet=args.quiet)
+        if rows is not None and not args.quiet:
+            from titan.cli.migrate_summary import table
+
+            buffer.write("\n" + table(rows, targets, out=out, color=color))
     else:
         render.render(
             diagnostics,
@@ -227,6 +346,43 @@ def _report(plans: list, *, args: argparse.Namespace, out: TextIO) -> str:
             version=__version__,
         )
     return buffer.getvalue()
+
+
+def _module_of(plans: list, targets: list) -> list[str | None]:
+    """The module each plan's function was written to (``<stdout>``), ``None`` where none was."""
+    written = {
+        id(plan): target.path or "<stdout>"
+        for target in targets
+        if target.written
+        for plan in target.plans
+        if plan.ok
+    }
+    return [written.get(id(plan)) for plan in plans]
+
+
+def _json_with_summary(text: str, *, rows: list | None, inputs, targets: list) -> str:
+    """The JSON report with the per-file ``summary``, the ``modules`` and any folder that could
+    not be listed (``diagnostics``) added."""
+    import json
+
+    from schemas.render import as_dict
+
+    document = json.loads(text)
+    if rows is not None:
+        document["summary"] = rows
+        document["modules"] = [
+            {
+                "path": target.path,
+                "functions": [p.function for p in target.plans if p.ok],
+                "written": target.written,
+                "refused": target.refused,
+            }
+            for target in targets
+        ]
+    if inputs.findings:
+        document["diagnostics"] = [as_dict(d) for d in inputs.findings]
+        document["errors"] += len(inputs.findings)
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 if __name__ == "__main__":
