@@ -1,445 +1,780 @@
-"""Legacy torchtitan config keys that were renamed, moved or removed before v0.2.2.
+"""Every key older torchtitan configs had that v0.2.2 does not, and what it became.
 
-torchtitan's ``JobConfig`` changed shape many times (argparse ``torchtrain/config_manager.py``
-in early 2024, argparse ``torchtitan/config_manager.py`` through early 2025, dataclasses from
-spring 2025, ``torchtitan/config/job_config.py`` from mid 2025). A TOML written for an older
-era fails at v0.2.2 with "Invalid field names", which tells the user nothing about where the
-setting went. This table lets the validator answer "``training.compile`` is now
-``compile.enable``". Every row was checked against a real older source (cited per group below)
-and every ``new`` against the v0.2.2 schema; release boundaries come from the PyPI wheels
-0.1.0 (built 2025-06-18), 0.2.0 (2025-10-18), 0.2.1 (2025-12-26) and 0.2.2 (2026-02-20).
+This is the one researched table behind the validator's moved-key hints, ``titan-validate
+--fix`` and ``titan-migrate``'s upgrade (``schemas.eras`` applies it). It was built from the
+history of ``torchtrain/config_manager.py`` (argparse, 2024-02 to 2024-04),
+``torchtitan/config_manager.py`` (argparse to 2025-04, then dataclasses; the v0.1.0 wheel) and
+``torchtitan/config/job_config.py`` (2025-07 to v0.2.2) on pytorch/torchtitan main: every key
+any commit since 2024-02 declared, less the v0.2.2 keys, with the commit that removed it. Each
+group cites its commits; release boundaries are the PyPI wheels 0.1.0 (built 2025-06-18), 0.2.0
+(2025-10-18), 0.2.1 (2025-12-26) and 0.2.2 (2026-02-20).
+
+A row says *how* the value changes (:data:`HOWS`), so a meaning that flipped or a value whose
+spelling changed is carried exactly, and a value v0.2.2 has no way to express is reported as
+unportable instead of guessed. Pure data: nothing is imported beyond ``schemas._frozen``.
 """
 
+from __future__ import annotations
 
-class MovedKey:
-    """One row of the table: where a legacy key went, since when, and what a user must know.
+from schemas._frozen import Frozen, _set
 
-    Immutable like the frozen dataclass it used to be, but written out: this module is imported
-    whenever a file has an unknown key, and ``import dataclasses`` would cost more than the whole
-    check. It stays pure stdlib (``dataclasses`` is imported only to raise its error)."""
+CONVERTERS = ("model", "converters")
+"""The one list-valued destination: a write to it appends the names it does not list yet."""
 
-    __slots__ = ("old", "new", "era", "note", "inverted")
-    __match_args__ = ("old", "new", "era", "note", "inverted")
+HOWS = (
+    "move",
+    "invert",
+    "values",
+    "spelling",
+    "converter",
+    "moe",
+    "same",
+    "gone",
+    "never",
+    "table",
+    "compile",
+    "folder",
+    "extension",
+    "warmup_pct",
+    "dp_degree",
+    "dp_type",
+    "microbatches",
+    "config_folder",
+)
+"""How a value becomes v0.2.2 settings:
 
-    old: str  # dotted legacy path; a section name alone ("float8") means the whole table
-    new: str | None  # dotted v0.2.2 path (or section); None = removed with no replacement
-    era: str  # e.g. "before v0.1.0", "removed in #1234 (2025-03)"
-    note: str  # one sentence a user needs: inverted meaning, value must change, how to enable
-    inverted: bool  # True when the boolean meaning flipped (enable_x -> disable_x)
+- ``move``: the value as is, at ``to`` (and at every extra key in ``values``);
+- ``invert``: a boolean whose meaning flipped;
+- ``values``: a value map ``(old, new)``; with ``to`` None, ``new`` is a tuple of
+  ``(dotted key, value)`` writes; any other value is unportable;
+- ``spelling``: like ``values`` but unlisted values pass unchanged (a ``None`` new value is
+  unportable);
+- ``converter``: true (or any of ``values[1:]``) lists the converter ``values[0]``;
+- ``moe``: the MoE FQN list, plus the grouped-mm converter ``values[0]`` when the file turned on
+  one of the linear converters ``values[1]`` (the old MoE option applied only then);
+- ``same``: ``values`` are what v0.2.2 does anyway (no-op); any other value is unportable;
+- ``gone``: no v0.2.2 meaning at all; ``never``: a key torchtitan never read (old loaders
+  ignored it), reported with where the setting lives;
+- ``table``: every key of an old table, same name under ``to``;
+- the rest are one key each, documented where they are used in ``schemas.eras``."""
+
+
+class Rule(Frozen):
+    """One old key (or old table) and how its value becomes v0.2.2 settings."""
+
+    __slots__ = ("old", "to", "how", "era", "why", "values")
+    __match_args__ = ("old", "to", "how")
+
+    old: str
+    """Dotted old key; for ``how == "table"`` an old table whose keys keep their names."""
+    to: str | None
+    """Dotted v0.2.2 key (a table for ``table``), ``None`` where no single key takes it."""
+    how: str
+    """The value transform, one of :data:`HOWS`."""
+    era: str
+    """Where and when the key lived, and the commit or PR that changed it."""
+    why: str
+    """One sentence: what changed, or why a value cannot be carried."""
+    values: tuple
+    """The transform's data (see :data:`HOWS`)."""
 
     def __init__(
-        self, old: str, new: str | None, era: str, note: str = "", inverted: bool = False
+        self, old: str, to: str | None, how: str, era: str, why: str, values: tuple = ()
     ) -> None:
-        _set = object.__setattr__
+        assert how in HOWS, how
         _set(self, "old", old)
-        _set(self, "new", new)
+        _set(self, "to", to)
+        _set(self, "how", how)
         _set(self, "era", era)
-        _set(self, "note", note)
-        _set(self, "inverted", inverted)
-
-    def _values(self) -> tuple:
-        return (self.old, self.new, self.era, self.note, self.inverted)
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"MovedKey({fields})"
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._values() == other._values()  # type: ignore[attr-defined]
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __setattr__(self, name: str, value: object) -> None:
-        import dataclasses
-
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        import dataclasses
-
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def __getstate__(self) -> tuple:
-        return self._values()
-
-    def __setstate__(self, state: tuple) -> None:
-        for name, value in zip(self.__slots__, state, strict=True):
-            object.__setattr__(self, name, value)
+        _set(self, "why", why)
+        _set(self, "values", values)
 
 
-_M = MovedKey
-_PAR = "moved to [parallelism] in early 2025 (before v0.1.0)"
-_FP8_ON = 'list "quantize.linear.float8" in model.converters (the old converter name "float8" is not registered at v0.2.2)'
+def _era(since: str, until: str, change: str) -> str:
+    """``torchtitan 2024-02 to 2025-05 (torchtitan/config_manager.py; renamed in #1238)``: the
+    months the key was on main, the file that declared it last, and what ended it."""
+    if until < "2024-04-11":
+        file = "torchtrain/config_manager.py"
+    elif until < "2025-07-22":
+        file = "torchtitan/config_manager.py"
+    else:
+        file = "torchtitan/config/job_config.py"
+    return f"torchtitan {since} to {until} ({file}; {change})"
 
-MOVED_KEYS: tuple[MovedKey, ...] = (
-    # --- torchtrain era: pytorch/torchtitan@00560676 torchtrain/config_manager.py (2024-03) ---
-    _M("profiling.run_profiler", "profiling.enable_profiling", "renamed in #230 (2024-04)"),
-    _M("profiling.profile_every_x_iter", "profiling.profile_freq", "renamed by mid-2024"),
-    _M(
+
+_R = Rule
+_FP8 = "quantize.linear.float8"
+_MX = "quantize.linear.mx"
+_FP8_MOE = "quantize.grouped_mm.float8"
+_MX_MOE = "quantize.grouped_mm.mx"
+_PAR_980 = "moved to [parallelism] in #980 (785c34c9)"
+_SCALING = (
+    "delayed and static float8 scaling were deleted in #812 (2271b638); v0.2.2 scales dynamically"
+)
+_FT_MODULE = "torchtitan.components.ft.config"
+
+RULES: tuple[Rule, ...] = (
+    # --- torchtrain/config_manager.py, the first TOML loader (bec909be, #76, 2024-02-23) ---
+    _R(
+        "profiling.run_profiler",
+        "profiling.enable_profiling",
+        "move",
+        _era("2024-02", "2024-04", "renamed in #231 (a0a7ff73)"),
+        "renamed",
+    ),
+    _R(
+        "profiling.profile_every_x_iter",
+        "profiling.profile_freq",
+        "move",
+        _era("2024-02", "2024-04", "renamed in the cleanup c7d58659"),
+        "renamed",
+    ),
+    _R(
+        "training.warmup_pct",
+        "lr_scheduler.warmup_steps",
+        "warmup_pct",
+        _era("2024-02", "2024-02", "replaced by warmup steps in #99 (7acab70a)"),
+        "a fraction of training.steps became a number of steps: max(int(steps * pct), 2)",
+    ),
+    _R(
         "training.sequence_parallel_degree",
         "parallelism.tensor_parallel_degree",
-        "renamed in #162 (2024-03), later moved to [parallelism]",
+        "move",
+        _era("2024-02", "2024-03", "renamed tensor_parallel_degree in #162 (e28832e7)"),
+        "sequence parallel became tensor parallel, later moved to [parallelism]",
     ),
-    _M(
-        "training.checkpoint_folder",
-        "checkpoint.folder",
-        "moved to [checkpoint] 2024-04",
-        "an empty folder no longer disables checkpointing: set checkpoint.enable = true to turn it on",
-    ),
-    _M("training.checkpoint_interval", "checkpoint.interval", "moved to [checkpoint] 2024-04"),
-    _M(
-        "training.checkpoint_interval_type",
-        None,
-        "moved to [checkpoint] 2024-04, removed early 2025",
-        "checkpoint.interval is always counted in steps",
-    ),
-    _M(
-        "training.fp8_linear",
-        "model.converters",
-        "replaced by [float8] in 2024, then by converters",
-        _FP8_ON,
-    ),
-    # --- 2024 argparse: torchtrain@00560676, tianyu-l/torchtitan_intern24@8f627008,
-    #     pytorch/torchtitan@0011fb90 torchtitan/config_manager.py (2024-08/09),
-    #     mori360/torchtitan@1d59b935 (2024-11), NousResearch/torchtitan@0a285783 (2025-01) ---
-    _M(
-        "training.data_parallel_degree",
-        "parallelism.data_parallel_shard_degree",
-        "renamed in #518 (HSDP, 2024-09), later moved to [parallelism]",
-        "-1 still means all remaining ranks",
-    ),
-    _M(
+    _R(
         "training.pipeline_parallel_degree",
         "parallelism.pipeline_parallel_degree",
-        "moved to [experimental] in 2024, then to [parallelism] early 2025",
+        "same",
+        _era("2024-02", "2024-05", "moved to [experimental] with the first PP support, aafe0e87"),
+        "pipeline parallel was not implemented in this era (a degree above 1 raised "
+        "NotImplementedError), so only 1 means what it meant",
+        (1,),
     ),
-    _M(
-        "training.enable_loss_parallel",
-        "parallelism.disable_loss_parallel",
-        "inverted around 2025-01",
-        "meaning flipped: enable_loss_parallel = true is disable_loss_parallel = false",
-        inverted=True,
+    _R(
+        "training.checkpoint_interval",
+        "checkpoint.interval",
+        "move",
+        _era("2024-02", "2024-04", "moved to [checkpoint] in bb3919d2"),
+        "moved to [checkpoint]",
     ),
-    _M("training.disable_loss_parallel", "parallelism.disable_loss_parallel", _PAR),
-    _M(
-        "training.data_parallel_replicate_degree",
-        "parallelism.data_parallel_replicate_degree",
-        _PAR,
+    _R(
+        "training.checkpoint_interval_type",
+        "checkpoint.interval",
+        "same",
+        _era("2024-02", "2024-04", "moved to [checkpoint] in bb3919d2"),
+        'checkpoint.interval is always counted in steps at v0.2.2; "seconds" has no equivalent',
+        ("steps",),
     ),
-    _M("training.data_parallel_shard_degree", "parallelism.data_parallel_shard_degree", _PAR),
-    _M("training.tensor_parallel_degree", "parallelism.tensor_parallel_degree", _PAR),
-    _M("training.fsdp_reshard_after_forward", "parallelism.fsdp_reshard_after_forward", _PAR),
-    _M(
-        "experimental.enable_async_tensor_parallel",
-        "parallelism.enable_async_tensor_parallel",
-        _PAR,
+    _R(
+        "training.checkpoint_folder",
+        "checkpoint.folder",
+        "folder",
+        _era("2024-02", "2024-04", "moved to [checkpoint] in bb3919d2"),
+        "a non-empty folder turned checkpointing on; v0.2.2 needs checkpoint.enable = true",
     ),
-    _M("experimental.pipeline_parallel_degree", "parallelism.pipeline_parallel_degree", _PAR),
-    _M(
-        "experimental.pipeline_parallel_schedule",
-        "parallelism.pipeline_parallel_schedule",
-        _PAR,
-        'values are torch.distributed.pipelining schedule names ("1F1B", "Interleaved1F1B"); '
-        '2024 spellings such as "interleaved_1f1b" must change',
-    ),
-    _M(
-        "experimental.pipeline_parallel_schedule_csv",
-        "parallelism.pipeline_parallel_schedule_csv",
-        _PAR,
-    ),
-    _M(
-        "experimental.pipeline_parallel_split_points",
-        "parallelism.module_fqns_per_model_part",
-        _PAR + "; split points removed before v0.2.0",
-        "no direct translation: list the module FQNs of each stage, or use pipeline_parallel_layers_per_stage",
-    ),
-    _M(
-        "experimental.pipeline_parallel_microbatches",
-        "parallelism.pipeline_parallel_microbatch_size",
-        _PAR + "; replaced in #1073 (2025-04)",
-        "was a number of microbatches, now a size: microbatches = local_batch_size / microbatch_size",
-    ),
-    _M("experimental.pipeline_parallel_split_mode", None, "removed 2024 (tracer frontend dropped)"),
-    _M("experimental.context_parallel_degree", "parallelism.context_parallel_degree", _PAR),
-    _M(
-        "experimental.context_parallel_rotate_method",
-        "parallelism.context_parallel_rotate_method",
-        _PAR,
-    ),
-    _M(
-        "experimental.enable_compiled_autograd",
+    _R(
+        "training.enable_selective_ac",
         None,
-        "moved to [parallelism] early 2025, removed in v0.2.1",
+        "values",
+        _era("2024-02", "2024-03", "replaced by [activation_checkpoint] in #125 (0d415d78)"),
+        "true was per-op selective checkpointing, false full checkpointing of every block "
+        "(then applied only under data parallel)",
+        (
+            (
+                True,
+                (("activation_checkpoint.mode", "selective"),)
+                + (("activation_checkpoint.selective_ac_option", "op"),),
+            ),
+            (False, (("activation_checkpoint.mode", "full"),)),
+        ),
     ),
-    _M(
-        "experimental.custom_model_path",
-        "experimental.custom_import",
-        "renamed 2025-03 (after #983)",
-        "must be a dotted import path; filesystem paths are no longer accepted",
+    _R(
+        "comm.timeout_seconds",
+        "comm.init_timeout_seconds",
+        "move",
+        _era("2024-03", "2024-03", "split into init and train timeouts in #149 (9eb6a216)"),
+        "one timeout for every collective became an init and a training timeout; both get it",
+        ("comm.train_timeout_seconds",),
     ),
-    _M(
-        "training.enable_optimizer_in_backward",
-        "optimizer.early_step_in_backward",
-        "renamed between 2024-11 and 2025-01",
-    ),
-    _M(
+    # --- torchtitan/config_manager.py, argparse (2024-04 to 2025-04) ---
+    _R(
         "training.batch_size",
         "training.local_batch_size",
-        "renamed in #1238 (2025-06, before v0.1.0)",
-        "per-device batch; the new training.global_batch_size enables gradient accumulation",
+        "move",
+        _era("2024-02", "2025-05", "renamed in #1238 (8570415c, gradient accumulation)"),
+        "the per-device batch; training.global_batch_size now enables gradient accumulation",
     ),
-    _M(
+    _R(
+        "training.data_parallel_degree",
+        "parallelism.data_parallel_shard_degree",
+        "dp_degree",
+        _era("2024-02", "2024-09", "replaced by the HSDP degrees in #518 (db6b39ac)"),
+        "the data parallel degree became the FSDP shard degree (-1 still means every rank "
+        'left); with training.data_parallel_type = "ddp" it is the replicate degree',
+    ),
+    _R(
+        "training.data_parallel_type",
+        None,
+        "dp_type",
+        _era("2024-07", "2024-09", "replaced by the HSDP degrees in #518 (db6b39ac)"),
+        "v0.2.2 runs DDP when data_parallel_replicate_degree > 1 and data_parallel_shard_degree "
+        "= 1, so DDP needs an explicit training.data_parallel_degree",
+    ),
+    _R(
+        "training.data_parallel_replicate_degree",
+        "parallelism.data_parallel_replicate_degree",
+        "move",
+        _era("2024-09", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "training.data_parallel_shard_degree",
+        "parallelism.data_parallel_shard_degree",
+        "move",
+        _era("2024-09", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "training.tensor_parallel_degree",
+        "parallelism.tensor_parallel_degree",
+        "move",
+        _era("2024-03", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "training.enable_loss_parallel",
+        "parallelism.disable_loss_parallel",
+        "invert",
+        _era("2024-03", "2024-12", "inverted in the argparser rework f6a9daa1"),
+        "the meaning flipped: enable_loss_parallel = true is disable_loss_parallel = false",
+    ),
+    _R(
+        "training.disable_loss_parallel",
+        "parallelism.disable_loss_parallel",
+        "move",
+        _era("2024-12", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "training.fsdp_reshard_after_forward",
+        "parallelism.fsdp_reshard_after_forward",
+        "move",
+        _era("2025-02", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
         "training.warmup_steps",
         "lr_scheduler.warmup_steps",
-        "moved to [lr_scheduler] early 2025 (before v0.1.0)",
+        "move",
+        _era("2024-02", "2025-03", "moved to [lr_scheduler] in #938 (0da8901b)"),
+        "moved to [lr_scheduler]",
     ),
-    _M(
-        "metrics.rank_0_only",
-        "metrics.save_for_all_ranks",
-        "inverted early 2025 (before v0.1.0)",
-        "meaning flipped: rank_0_only = true is save_for_all_ranks = false",
-        inverted=True,
-    ),
-    _M(
-        "metrics.enable_color_printing",
-        "metrics.disable_color_printing",
-        "inverted between 2024-09 and 2025-01",
-        "meaning flipped: enable_color_printing = true is disable_color_printing = false",
-        inverted=True,
-    ),
-    _M(
-        "optimizer.fused",
-        "optimizer.implementation",
-        "replaced in #881 (2025-02)",
-        'value changes: fused = true -> "fused", fused = false -> "foreach"',
-    ),
-    _M(
-        "model.norm_type",
-        None,
-        "removed before v0.1.0",
-        "the norm is fixed by the model and flavor",
-    ),
-    _M(
-        "checkpoint.interval_type",
-        None,
-        "removed early 2025",
-        "checkpoint.interval is always counted in steps",
-    ),
-    _M(
-        "checkpoint.model_weights_only",
-        "checkpoint.last_save_model_only",
-        "renamed last_save_model_weights_only before v0.1.0, then last_save_model_only before v0.2.0",
-        "the default became true in #1336 (2025-06)",
-    ),
-    _M(
-        "float8.enable_float8_linear",
-        "model.converters",
-        "replaced by model.converters early 2025",
-        _FP8_ON,
-    ),
-    _M(
-        "float8.scaling_type_input",
-        None,
-        "removed around 2025-01",
-        "use quantize.linear.float8.recipe_name",
-    ),
-    _M(
-        "float8.scaling_type_weight",
-        None,
-        "removed around 2025-01",
-        "use quantize.linear.float8.recipe_name",
-    ),
-    _M(
-        "float8.scaling_type_grad_output",
-        None,
-        "removed around 2025-01",
-        "use quantize.linear.float8.recipe_name",
-    ),
-    # --- v0.1.0 wheel (torchtitan/config_manager.py) and pytorch/torchtitan@000204a4
-    #     torchtitan/config/job_config.py (main, 2025-07) -> v0.2.0 wheel ---
-    _M(
-        "float8",
-        "quantize.linear.float8",
-        "[quantize.dense.float8] in #1701 (2025-09), renamed in #1763 (2025-09-30)",
-        "the table only takes effect when " + _FP8_ON,
-    ),
-    _M(
-        "mx",
-        "quantize.linear.mx",
-        "[quantize.dense.mx] in #1701 (2025-09), renamed in #1763 (2025-09-30)",
-        'the table only takes effect when model.converters lists "quantize.linear.mx" (old name "mx")',
-    ),
-    _M("float8.force_recompute_fp8_weight_in_bwd", None, "removed between v0.1.0 and v0.2.0"),
-    _M(
-        "float8.moe_fqns_prototype",
-        "quantize.grouped_mm.float8.fqns",
-        "main only (2025-07), replaced by the quantize MoE table in #1701 (2025-09)",
-        'also list "quantize.grouped_mm.float8" in model.converters',
-    ),
-    _M(
-        "mx.use_fp8_dim1_cast_triton_kernel",
-        "quantize.linear.mx.mxfp8_dim1_cast_kernel_choice",
-        "v0.1.0, replaced on main by 2025-07",
-        'was a bool (true = triton kernel); now "triton", "cuda" or "torch"',
-    ),
-    _M(
-        "quantize.dense.float8",
-        "quantize.linear.float8",
-        "main only: #1701 (2025-09-12) to #1763 (2025-09-30)",
-    ),
-    _M(
-        "quantize.moe.float8",
-        "quantize.grouped_mm.float8",
-        "main only: #1701 (2025-09-12) to #1763 (2025-09-30)",
-    ),
-    _M(
-        "quantize.dense.mx",
-        "quantize.linear.mx",
-        "main only: #1701 (2025-09-12) to #1763 (2025-09-30)",
-    ),
-    _M(
-        "quantize.moe.mx",
-        "quantize.grouped_mm.mx",
-        "main only: #1701 (2025-09-12) to #1763 (2025-09-30)",
-    ),
-    _M(
-        "checkpoint.enable_checkpoint",
-        "checkpoint.enable",
-        "renamed between v0.1.0 and v0.2.0 (#1607, 2025-08)",
-    ),
-    _M(
-        "checkpoint.last_save_model_weights_only",
-        "checkpoint.last_save_model_only",
-        "renamed before v0.2.0",
-        "the default became true in #1336 (2025-06)",
-    ),
-    _M(
-        "checkpoint.initial_load_model_weights_only",
-        "checkpoint.initial_load_model_only",
-        "renamed before v0.2.0",
-    ),
-    _M(
+    _R(
         "training.compile",
         "compile.enable",
-        "moved in #1608 (2025-08, before v0.2.0)",
-        'compile.components (default ["model", "loss"]) selects what is compiled',
+        "compile",
+        _era("2024-02", "2025-08", "became [compile] in #1608 (08b8b244)"),
+        "compile.components names what is compiled: the loss too since e10cb949 (2024-10-22), "
+        "the model alone before",
+        (("model",), ("model", "loss"), "2024-10-22"),
     ),
-    _M(
-        "lr_scheduler.lr_min",
-        "lr_scheduler.min_lr_factor",
-        "renamed between v0.1.0 and v0.2.0 (issue #1457)",
-        "same meaning: a fraction of optimizer.lr",
+    _R(
+        "training.seed",
+        "debug.seed",
+        "move",
+        _era("2024-10", "2025-10", "moved to [debug] in #1807 (e61f2cce)"),
+        "moved to [debug]",
     ),
-    _M("job.print_args", "job.print_config", "renamed between v0.1.0 and v0.2.0"),
-    _M("job.use_for_integration_test", None, "removed between v0.1.0 and v0.2.0"),
-    _M(
-        "memory_estimation.enabled", "memory_estimation.enable", "renamed between v0.1.0 and v0.2.0"
-    ),
-    _M("validation.enabled", "validation.enable", "main only (2025-07), renamed before v0.2.0"),
-    _M(
-        "parallelism.pipeline_parallel_split_points",
-        "parallelism.module_fqns_per_model_part",
-        "removed between v0.1.0 and v0.2.0 (PP splitting refactor #1416)",
-        "no direct translation: list the module FQNs of each stage, or use pipeline_parallel_layers_per_stage",
-    ),
-    _M(
-        "parallelism.pipeline_parallel_microbatches",
-        "parallelism.pipeline_parallel_microbatch_size",
-        "replaced in #1073 (2025-04)",
-        "was a number of microbatches, now a size: microbatches = local_batch_size / microbatch_size",
-    ),
-    _M("parallelism.enable_compiled_autograd", None, "removed between v0.2.0 and v0.2.1"),
-    _M("training.seed", "debug.seed", "moved to [debug] between v0.2.0 and v0.2.1"),
-    _M(
+    _R(
         "training.deterministic",
         "debug.deterministic",
-        "moved to [debug] between v0.2.0 and v0.2.1",
+        "move",
+        _era("2024-12", "2025-10", "moved to [debug] in #1807 (e61f2cce)"),
+        "moved to [debug]",
     ),
-    _M(
+    _R(
         "training.debug_moe_force_load_balance",
         "debug.moe_force_load_balance",
-        "v0.2.0 only, moved to [debug] in v0.2.1",
+        "move",
+        _era("2025-10", "2025-10", "moved to [debug] in #1807 (e61f2cce)"),
+        "moved to [debug]",
+    ),
+    _R(
+        "job.use_for_integration_test",
+        None,
+        "same",
+        _era("2024-03", "2025-08", "removed with the test framework rework #1431 (accc7027)"),
+        "it only marked a config for torchtitan's own integration tests; training ignored it",
+        (True, False),
+    ),
+    _R(
+        "job.print_args",
+        "job.print_config",
+        "move",
+        _era("2024-12", "2025-10", "renamed in #1871 (7c104807)"),
+        "renamed",
+    ),
+    _R(
+        "job.save_config_folder",
+        "job.save_config_file",
+        "config_folder",
+        _era("2025-10", "2025-10", "replaced by a file name in #1921 (7b96efc8)"),
+        "a folder that received job_config.json became the file's path under job.dump_folder",
+    ),
+    _R(
+        "checkpoint.interval_type",
+        "checkpoint.interval",
+        "same",
+        _era("2024-04", "2025-02", "removed in the checkpointer refactor #899 (031f73f8)"),
+        'checkpoint.interval is always counted in steps; "seconds" has no v0.2.2 equivalent',
+        ("steps",),
+    ),
+    _R(
+        "checkpoint.model_weights_only",
+        "checkpoint.last_save_model_only",
+        "move",
+        _era("2024-04", "2025-06", "renamed last_save_model_weights_only in #1236 (cddd7dc8)"),
+        "renamed twice; the default became true in #1336, so the value is written out",
+    ),
+    _R(
+        "checkpoint.last_save_model_weights_only",
+        "checkpoint.last_save_model_only",
+        "move",
+        _era("2025-06", "2025-07", "renamed in #1404 (beb29a1c)"),
+        "renamed",
+    ),
+    _R(
+        "checkpoint.initial_load_model_weights_only",
+        "checkpoint.initial_load_model_only",
+        "move",
+        _era("2025-06", "2025-07", "renamed in #1404 (beb29a1c)"),
+        "renamed",
+    ),
+    _R(
+        "checkpoint.last_save_in_safetensors_format",
+        "checkpoint.last_save_in_hf",
+        "move",
+        _era("2025-07", "2025-07", "renamed in #1404 (beb29a1c)"),
+        "renamed: the last save in Hugging Face safetensors format",
+    ),
+    _R(
+        "checkpoint.enable_checkpoint",
+        "checkpoint.enable",
+        "move",
+        _era("2024-04", "2025-08", "renamed in #1607 (cd337db6)"),
+        "renamed",
+    ),
+    _R(
+        "validation.enabled",
+        "validation.enable",
+        "move",
+        _era("2025-07", "2025-08", "renamed in #1607 (cd337db6)"),
+        "renamed",
+    ),
+    _R(
+        "memory_estimation.enabled",
+        "memory_estimation.enable",
+        "move",
+        _era("2024-07", "2025-08", "renamed in #1608 (08b8b244)"),
+        "renamed",
+    ),
+    _R(
+        "estimate.memory",
+        "memory_estimation.enable",
+        "move",
+        _era("2024-06", "2024-06", "became [memory_estimation] in 64d47fda"),
+        "the table was renamed [memory_estimation]",
+    ),
+    _R(
+        "estimate.mode",
+        "memory_estimation.disable_fake_mode",
+        "values",
+        _era("2024-06", "2024-06", "became [memory_estimation] in 64d47fda"),
+        'mode "fake" or "real" became the boolean disable_fake_mode',
+        (("fake", False), ("real", True)),
+    ),
+    _R(
+        "model.norm_type",
+        None,
+        "same",
+        _era("2024-04", "2025-04", "removed in #1131 (9cf88aa1)"),
+        "v0.2.2 models use RMSNorm (the fused and compiled variants computed the same norm); "
+        "layernorm has no v0.2.2 equivalent",
+        ("rmsnorm", "fused_rmsnorm", "compiled_rmsnorm"),
+    ),
+    _R(
+        "model.use_flex_attn",
+        "model.flavor",
+        "same",
+        _era("2025-03", "2025-04", "moved into the model flavors in #1111 (8c6bf93e)"),
+        'flex attention is chosen by the flavor at v0.2.2 (e.g. "debugmodel_flex_attn", "8B_flex")',
+        (False,),
+    ),
+    _R(
+        "model.attn_mask_type",
+        "model.flavor",
+        "same",
+        _era("2025-04", "2025-04", "moved into the model flavors in #1111 (8c6bf93e)"),
+        'the mask is part of the flavor at v0.2.2 (the "*_flex" flavors are block causal)',
+        ("causal",),
+    ),
+    _R(
+        "metrics.enable_color_printing",
+        "metrics.disable_color_printing",
+        "invert",
+        _era("2024-04", "2024-12", "inverted in the argparser rework f6a9daa1"),
+        "the meaning flipped: enable_color_printing = true is disable_color_printing = false",
+    ),
+    _R(
+        "metrics.rank_0_only",
+        "metrics.save_for_all_ranks",
+        "invert",
+        _era("2024-05", "2025-03", "inverted in #981 (7fe3620a)"),
+        "the meaning flipped: rank_0_only = true is save_for_all_ranks = false",
+    ),
+    _R(
+        "metrics.disable_logging_from_checkpoint",
+        None,
+        "same",
+        _era("2025-03", "2025-03", "removed when metrics became a component, #945 (99f73969)"),
+        "v0.2.2 has no switch for logging metrics from a checkpoint load",
+        (False,),
+    ),
+    _R(
+        "optimizer.fused",
+        "optimizer.implementation",
+        "values",
+        _era("2024-06", "2025-02", "replaced by optimizer.implementation in #881 (6e498855)"),
+        'fused = true is "fused"; false was torch\'s default, the "foreach" kernels',
+        ((True, "fused"), (False, "foreach")),
+    ),
+    _R(
+        "lr_scheduler.lr_min",
+        "lr_scheduler.min_lr_factor",
+        "move",
+        _era("2025-03", "2025-07", "renamed in #1471 (881f0ca4)"),
+        "renamed; the same fraction of optimizer.lr",
+    ),
+    # --- [experimental]: pipeline, context and async TP (2024-05 to 2025-03) ---
+    _R(
+        "experimental.pipeline_parallel_degree",
+        "parallelism.pipeline_parallel_degree",
+        "move",
+        _era("2024-05", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "experimental.pipeline_parallel_schedule",
+        "parallelism.pipeline_parallel_schedule",
+        "spelling",
+        _era("2024-05", "2025-03", _PAR_980),
+        "moved to [parallelism]; the 2024 spellings became torch's schedule class names in "
+        "2024-10, and FlexibleInterleaved1F1B was folded into Interleaved1F1B",
+        (
+            ("1f1b", "1F1B"),
+            ("gpipe", "GPipe"),
+            ("interleaved_1f1b", "Interleaved1F1B"),
+            ("flexible_interleaved_1f1b", "Interleaved1F1B"),
+            ("FlexibleInterleaved1F1B", "Interleaved1F1B"),
+        ),
+    ),
+    _R(
+        "experimental.pipeline_parallel_schedule_csv",
+        "parallelism.pipeline_parallel_schedule_csv",
+        "move",
+        _era("2024-11", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "experimental.pipeline_parallel_split_points",
+        "parallelism.module_fqns_per_model_part",
+        "same",
+        _era("2024-05", "2025-03", _PAR_980),
+        "split points named layer boundaries; v0.2.2 takes the module names of each stage "
+        "(module_fqns_per_model_part) or pipeline_parallel_layers_per_stage",
+        ([],),
+    ),
+    _R(
+        "parallelism.pipeline_parallel_split_points",
+        "parallelism.module_fqns_per_model_part",
+        "same",
+        _era("2025-03", "2025-10", "removed in #1868 (6e06a49c)"),
+        "split points named layer boundaries; v0.2.2 takes the module names of each stage "
+        "(module_fqns_per_model_part) or pipeline_parallel_layers_per_stage",
+        ([],),
+    ),
+    _R(
+        "experimental.pipeline_parallel_split_mode",
+        None,
+        "same",
+        _era("2024-05", "2024-08", "the tracer frontend was removed in b029b739"),
+        'v0.2.2 always splits the model by hand ("manual"); the tracer is gone',
+        ("manual",),
+    ),
+    _R(
+        "experimental.pipeline_parallel_microbatches",
+        "parallelism.pipeline_parallel_microbatch_size",
+        "microbatches",
+        _era("2024-05", "2025-03", _PAR_980),
+        "a number of microbatches became a microbatch size: local_batch_size / microbatches",
+    ),
+    _R(
+        "parallelism.pipeline_parallel_microbatches",
+        "parallelism.pipeline_parallel_microbatch_size",
+        "microbatches",
+        _era("2025-03", "2025-04", "replaced by a microbatch size in #1072 (8b737fe3)"),
+        "a number of microbatches became a microbatch size: local_batch_size / microbatches",
+    ),
+    _R(
+        "experimental.context_parallel_degree",
+        "parallelism.context_parallel_degree",
+        "move",
+        _era("2024-10", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "experimental.context_parallel_rotate_method",
+        "parallelism.context_parallel_rotate_method",
+        "move",
+        _era("2024-12", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "experimental.enable_async_tensor_parallel",
+        "parallelism.enable_async_tensor_parallel",
+        "move",
+        _era("2024-06", "2025-03", _PAR_980),
+        "moved to [parallelism]",
+    ),
+    _R(
+        "experimental.enable_compiled_autograd",
+        None,
+        "same",
+        _era("2024-07", "2025-03", _PAR_980 + ", removed as unused in #1939 (8228c084)"),
+        "compiled autograd was removed before v0.2.1; v0.2.2 never uses it",
+        (False,),
+    ),
+    _R(
+        "parallelism.enable_compiled_autograd",
+        None,
+        "same",
+        _era("2025-03", "2025-10", "removed as unused in #1939 (8228c084)"),
+        "compiled autograd was removed before v0.2.1; v0.2.2 never uses it",
+        (False,),
+    ),
+    _R(
+        "experimental.torch_spmd",
+        None,
+        "same",
+        _era("2024-09", "2024-09", "reverted in #570 (1923ce4d)"),
+        "the torch_spmd parallelism never stayed on main",
+        (False,),
+    ),
+    _R(
+        "experimental.custom_model_path",
+        "experimental.custom_import",
+        "same",
+        _era("2025-02", "2025-03", "filesystem-path imports were removed in #983 (b315517d)"),
+        "it was a filesystem path; v0.2.2 imports experimental.custom_import by dotted module name",
+        ("",),
+    ),
+    # --- float8 in [training] (2024-03 to 2024-07, float8_experimental) ---
+    _R(
+        "training.fp8_linear",
+        _FP8,
+        "converter",
+        _era("2024-03", "2024-07", "became training.enable_fp8_linear in #413 (a4b2ee3c)"),
+        'it swapped nn.Linear for dynamically scaled Float8Linear, as the "quantize.linear.float8" '
+        'converter does ("dynamic" in its first months, then true)',
+        (_FP8, "dynamic"),
+    ),
+    _R(
+        "training.enable_fp8_linear",
+        _FP8,
+        "converter",
+        _era("2024-07", "2024-07", "renamed enable_float8_linear in #466 (69fe8def)"),
+        "float8 linear layers are a model converter at v0.2.2",
+        (_FP8,),
+    ),
+    _R(
+        "training.enable_float8_linear",
+        _FP8,
+        "converter",
+        _era("2024-07", "2024-07", "moved to [float8] in #492 (239d56fc)"),
+        "float8 linear layers are a model converter at v0.2.2",
+        (_FP8,),
+    ),
+    _R(
+        "training.enable_fsdp_fp8_all_gather",
+        _FP8 + ".enable_fsdp_float8_all_gather",
+        "move",
+        _era("2024-07", "2024-07", "renamed in #466 (69fe8def)"),
+        "renamed and moved to the float8 converter's table",
+    ),
+    _R(
+        "training.enable_fsdp_float8_all_gather",
+        _FP8 + ".enable_fsdp_float8_all_gather",
+        "move",
+        _era("2024-07", "2024-07", "moved to [float8] in #492 (239d56fc)"),
+        "moved to the float8 converter's table",
+    ),
+    _R(
+        "training.precompute_float8_dynamic_scale_for_fsdp",
+        _FP8 + ".precompute_float8_dynamic_scale_for_fsdp",
+        "move",
+        _era("2024-07", "2024-07", "moved to [float8] in #492 (239d56fc)"),
+        "moved to the float8 converter's table",
     ),
     *(
-        _M(
-            f"fault_tolerance.{k}",
-            f"fault_tolerance.{k}",
-            "base key in v0.1.0, moved to the ft module before v0.2.0",
-            'only valid with job.custom_config_module = "torchtitan.components.ft.config"',
+        _R(
+            f"training.float8_scaling_type_{kind}",
+            _FP8 + ".recipe_name",
+            "same",
+            _era("2024-07", "2024-07", "moved to [float8] in #492 (239d56fc)"),
+            _SCALING,
+            ("dynamic",),
         )
-        for k in ("sync_steps", "should_quantize", "fragment_sync_delay", "fragment_update_alpha")
+        for kind in ("input", "weight", "grad_output")
     ),
-    # --- [training] spellings that teams wrote by analogy with the rows above; torchtitan never
-    #     read them there, but the intent is unambiguous, so say where the setting lives ---
-    _M(
-        "training.context_parallel_degree",
-        "parallelism.context_parallel_degree",
-        "context parallel lives in [parallelism] (it started in [experimental])",
+    # --- [float8] (2024-07 to 2025-09) and [mx] (2025-05 to 2025-09) ---
+    _R(
+        "float8.enable_float8_linear",
+        _FP8,
+        "converter",
+        _era("2024-07", "2025-02", "replaced by model.converters in #823 (57387af0)"),
+        'float8 linear layers are the "quantize.linear.float8" converter at v0.2.2',
+        (_FP8,),
     ),
-    _M(
-        "training.expert_parallel_degree",
-        "parallelism.expert_parallel_degree",
-        "expert parallel lives in [parallelism]",
+    *(
+        _R(
+            f"float8.scaling_type_{kind}",
+            _FP8 + ".recipe_name",
+            "same",
+            _era("2024-07", "2025-01", "removed in #812 (2271b638)"),
+            _SCALING,
+            ("dynamic",),
+        )
+        for kind in ("input", "weight", "grad_output")
     ),
-    _M("training.enable_checkpoint", "checkpoint.enable", "checkpointing lives in [checkpoint]"),
-    _M("training.enable_async_tensor_parallel", "parallelism.enable_async_tensor_parallel", _PAR),
-    # --- deprecated but still accepted at v0.2.2 (see DEPRECATED_BUT_VALID) ---
-    _M(
-        "model.tokenizer_path",
-        "model.hf_assets_path",
-        "deprecated in #1526 (2025-08), still accepted at v0.2.2",
-        "deprecated: copied into hf_assets_path with a warning; it must name a directory, not tokenizer.model",
+    *(
+        _R(
+            f"float8.{key}",
+            f"{_FP8}.{key}",
+            "move",
+            _era(since, "2025-09", "[quantize.dense.float8] in #1701, renamed in #1763 (8a2686c4)"),
+            'moved to the "quantize.linear.float8" converter\'s table',
+        )
+        for key, since in (
+            ("enable_fsdp_float8_all_gather", "2024-07"),
+            ("precompute_float8_dynamic_scale_for_fsdp", "2024-07"),
+            ("filter_fqns", "2025-04"),
+            ("emulate", "2025-05"),
+        )
     ),
-    _M(
-        "experimental.custom_args_module",
-        "job.custom_config_module",
-        "deprecated in #1871 (2025-10), still accepted at v0.2.2",
-        "deprecated: it is copied only after parsing, so the custom module's sections are rejected",
+    _R(
+        "float8.recipe_name",
+        _FP8 + ".recipe_name",
+        "spelling",
+        _era("2025-02", "2025-09", "[quantize.dense.float8] in #1701, renamed in #1763 (8a2686c4)"),
+        'moved to the "quantize.linear.float8" converter\'s table; its short-lived "mxfp8" '
+        'recipe is the "quantize.linear.mx" converter now',
+        (("mxfp8", None),),
+    ),
+    _R(
+        "float8.force_recompute_fp8_weight_in_bwd",
+        None,
+        "same",
+        _era("2025-02", "2025-07", "removed in #1452 (1fefaee0) after torchao deprecated it"),
+        "v0.2.2 has no switch to force recomputing float8 weights in backward",
+        (False,),
+    ),
+    _R(
+        "float8.moe_fqns_prototype",
+        _FP8_MOE + ".fqns",
+        "moe",
+        _era("2025-06", "2025-09", "[quantize.moe.float8] in #1701, renamed in #1763 (8a2686c4)"),
+        "float8 MoE layers are their own converter now; it is listed when the file listed the "
+        "float8 linear converter, the only case the old option applied",
+        (_FP8_MOE, ("float8", _FP8)),
+    ),
+    _R(
+        "mx.moe_fqns_prototype",
+        _MX_MOE + ".fqns",
+        "moe",
+        _era("2025-07", "2025-09", "[quantize.moe.mx] in #1701, renamed in #1763 (8a2686c4)"),
+        "MX MoE layers are their own converter now; it is listed when the file listed the MX "
+        "linear converter, the only case the old option applied",
+        (_MX_MOE, ("mx", _MX)),
+    ),
+    *(
+        _R(
+            f"mx.{key}",
+            f"{_MX}.{key}",
+            "move",
+            _era(since, "2025-09", "[quantize.dense.mx] in #1701, renamed in #1763 (8a2686c4)"),
+            'moved to the "quantize.linear.mx" converter\'s table',
+        )
+        for key, since in (
+            ("recipe_name", "2025-05"),
+            ("filter_fqns", "2025-05"),
+            ("mxfp8_dim1_cast_kernel_choice", "2025-07"),
+        )
+    ),
+    _R(
+        "mx.use_fp8_dim1_cast_triton_kernel",
+        _MX + ".mxfp8_dim1_cast_kernel_choice",
+        "values",
+        _era("2025-05", "2025-07", "replaced by a kernel choice in #1427 (f3e2a75e)"),
+        'true (the Triton kernel) is "triton", false (plain torch) is "torch"',
+        ((True, "triton"), (False, "torch")),
+    ),
+    # --- [quantize.dense.*] / [quantize.moe.*]: main only, #1701 (2025-09-26) to #1763 ---
+    *(
+        _R(
+            old,
+            new,
+            "table",
+            _era("2025-09", "2025-09", "renamed in #1763 (8a2686c4)"),
+            f"[{old}] was renamed [{new}]",
+        )
+        for old, new in (
+            ("quantize.dense.float8", _FP8),
+            ("quantize.dense.mx", _MX),
+            ("quantize.moe.float8", _FP8_MOE),
+            ("quantize.moe.mx", _MX_MOE),
+        )
+    ),
+    # --- base keys in v0.1.0 that moved to the fault-tolerance config module (#1516) ---
+    *(
+        _R(
+            f"fault_tolerance.{key}",
+            f"fault_tolerance.{key}",
+            "extension",
+            _era(since, "2025-08", "moved to torchtitan.components.ft.config in #1516 (be211c82)"),
+            f"v0.2.2 reads it only with job.custom_config_module = {_FT_MODULE!r}",
+            (_FT_MODULE,),
+        )
+        for key, since in (
+            ("sync_steps", "2025-04"),
+            ("should_quantize", "2025-06"),
+            ("fragment_sync_delay", "2025-06"),
+            ("fragment_update_alpha", "2025-06"),
+            ("module_fqns_per_model_fragment", "2025-08"),
+            ("num_fragments", "2025-08"),
+        )
+    ),
+    # --- [training] spellings torchtitan never had (its argparse loaders ignored unknown TOML
+    #     keys, so these ran with the default): say where the setting lives, carry nothing ---
+    *(
+        _R(f"training.{key}", to, "never", "never a torchtitan key", f"the setting is `{to}`")
+        for key, to in (
+            ("context_parallel_degree", "parallelism.context_parallel_degree"),
+            ("expert_parallel_degree", "parallelism.expert_parallel_degree"),
+            ("enable_checkpoint", "checkpoint.enable"),
+            ("enable_async_tensor_parallel", "parallelism.enable_async_tensor_parallel"),
+        )
     ),
 )
-
-SECTION_ROWS: frozenset[str] = frozenset(
-    {
-        "float8",
-        "mx",
-        "quantize.dense.float8",
-        "quantize.moe.float8",
-        "quantize.dense.mx",
-        "quantize.moe.mx",
-    }
-)
-"""Rows whose ``old`` is a whole legacy table; keys below it follow the table unless listed."""
-
-DEPRECATED_BUT_VALID: frozenset[str] = frozenset(
-    {"model.tokenizer_path", "experimental.custom_args_module"}
-)
-"""Legacy paths that still parse at v0.2.2 (with a warning): a deprecation, not an unknown key."""
-
-_BY_OLD: dict[str, MovedKey] = {row.old: row for row in MOVED_KEYS}
-
-
-def lookup(path: str) -> MovedKey | None:
-    """Exact match on `path`, else the longest section-prefix row (so `float8.emulate` finds the
-    `float8` row and maps to `quantize.linear.float8.emulate`)."""
-    row = _BY_OLD.get(path)
-    if row is not None:
-        return row
-    parts = path.split(".")
-    for end in range(len(parts) - 1, 0, -1):
-        prefix = ".".join(parts[:end])
-        if prefix in SECTION_ROWS:
-            return _BY_OLD[prefix]
-    return None
-
-
-def new_location(path: str) -> str | None:
-    """Where `path` lives now: for a section row, the suffix is appended to `new`."""
-    row = lookup(path)
-    if row is None or row.new is None:
-        return None
-    if row.old == path:
-        return row.new
-    return row.new + path[len(row.old) :]
+"""Every row, grouped by era; :func:`schemas.eras.rule_for` looks them up."""

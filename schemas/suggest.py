@@ -7,13 +7,10 @@ wrong section is found as well as a misspelt one.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import Any
 
 from schemas._frozen import Frozen, _set
 from schemas.spec import SectionSpec
-
-if TYPE_CHECKING:
-    from schemas import moved_keys
 
 
 class Suggestion(Frozen):
@@ -50,14 +47,26 @@ def _close(word: str, candidates: list[str], cutoff: float = 0.75) -> list[str]:
     return difflib.get_close_matches(word, candidates, n=3, cutoff=cutoff)
 
 
-def suggest(parts: tuple[str, ...], paths: dict[str, bool], *, is_table: bool) -> Suggestion:
-    """A hint for the unknown key ``parts`` (the dotted path split), given the schema's paths."""
-    from schemas import moved_keys  # only files with unknown keys get here
+_NO_VALUE: Any = object()
 
+
+def suggest(
+    parts: tuple[str, ...],
+    paths: dict[str, bool],
+    *,
+    is_table: bool,
+    value: Any = _NO_VALUE,
+    document: dict | None = None,
+) -> Suggestion:
+    """A hint for the unknown key ``parts`` (the dotted path split), given the schema's paths.
+
+    With the key's ``value`` (and the whole parsed ``document``), a key from an older torchtitan
+    gets the exact v0.2.2 settings its value becomes (``schemas.eras``); without (a command-line
+    flag), where it lives now."""
+    moved = _moved(parts, is_table=is_table, value=value, document=document)
+    if moved is not None:
+        return moved
     dotted = ".".join(parts)
-    moved = moved_keys.lookup(dotted)
-    if moved is not None and moved_keys.new_location(dotted) != dotted:
-        return Suggestion("moved-key", _moved_hint(dotted, moved))
     # Exact keys of a known extension the file did not declare (flux's [encoder], ft's keys).
     owner = extension_owner(dotted)
     if owner is not None:
@@ -94,19 +103,23 @@ def _join(parent: str, name: str) -> str:
     return f"{parent}.{name}" if parent else name
 
 
-def _moved_hint(dotted: str, moved: moved_keys.MovedKey) -> str:
-    from schemas import moved_keys
+def _moved(
+    parts: tuple[str, ...], *, is_table: bool, value: Any, document: dict | None
+) -> Suggestion | None:
+    """The moved-key hint for a key or table of an older torchtitan, if ``parts`` is one."""
+    from schemas import eras  # only files with unknown keys get here
 
-    target = moved_keys.new_location(dotted)
-    if target is None:
-        text = f"removed; {moved.era}"
-    else:
-        text = f"now `{target}`; {moved.era}"
-    if moved.inverted:
-        text += "; the meaning is inverted, so flip the value"
-    if moved.note:
-        text += f"; {moved.note}"
-    return text
+    if is_table and eras.is_old_table(parts):
+        return Suggestion("moved-key", eras.table_hint(parts))
+    if value is _NO_VALUE:
+        found = eras.rule_hint(parts)
+        return None if found is None else Suggestion("moved-key", found)
+    step = eras.translate(parts, value, document)
+    if step is not None:
+        return Suggestion("moved-key", eras.hint(step))
+    if eras.is_old_table(parts[:-1]):
+        return Suggestion("unknown-key", eras.stray_hint(parts))
+    return None
 
 
 @functools.cache

@@ -316,6 +316,7 @@ class _Checker:
         self.spans = spans
         self.diagnostics: list[Diagnostic] = []
         self._schema: SectionSpec | None = None
+        self._document: dict = {}
 
     def span_of(self, parts: tuple) -> Span | None:
         """The span of a key path, or of its nearest written ancestor."""
@@ -346,6 +347,7 @@ class _Checker:
     def walk(self, data: dict, section: SectionSpec, parts: tuple) -> None:
         if not parts:
             self._schema = section
+            self._document = data
         for key, value in data.items():
             here = (*parts, key)
             field = section.field(key)
@@ -379,8 +381,20 @@ class _Checker:
     def unknown(self, parts: tuple, value: Any) -> None:
         dotted = ".".join(parts)
         is_table = isinstance(value, dict)
+        if is_table and value and _is_old_table(parts):
+            # [float8], [quantize.dense.float8]...: each key went somewhere else, so each is
+            # reported at its own line with its own destination.
+            for key, item in value.items():
+                self.unknown((*parts, key), item)
+            return
         # Only files with unknown keys pay for listing every path of the schema.
-        found = suggest(parts, schema_paths(self._schema), is_table=is_table)
+        found = suggest(
+            parts,
+            schema_paths(self._schema),
+            is_table=is_table,
+            value=value,
+            document=self._document,
+        )
         kind = "section" if is_table else "key"
         where = f"[{'.'.join(parts[:-1])}]" if len(parts) > 1 else "the top level"
         message = (
@@ -560,3 +574,9 @@ def legacy_facts(
         n_kv_heads=found.n_kv_heads if found else None,
         moe=found.moe if found else None,
     )
+
+
+def _is_old_table(parts: tuple) -> bool:
+    from schemas import eras  # only files with unknown sections get here
+
+    return eras.is_old_table(parts)

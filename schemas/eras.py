@@ -1,0 +1,558 @@
+"""The era chain applied: an old torchtitan TOML document rewritten with v0.2.2 keys.
+
+torchtitan's ``JobConfig`` changed shape many times (argparse ``torchtrain/config_manager.py`` in
+2024-H1, argparse then dataclass ``torchtitan/config_manager.py`` to mid 2025,
+``torchtitan/config/job_config.py`` to v0.2.2). A TOML written for an older era fails at v0.2.2
+with "Invalid field names". ``schemas.moved_keys`` holds the researched rows (old key, v0.2.2
+key, how the value changes, era, why); this module applies them: :func:`translate` says what one
+old key becomes, :func:`upgrade` rewrites a whole document and lists the :class:`Step` taken per
+key, :func:`hint` is the validator's sentence. The validator, ``titan-validate --fix`` and
+``titan-migrate`` all read the same rows, so they cannot disagree.
+
+Nothing is guessed: a value v0.2.2 cannot express is an ``unportable`` step with its era and
+why; a value that equals what v0.2.2 does anyway is an ``upgraded`` step that writes nothing;
+two settings that would land on one key with different values are reported, never resolved.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from schemas._frozen import Frozen, _set
+from schemas.moved_keys import CONVERTERS, RULES, Rule
+
+
+class Step(Frozen):
+    """What :func:`upgrade` did with one old key."""
+
+    __slots__ = ("old", "era", "writes", "kind", "why")
+    __match_args__ = ("old", "kind")
+
+    old: tuple[str, ...]
+    """The key's parts as written in the TOML, e.g. ``("training", "batch_size")``."""
+    era: str
+    """Where and when the key lived, e.g. ``torchtitan 2024-02 to 2025-05 (...; #1238)``."""
+    writes: tuple[tuple[tuple[str, ...], Any], ...]
+    """``(v0.2.2 key parts, value)`` pairs, ``()`` for a no-op or an unportable key; a write to
+    ``model.converters`` is a list of names to append."""
+    kind: str
+    """``upgraded`` or ``unportable``."""
+    why: str
+    """One sentence: what changed, or why the key cannot be carried."""
+
+    def __init__(
+        self,
+        old: tuple[str, ...],
+        era: str,
+        writes: tuple[tuple[tuple[str, ...], Any], ...],
+        kind: str,
+        why: str,
+    ) -> None:
+        assert kind in ("upgraded", "unportable"), kind
+        _set(self, "old", old)
+        _set(self, "era", era)
+        _set(self, "writes", writes)
+        _set(self, "kind", kind)
+        _set(self, "why", why)
+
+    @property
+    def dotted(self) -> str:
+        """The old key as one dotted path."""
+        return ".".join(self.old)
+
+
+_BY_OLD: dict[str, Rule] = {rule.old: rule for rule in RULES}
+_TABLES: frozenset[str] = frozenset(rule.old for rule in RULES if rule.how == "table")
+_V022_SECTIONS = frozenset(
+    "job profiling metrics model optimizer lr_scheduler training parallelism checkpoint "
+    "activation_checkpoint compile quantize comm memory_estimation fault_tolerance "
+    "experimental validation debug".split()
+)
+OLD_TABLES: frozenset[str] = (
+    frozenset(
+        ".".join(rule.old.split(".")[:end])
+        for rule in RULES
+        for end in range(1, rule.old.count(".") + (rule.how == "table") + 1)
+    )
+    - _V022_SECTIONS
+)
+"""Tables only older eras had (``[float8]``, ``[mx]``, ``[estimate]``, ``[quantize.dense]``...):
+the validator reports their keys one by one, each with its own destination."""
+
+
+def rule_for(parts: tuple[str, ...] | str) -> Rule | None:
+    """The rule for an old key: its own row, else the row of the old table above it."""
+    if isinstance(parts, str):
+        parts = tuple(parts.split("."))
+    rule = _BY_OLD.get(".".join(parts))
+    if rule is not None and rule.how != "table":
+        return rule
+    for end in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in _TABLES:
+            return _BY_OLD[prefix]
+    return None
+
+
+def is_old_table(parts: tuple[str, ...]) -> bool:
+    """Whether ``parts`` names a table only older eras had."""
+    return ".".join(parts) in OLD_TABLES
+
+
+def destination(parts: tuple[str, ...]) -> str | None:
+    """The dotted v0.2.2 key an old key moves to, whatever its value (``None`` if none)."""
+    rule = rule_for(parts)
+    if rule is None or rule.to is None:
+        return None
+    return ".".join(_new_key(rule, parts))
+
+
+def _new_key(rule: Rule, parts: tuple[str, ...]) -> tuple[str, ...]:
+    new = tuple(rule.to.split(".")) if rule.to else ()
+    if rule.how == "table":
+        return new + parts[rule.old.count(".") + 1 :]
+    return new
+
+
+# --------------------------------------------------------------------------- one key
+
+
+def translate(parts: tuple[str, ...], value: Any, document: dict | None = None) -> Step | None:
+    """What one old key with ``value`` becomes, before collisions; ``None`` if it is not old.
+
+    ``document`` is the whole parsed file: a few old settings only make sense with their
+    neighbours (a DDP degree, a microbatch count over the batch size, the era ``training.compile``
+    came from)."""
+    rule = rule_for(parts)
+    if rule is None:
+        return None
+    return _HOWS[rule.how](rule, parts, value, document or {})
+
+
+def _upgraded(parts: tuple, rule: Rule, writes: tuple, note: str = "") -> Step:
+    return Step(parts, rule.era, writes, "upgraded", f"{rule.why}; {note}" if note else rule.why)
+
+
+def _unportable(parts: tuple, rule: Rule, why: str) -> Step:
+    return Step(parts, rule.era, (), "unportable", why)
+
+
+def _key(dotted: str) -> tuple[str, ...]:
+    return tuple(dotted.split("."))
+
+
+def _move(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    writes = ((_new_key(rule, parts), value),) + tuple((_key(k), value) for k in rule.values)
+    return _upgraded(parts, rule, writes)
+
+
+def _invert(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    if not isinstance(value, bool):
+        return _unportable(parts, rule, f"expected true or false, got {toml_value(value)}")
+    return _upgraded(parts, rule, ((_new_key(rule, parts), not value),))
+
+
+def _values(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    for old, new in rule.values:
+        if _same(value, old):
+            if rule.to is None:
+                return _upgraded(parts, rule, tuple((_key(k), v) for k, v in new))
+            return _upgraded(parts, rule, ((_new_key(rule, parts), new),))
+    return _unportable(parts, rule, f"{toml_value(value)} has no v0.2.2 equivalent: {rule.why}")
+
+
+def _spelling(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    for old, new in rule.values:
+        if _same(value, old):
+            if new is None:
+                return _unportable(
+                    parts, rule, f"{toml_value(value)} cannot be carried: {rule.why}"
+                )
+            return _upgraded(parts, rule, ((_new_key(rule, parts), new),))
+    return _upgraded(parts, rule, ((_new_key(rule, parts), value),))
+
+
+def _same_as_v022(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    if any(_same(value, v) for v in rule.values):
+        return _upgraded(parts, rule, (), f"{toml_value(value)} is what v0.2.2 does anyway")
+    where = f"; the nearest v0.2.2 setting is `{rule.to}`" if rule.to else ""
+    return _unportable(parts, rule, f"{toml_value(value)} cannot be carried: {rule.why}{where}")
+
+
+def _gone(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    return _unportable(parts, rule, rule.why)
+
+
+def _never(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    return _unportable(
+        parts,
+        rule,
+        f"torchtitan never read `{'.'.join(parts)}` (its loaders ignored it, so the run used "
+        f"the default); {rule.why}",
+    )
+
+
+_ON = (True,)
+_OFF = (False, "")
+
+
+def _converter(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    name, *also_on = rule.values
+    if any(_same(value, v) for v in (*_ON, *also_on)):
+        return _upgraded(parts, rule, ((CONVERTERS, [name]),))
+    if any(_same(value, v) for v in _OFF):
+        return _upgraded(parts, rule, (), f"{toml_value(value)}: the converter is not listed")
+    return _unportable(parts, rule, f"expected true or false, got {toml_value(value)}")
+
+
+def _moe(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    converter, linear = rule.values
+    writes: tuple = ((_new_key(rule, parts), value),)
+    listed = _get(document, CONVERTERS)
+    listed = listed if isinstance(listed, list) else []
+    enabled = any(name in linear for name in listed) or _old_linear_on(document, linear)
+    if enabled and value:
+        return _upgraded(parts, rule, writes + ((CONVERTERS, [converter]),))
+    return _upgraded(
+        parts, rule, writes, f"the file does not list {linear[-1]!r}, so it stays inert"
+    )
+
+
+def _old_linear_on(document: dict, linear: tuple) -> bool:
+    """Whether an old key of the same document turns the linear converter on."""
+    for parts, value in _leaves(document):
+        rule = _BY_OLD.get(".".join(parts))
+        if rule is not None and rule.how == "converter" and rule.values[0] in linear:
+            if any(_same(value, v) for v in (*_ON, *rule.values[1:])):
+                return True
+    return False
+
+
+def _compile(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    if not isinstance(value, bool):
+        return _unportable(parts, rule, f"expected true or false, got {toml_value(value)}")
+    if not value:
+        return _upgraded(parts, rule, ((("compile", "enable"), False),))
+    model_only, with_loss, since = rule.values
+    older = sorted(r.old for r in _old_rules(document) if _until(r) < since[:7])
+    if older:
+        components, note = model_only, f"`{older[0]}` dates the file before {since}"
+    else:
+        components, note = with_loss, ""
+    writes = ((("compile", "enable"), True), (("compile", "components"), list(components)))
+    return _upgraded(parts, rule, writes, note)
+
+
+def _folder(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    if not isinstance(value, str):
+        return _unportable(parts, rule, f"expected a folder name, got {toml_value(value)}")
+    if not value:
+        return _upgraded(parts, rule, (), "an empty folder kept checkpointing off, as v0.2.2 does")
+    writes = ((("checkpoint", "enable"), True), (_new_key(rule, parts), value))
+    return _upgraded(parts, rule, writes)
+
+
+def _extension(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    writes = ((("job", "custom_config_module"), rule.values[0]), (_new_key(rule, parts), value))
+    return _upgraded(parts, rule, writes)
+
+
+def _warmup_pct(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    steps = _get(document, ("training", "steps"))
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return _unportable(parts, rule, f"expected a fraction, got {toml_value(value)}")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        return _unportable(parts, rule, "it needs training.steps, which this file does not set")
+    return _upgraded(parts, rule, ((_new_key(rule, parts), max(int(steps * value), 2)),))
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _dp_degree(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    if _get(document, ("training", "data_parallel_type")) != "ddp":
+        return _upgraded(parts, rule, ((_new_key(rule, parts), value),))
+    if not _is_count(value):
+        return _unportable(parts, rule, "DDP over every rank needs the number of ranks at v0.2.2")
+    writes = (
+        (("parallelism", "data_parallel_replicate_degree"), value),
+        (("parallelism", "data_parallel_shard_degree"), 1),
+    )
+    return _upgraded(parts, rule, writes, "DDP is replicate degree N with shard degree 1")
+
+
+def _dp_type(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    if value == "fsdp":
+        return _upgraded(parts, rule, (), '"fsdp" is what v0.2.2 does by default')
+    if value == "ddp" and _is_count(_get(document, ("training", "data_parallel_degree"))):
+        return _upgraded(parts, rule, (), "carried by training.data_parallel_degree")
+    if value == "ddp":
+        return _unportable(parts, rule, f"{rule.why}, and this file does not set one")
+    return _unportable(parts, rule, f"{toml_value(value)} was never a data parallel type")
+
+
+_ERA_BATCH = 8  # training.batch_size's default in every era it existed
+
+
+def _microbatches(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    if not _is_count(value):
+        return _unportable(
+            parts, rule, f"expected a number of microbatches, got {toml_value(value)}"
+        )
+    batch = _get(document, ("training", "local_batch_size"))
+    if batch is _MISSING:
+        batch = _get(document, ("training", "batch_size"))
+    if batch is _MISSING:
+        batch = _ERA_BATCH
+    if not _is_count(batch) or batch % value:
+        return _unportable(
+            parts,
+            rule,
+            f"a local batch of {toml_value(batch)} does not split into {value} microbatches",
+        )
+    return _upgraded(parts, rule, ((_new_key(rule, parts), batch // value),))
+
+
+def _config_folder(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    if not isinstance(value, str):
+        return _unportable(parts, rule, f"expected a folder name, got {toml_value(value)}")
+    path = f"{value.rstrip('/')}/job_config.json" if value else "job_config.json"
+    return _upgraded(parts, rule, ((_new_key(rule, parts), path),))
+
+
+_HOWS = {
+    "move": _move,
+    "table": _move,
+    "invert": _invert,
+    "values": _values,
+    "spelling": _spelling,
+    "converter": _converter,
+    "moe": _moe,
+    "same": _same_as_v022,
+    "gone": _gone,
+    "never": _never,
+    "compile": _compile,
+    "folder": _folder,
+    "extension": _extension,
+    "warmup_pct": _warmup_pct,
+    "dp_degree": _dp_degree,
+    "dp_type": _dp_type,
+    "microbatches": _microbatches,
+    "config_folder": _config_folder,
+}
+
+
+def _same(value: Any, other: Any) -> bool:
+    """Equal and of the same TOML type (``1 == true`` in Python, not in TOML)."""
+    return type(value) is type(other) and value == other
+
+
+def _old_rules(document: dict) -> list[Rule]:
+    return [r for r in (rule_for(p) for p, _ in _leaves(document)) if r is not None]
+
+
+def _until(rule: Rule) -> str:
+    """The last month a rule's key was on main (``9999`` for keys torchtitan never had)."""
+    found = re.search(r" to (\d{4}-\d{2})", rule.era)
+    return found.group(1) if found else "9999"
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML spells it (for messages and hints)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def _leaves(table: dict, prefix: tuple = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every key of the document in file order; an empty table is a key of its own."""
+    found: list[tuple[tuple[str, ...], Any]] = []
+    for key, value in table.items():
+        here = (*prefix, key)
+        if isinstance(value, dict) and value:
+            found += _leaves(value, here)
+        else:
+            found.append((here, value))
+    return found
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+_MISSING: Any = object()
+
+
+def _get(table: Any, parts: tuple[str, ...]) -> Any:
+    for part in parts:
+        if not isinstance(table, dict) or part not in table:
+            return _MISSING
+        table = table[part]
+    return table
+
+
+def _remove(document: dict, parts: tuple[str, ...]) -> None:
+    """Delete a key, and every table the deletion left empty."""
+    tables = [document]
+    for part in parts[:-1]:
+        tables.append(tables[-1][part])
+    del tables[-1][parts[-1]]
+    for depth in range(len(parts) - 1, 0, -1):
+        if tables[depth]:
+            break
+        del tables[depth - 1][parts[depth - 1]]
+
+
+def _put(document: dict, parts: tuple[str, ...], value: Any) -> bool:
+    """Write a key (appending to ``model.converters``); False where a value is in the way."""
+    table = document
+    for part in parts[:-1]:
+        table = table.setdefault(part, {})
+        if not isinstance(table, dict):
+            return False
+    if parts == CONVERTERS:
+        listed = table.setdefault(parts[-1], [])
+        if not isinstance(listed, list):
+            return False
+        listed.extend(name for name in value if name not in listed)
+        return True
+    table[parts[-1]] = _copy(value)
+    return True
+
+
+def upgrade(document: dict, *, is_current=None) -> tuple[dict, list[Step]]:
+    """A copy of the parsed TOML document with every old-era key replaced by its v0.2.2 form
+    (unportable keys removed), and the steps taken, in file order.
+
+    ``is_current(parts)`` says whether a key is valid as it stands (a custom config module may
+    declare a key an older torchtitan also had); such keys are left alone. A write that
+    disagrees with a value the file sets at v0.2.2, or with an earlier old key's write, makes
+    the step unportable and says so: neither value is silently preferred."""
+    result = _copy(document)
+    steps: list[Step] = []
+    written: dict[tuple[str, ...], tuple[Any, str]] = {}  # new key -> (value, old key)
+    for parts, value in _leaves(document):
+        if is_current is not None and is_current(parts):
+            continue
+        step = translate(parts, value, document)
+        if step is None and value == {} and is_old_table(parts):
+            step = Step(parts, "an older torchtitan", (), "upgraded", "an empty old table")
+        if step is None:
+            continue  # not an old key: the validator judges it as it stands
+        _remove(result, parts)
+        if step.kind == "upgraded":
+            step = _settle(step, document, written)
+        if step.kind == "upgraded":
+            for new, new_value in step.writes:
+                if not _put(result, new, new_value):
+                    step = Step(step.old, step.era, (), "unportable", _in_the_way(new))
+                    break
+                written[new] = (new_value, step.dotted)
+        steps.append(step)
+    return result, steps
+
+
+def _settle(step: Step, document: dict, written: dict) -> Step:
+    """The step, or an unportable one when its writes disagree with the file or another step."""
+    for new, value in step.writes:
+        if new == CONVERTERS:
+            continue
+        dotted = ".".join(new)
+        current = _get(document, new)
+        if current is not _MISSING and not _same(current, value):
+            other = f"the file also sets `{dotted} = {toml_value(current)}`"
+        elif new in written and not _same(written[new][0], value):
+            other = f"`{written[new][1]}` already means `{dotted} = {toml_value(written[new][0])}`"
+        else:
+            continue
+        why = f"it means `{dotted} = {toml_value(value)}` but {other}; keep one of them"
+        return Step(step.old, step.era, (), "unportable", why)
+    return step
+
+
+def _in_the_way(new: tuple[str, ...]) -> str:
+    return f"`{'.'.join(new)}` cannot be written: the file has a value where a table belongs"
+
+
+# --------------------------------------------------------------------------- the validator
+
+
+def hint(step: Step) -> str:
+    """The validator's hint for an old key: exactly where its value goes now, or why not."""
+    if step.kind == "unportable":
+        return f"cannot be carried: {step.why}; {step.era}; delete it (titan-migrate drops it)"
+    return (
+        f"{action(step)}; {step.why}; {step.era}; "
+        "`titan-validate --fix` rewrites it and titan-migrate carries it"
+    )
+
+
+def action(step: Step) -> str:
+    """What an upgraded step writes, in a user's words: ``now `a.b = 1` ``, ``add "x" to
+    model.converters``, or that nothing needs writing."""
+    settings = [
+        f"`{'.'.join(new)} = {toml_value(value)}`"
+        for new, value in step.writes
+        if new != CONVERTERS
+    ]
+    names = [toml_value(n) for new, value in step.writes if new == CONVERTERS for n in value]
+    said = []
+    if settings:
+        said.append("now " + " and ".join(settings))
+    if names:
+        said.append("add " + ", ".join(names) + " to model.converters")
+    return "; ".join(said) or "delete it: v0.2.2 does this anyway"
+
+
+def rule_hint(parts: tuple[str, ...]) -> str | None:
+    """Where an old key lives now, without its value (a command-line flag): the rule's words."""
+    rule = rule_for(parts)
+    if rule is None:
+        return None
+    where = destination(parts)
+    if rule.how == "never":
+        return f"torchtitan never had `{'.'.join(parts)}`: {rule.why}"
+    text = f"now `{where}`" if where else "removed"
+    return f"{text}; {rule.why}; {rule.era}"
+
+
+def table_hint(parts: tuple[str, ...]) -> str:
+    """The hint of an empty table only older eras had (its keys are reported one by one)."""
+    dotted = ".".join(parts)
+    homes = sorted(
+        {
+            ".".join(_new_key(rule, _key(rule.old)))
+            for rule in RULES
+            if rule.to and (rule.old + ".").startswith(dotted + ".")
+        }
+    )
+    where = ", ".join(f"`{home}`" for home in homes[:3]) + (", ..." if len(homes) > 3 else "")
+    return f"[{dotted}] is from an older torchtitan; its keys now live at {where}; delete it"
+
+
+def stray_hint(parts: tuple[str, ...]) -> str:
+    """The hint of a key an old table never had (a typo, or a fork's own setting)."""
+    import difflib  # only for a stray key
+
+    table = ".".join(parts[:-1])
+    names = [rule.old.rsplit(".", 1)[-1] for rule in RULES if rule.old.startswith(table + ".")]
+    close = difflib.get_close_matches(parts[-1], names, n=1, cutoff=0.75)
+    if close:
+        moved = destination((*parts[:-1], close[0]))
+        return f"did you mean `{table}.{close[0]}`? (now `{moved}`)"
+    return f"[{table}] is from an older torchtitan and never had `{parts[-1]}`; delete it"
