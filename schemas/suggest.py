@@ -92,11 +92,17 @@ def suggest(
     close = _close(name, list(leaves), cutoff=0.8)
     if close:
         return Suggestion("unknown-key", f"did you mean `{leaves[close[0]]}`?")
-    if not parent:
-        return Suggestion(
-            "unknown-key", "sections are: " + ", ".join(p for p in paths if "." not in p)
-        )
-    return Suggestion("unknown-key", None)
+    # Nothing in torchtitan is close: most likely a fork's own setting, which the project can
+    # declare once instead of seeing it rejected in every file (schemas.project).
+    return Suggestion("unknown-key", DECLARE_HINT)
+
+
+DECLARE_HINT = (
+    "a fork's own setting? declare it: titan-migrate --scaffold-extension FILE.toml > "
+    'fork_ext.py, then [tool.titan] extensions = ["fork_ext.py"] in pyproject.toml'
+)
+"""The hint of an unknown key or section that nothing known is close to (the scaffold skips
+every other unknown key: those are typos, moved keys or a built-in extension's)."""
 
 
 def _join(parent: str, name: str) -> str:

@@ -6,6 +6,7 @@ The parsed document and the merged schema are returned too, for callers that go 
 
 from __future__ import annotations
 
+import os
 import sys
 import tomllib
 import typing
@@ -23,8 +24,9 @@ from schemas.suggest import schema_paths, suggest
 from schemas.toml_source import parse, read_text
 
 if TYPE_CHECKING:
-    import os
     from pathlib import Path
+
+    from schemas.project import Declaration, DeclaredExtension
 
 # pathlib, difflib and dataclasses are imported only on the paths that need them: together they
 # cost more than checking a whole corpus, and this module runs in pre-commit hooks.
@@ -62,7 +64,16 @@ class CheckOptions(Frozen):
 class FileCheck:
     """The outcome of checking one file."""
 
-    __slots__ = ("file", "diagnostics", "document", "schema", "extensions", "spans", "text")
+    __slots__ = (
+        "file",
+        "diagnostics",
+        "document",
+        "schema",
+        "extensions",
+        "spans",
+        "text",
+        "declared",
+    )
     __match_args__ = ()
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
     # Written out rather than a dataclass, as the values in schemas._frozen are, and likewise
@@ -85,6 +96,9 @@ class FileCheck:
     """Positions of the keys in the file."""
     text: str | None
     """The source text, when it decoded (renderers show lines from it)."""
+    declared: tuple[str, ...]
+    """The modules merged because the project declares them (``[tool.titan] extensions`` of
+    the nearest ``pyproject.toml``; see ``schemas.project``)."""
 
     def __init__(
         self,
@@ -96,6 +110,7 @@ class FileCheck:
         extensions: tuple[ExtensionSpec, ...] = (),
         spans: dict[tuple, KeySpan] | None = None,
         text: str | None = None,
+        declared: tuple[str, ...] = (),
     ) -> None:
         self.file = file
         self.diagnostics = diagnostics
@@ -104,6 +119,7 @@ class FileCheck:
         self.extensions = extensions
         self.spans = {} if spans is None else spans
         self.text = text
+        self.declared = declared
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -141,14 +157,17 @@ def check_file(
 
         return Path(path).resolve().parent
 
-    return _check_text(text, shown, base_dir, options, adjust)
+    # The project is the one the file is named in (its folder as given, links not followed).
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    return _check_text(text, shown, base_dir, options, adjust, folder=folder)
 
 
 def check_text(
     text: str, *, file: str, base_dir: Path, options: CheckOptions = _DEFAULTS
 ) -> FileCheck:
-    """Check TOML source text; ``base_dir`` is where custom config modules are looked up first."""
-    return _check_text(text, file, lambda: base_dir, options)
+    """Check TOML source text; ``base_dir`` is where custom config modules are looked up first,
+    and where the search for the project declaration (``pyproject.toml``) starts."""
+    return _check_text(text, file, lambda: base_dir, options, folder=os.fspath(base_dir))
 
 
 def _check_text(
@@ -157,6 +176,8 @@ def _check_text(
     base_dir: Callable[[], Path],
     options: CheckOptions,
     adjust: Adjust | None = None,
+    *,
+    folder: str,
 ) -> FileCheck:
     # ``base_dir`` is a function: resolving the path is needed only to search for a custom
     # module, never for the built-in ones or for files without extensions.
@@ -166,7 +187,12 @@ def _check_text(
     document = source.document
     spans = locate_keys(text)
     checker = _Checker(file=file, spans=spans)
+    from schemas import project
+
+    declaration = project.for_folder(folder)
     extensions = _load_extensions(document, base_dir, options, checker)
+    declared = _load_declared(declaration, options, checker, loaded=extensions)
+    extensions += declared
     schema = merged_schema(extensions)
     if adjust is not None:
         document, found = adjust(document, schema)
@@ -196,6 +222,7 @@ def _check_text(
         extensions=tuple(extensions),
         spans=spans,
         text=text,
+        declared=tuple(spec.module for spec in declared),
     )
 
 
@@ -295,6 +322,142 @@ def _load_extensions(
     return loaded
 
 
+def _load_declared(
+    declaration: Declaration,
+    options: CheckOptions,
+    checker: _Checker,
+    *,
+    loaded: list[ExtensionSpec],
+) -> list[ExtensionSpec]:
+    """The modules the project declares, merged as ``--extension`` merges one; what is wrong
+    with the declaration or a module in it is a finding located in ``pyproject.toml``."""
+    checker.diagnostics.extend(declaration.problems)
+    if not declaration.extensions:
+        return []
+    from schemas.builtin_extensions import ExtensionError
+
+    found: list[ExtensionSpec] = []
+    for entry in declaration.extensions:
+        try:
+            spec = _declared_extension(entry, options)
+        except ExtensionError as error:
+            checker.report(_declared_error(entry, declaration, str(error)))
+            continue
+        if any((e.module, e.origin) == (spec.module, spec.origin) for e in (*loaded, *found)):
+            continue  # the TOML names it too: merged once
+        where = f"extension `{entry.entry}` declared in {declaration.shown}"
+        if options.allow_import and spec.origin != "built-in":
+            checker.report(
+                _at_entry(
+                    entry,
+                    "extension-imported",
+                    f"{where} was imported from {spec.origin}",
+                    f"{declaration.shown} declares it in [tool.titan] extensions",
+                    severity=Severity.INFO,
+                )
+            )
+        for note in spec.notes:
+            if "from __future__ import" in note:
+                # v0.2.2 never loads a declared module (only titan does), and titan reads such
+                # annotations: the import is what keeps a field named `list` from shadowing
+                # the `list[...]` of the fields after it.
+                continue
+            checker.report(
+                _at_entry(
+                    entry,
+                    "extension-unreadable",
+                    f"{where}: {note}",
+                    "pass --allow-import to import the module instead",
+                    severity=Severity.WARNING,
+                )
+            )
+        found.append(spec)
+    return found
+
+
+_declared_reads: dict[tuple, ExtensionSpec] = {}
+"""Declared modules read from source in this run, by what the read depends on: every TOML of a
+project merges the same modules, so each is read once (an edited file is read again)."""
+
+
+def _declared_extension(entry: DeclaredExtension, options: CheckOptions) -> ExtensionSpec:
+    """One declared module: built in, read from source (once per run), or imported."""
+    from pathlib import Path
+
+    dirs = [Path(d) for d in entry.search_dirs]
+    if options.allow_import:
+        return _load_extension(entry.module, lambda: dirs, allow_import=True, from_toml=True)
+    from schemas.extension_reader import find_module_source
+
+    source = find_module_source(entry.module, search_dirs=dirs)
+    try:
+        info = os.stat(source) if source is not None else None
+    except OSError:
+        info = None
+    key = (entry.module, entry.search_dirs, str(source), info and (info.st_mtime_ns, info.st_size))
+    spec = _declared_reads.get(key)
+    if spec is None:
+        spec = _load_extension(entry.module, lambda: dirs, allow_import=False, from_toml=True)
+        _declared_reads[key] = spec
+    return spec
+
+
+def _declared_error(entry: DeclaredExtension, declaration: Declaration, error: str) -> Diagnostic:
+    where = f"extension `{entry.entry}` declared in {declaration.shown}"
+    relative = f"paths in [tool.titan] extensions are relative to the folder of {declaration.shown}"
+    if entry.file is not None and not os.path.isfile(entry.file):
+        return _at_entry(
+            entry,
+            "extension-error",
+            f"{where} does not exist: no file {entry.file}",
+            f"fix the path: {relative}",
+        )
+    if entry.file is None and not _module_found(entry):
+        return _at_entry(
+            entry,
+            "extension-error",
+            f"{where} not found: no {entry.module.replace('.', '/')}.py or its package in "
+            f"{declaration.root} or on Python's path",
+            f'install the package, or write the file\'s path instead ("tools/fork_ext.py"): '
+            f"{relative}",
+        )
+    return _at_entry(
+        entry,
+        "extension-error",
+        f"{where} cannot be read: {error}",
+        "fix the module, or pass --allow-import to import it instead of reading its source",
+    )
+
+
+def _module_found(entry: DeclaredExtension) -> bool:
+    from pathlib import Path
+
+    from schemas.builtin_extensions import KNOWN_EXTENSIONS
+    from schemas.extension_reader import find_module_source
+
+    dirs = [Path(d) for d in entry.search_dirs]
+    found = find_module_source(entry.module, search_dirs=dirs)
+    return entry.module in KNOWN_EXTENSIONS or found is not None
+
+
+def _at_entry(
+    entry: DeclaredExtension,
+    code: str,
+    message: str,
+    hint: str,
+    *,
+    severity: Severity = Severity.ERROR,
+) -> Diagnostic:
+    return Diagnostic(
+        code=code,
+        severity=severity,
+        path="tool.titan.extensions",
+        message=message,
+        hint=hint,
+        span=entry.span,
+    )
+
+
 def _extension_hint(name: str) -> str:
     import difflib
 
@@ -325,6 +488,10 @@ class _Checker:
             if found is not None:
                 return Span(file=self.file, line=found.line, col=found.col, end_col=found.end_col)
         return None
+
+    def report(self, finding: Diagnostic) -> None:
+        """A finding located elsewhere (in ``pyproject.toml``), kept as it is."""
+        self.diagnostics.append(finding)
 
     def add(
         self,
