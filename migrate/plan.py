@@ -125,6 +125,7 @@ class Plan:
         "todos",
         "extension",
         "module_files",
+        "declared_extensions",
         "text",
     )
 
@@ -153,6 +154,8 @@ class Plan:
         """The custom config module (its short name when it is a built-in one)."""
         self.module_files: tuple[str, ...] = ()
         """The custom config module files read for this TOML (inputs, never to be written)."""
+        self.declared_extensions: tuple[str, ...] = ()
+        """The modules merged because the project declares them (``[tool.titan] extensions``)."""
         self.text: str | None = None
         """The TOML source, for reports that show the line of a finding."""
 
@@ -324,6 +327,7 @@ class _Builder:
         self.extension = KNOWN_EXTENSIONS.get(module, module) if isinstance(module, str) else None
         plan.extension = self.extension
         plan.module_files = tuple(e.file for e in check.extensions if e.file)
+        plan.declared_extensions = check.declared
         self.user_extension: ExtensionSpec | None = next(
             (e for e in check.extensions if e.module not in KNOWN_EXTENSIONS), None
         )

@@ -306,6 +306,13 @@ def render_module(plans: Sequence[Plan], *, command: str | None = None) -> str:
     names = function_names(usable)
     sources = ", ".join(f"``{p.source}``" for p in usable)
     docstring = f"Registry functions migrated by titan-migrate from {sources}."
+    declared = sorted({module for plan in usable for module in plan.declared_extensions})
+    if declared:
+        modules = ", ".join(f"``{module}``" for module in declared)
+        docstring += (
+            f"\n\nMerged {modules}: ``pyproject.toml`` declares "
+            f"{'them' if len(declared) > 1 else 'it'} for the project (``[tool.titan] extensions``)."
+        )
     if command:
         docstring += f"\n\nRegenerate with ``{command}``."
     return _Renderer(usable, names).module(names, docstring)
