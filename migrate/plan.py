@@ -32,6 +32,7 @@ from migrate.target import (
     default_object,
     same,
 )
+from migrate.upgrades import Upgrade
 from schemas import rules
 from schemas.builtin_extensions import KNOWN_EXTENSIONS
 from schemas.diagnostics import Diagnostic, Severity, Span
@@ -78,32 +79,50 @@ VALIDATION_SHAPE = {
 class KeyOutcome:
     """What became of one input key."""
 
-    __slots__ = ("key", "status", "paths", "note")
+    __slots__ = ("key", "status", "paths", "note", "era")
 
-    STATUSES = ("carried", "default", "structural", "renamed", "dropped", "inert", "rejected")
+    STATUSES = (
+        "carried",
+        "default",
+        "structural",
+        "upgraded",
+        "renamed",
+        "dropped",
+        "inert",
+        "rejected",
+    )
     """``carried``: written at ``paths``; ``default``: the value equals the target default, so
-    nothing needs writing; ``structural``: it chose a class or object; ``renamed``: carried under
-    a new name (stale converter names with ``--fix-stale-names``); ``dropped``: titan has no place
-    for it; ``inert``: it had no effect in v0.2.2 either; ``rejected``: invalid, not carried."""
+    nothing needs writing; ``structural``: it chose a class or object; ``upgraded``: a key of an
+    older torchtitan carried through its v0.2.2 form (``schemas.eras``; the note names the era and
+    the v0.2.2 keys); ``renamed``: carried under a new name (stale converter names with
+    ``--fix-stale-names``); ``dropped``: titan has no place for it (or, from an older torchtitan,
+    v0.2.2 had none); ``inert``: it had no effect in v0.2.2 either; ``rejected``: invalid, not
+    carried."""
 
-    def __init__(self, key: str, status: str, paths: tuple[str, ...] = (), note: str = "") -> None:
+    def __init__(
+        self, key: str, status: str, paths: tuple[str, ...] = (), note: str = "", era: str = ""
+    ) -> None:
         assert status in self.STATUSES, status
         self.key = key
         self.status = status
         self.paths = paths
         self.note = note
+        self.era = era
+        """For a key of an older torchtitan: where and when it lived (``schemas.eras``)."""
 
     def __repr__(self) -> str:
-        return f"KeyOutcome({self.key!r}, {self.status!r}, {self.paths!r}, {self.note!r})"
+        era = f", era={self.era!r}" if self.era else ""
+        return f"KeyOutcome({self.key!r}, {self.status!r}, {self.paths!r}, {self.note!r}{era})"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, KeyOutcome):
             return NotImplemented
-        return (self.key, self.status, self.paths, self.note) == (
+        return (self.key, self.status, self.paths, self.note, self.era) == (
             other.key,
             other.status,
             other.paths,
             other.note,
+            other.era,
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -168,9 +187,11 @@ class Plan:
         return [d for d in self.diagnostics if d.severity is Severity.ERROR]
 
     def lossless(self) -> bool:
-        """Every key carried (or already the default), nothing dropped, inert or rejected."""
+        """Every key carried (or already the default, or upgraded from an older torchtitan),
+        nothing dropped, inert or rejected."""
         return self.ok and all(
-            o.status in ("carried", "default", "structural") for o in self.outcomes.values()
+            o.status in ("carried", "default", "structural", "upgraded")
+            for o in self.outcomes.values()
         )
 
     def todo(self, path: str, text: str) -> None:
@@ -253,7 +274,7 @@ def build_plan(
 ) -> Plan:
     """Check ``path`` (with legacy flags ``overrides`` applied) and plan its migration."""
     shown = shown or str(path)
-    check, override_values = _check(path, overrides, options or CheckOptions(), shown)
+    check, override_values, upgrade = _check(path, overrides, options or CheckOptions(), shown)
     document = check.document
     model_name = (document or {}).get("model", {}).get("name", "llama3")
     plan = Plan(shown, function or function_name(path, model_name))
@@ -266,6 +287,7 @@ def build_plan(
     if document is None or check.schema is None:
         return plan  # unreadable, not TOML, or its custom module could not be read
     _Builder(plan, check, override_values, fix_stale_names).build()
+    upgrade.record(plan, check, outcome=KeyOutcome)
     return plan
 
 
@@ -282,28 +304,42 @@ def _renamed_function(wanted: str, name: str, shown: str) -> Diagnostic:
 
 def _check(
     path: str | Path, overrides: Sequence[str], options: CheckOptions, shown: str
-) -> tuple[FileCheck, dict[str, Any]]:
-    """The validator's check of the file, with the override flags applied before the rules."""
-    if not overrides:
-        return check_file(path, options, shown=shown), {}
+) -> tuple[FileCheck, dict[str, Any], Upgrade]:
+    """The validator's check of the file, upgraded from older torchtitan eras (``schemas.eras``)
+    and with the override flags applied on top, before the rules: the plan is built from the
+    document a v0.2.2 run of the upgraded file would read."""
     from migrate.overrides import apply_overrides, custom_module_flag, parse_overrides
 
     parsed: dict[str, Any] = {}
-    module = custom_module_flag(list(overrides))
+    module = custom_module_flag(list(overrides)) if overrides else None
     if module is not None:
-        options = CheckOptions(
-            ngpu=options.ngpu,
-            allow_import=options.allow_import,
-            module_path=options.module_path,
-            extensions=(*options.extensions, module),
-        )
+        options = _with_extension(options, module)
 
     def adjust(document: dict, schema: SectionSpec) -> tuple[dict, list[Diagnostic]]:
+        document = upgrade.adjust(document, schema)
+        if not overrides:
+            return document, []
         result = parse_overrides(list(overrides), schema)
         parsed.update(result.values)
         return apply_overrides(document, result.values), list(result.diagnostics)
 
-    return check_file(path, options, shown=shown, adjust=adjust), parsed
+    upgrade = Upgrade()
+    check = check_file(path, options, shown=shown, adjust=adjust)
+    written = upgrade.module()
+    if written is not None and written not in {e.module for e in check.extensions}:
+        # v0.1.0's fault-tolerance keys now need their module, which the file did not name:
+        # check again with it merged, as v0.2.2 would read the upgraded file.
+        parsed.clear()
+        upgrade = Upgrade()
+        check = check_file(path, _with_extension(options, written), shown=shown, adjust=adjust)
+    upgrade.respan(check)
+    return check, parsed, upgrade
+
+
+def _with_extension(options: CheckOptions, module: str) -> CheckOptions:
+    import dataclasses
+
+    return dataclasses.replace(options, extensions=(*options.extensions, module))
 
 
 class _Builder:

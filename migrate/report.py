@@ -12,9 +12,14 @@ NOT_CARRIED = ("renamed", "dropped", "inert", "rejected")
 """Outcomes a reader must see one by one (the others are counted)."""
 
 
+LISTED = ("upgraded", *NOT_CARRIED)
+"""Outcomes the text report lists key by key: the not-carried ones, and the keys of an older
+torchtitan carried through their v0.2.2 form (each with its era)."""
+
+
 def summary(plan: Plan) -> dict[str, int]:
     """How many keys had each outcome."""
-    counts = dict.fromkeys(("carried", "default", "structural", *NOT_CARRIED), 0)
+    counts = dict.fromkeys(("carried", "default", "structural", "upgraded", *NOT_CARRIED), 0)
     for outcome in plan.outcomes.values():
         counts[outcome.status] += 1
     return counts
@@ -86,11 +91,12 @@ def _plan_text(plan: Plan) -> str:
         f"{plan.source} -> {plan.function}() returns {_returns(plan)}: {verdict}",
         "  " + ", ".join(f"{n} {status}" for status, n in counts.items() if n),
     ]
-    rows = [o for o in plan.outcomes.values() if o.status in NOT_CARRIED]
+    rows = [o for o in plan.outcomes.values() if o.status in LISTED]
     width = max((len(o.key) for o in rows), default=0)
     for outcome in rows:
         target = f" -> {outcome.paths[0]}" if outcome.paths else ""
-        lines.append(f"  {outcome.status:<8} {outcome.key:<{width}}{target}  {outcome.note}")
+        era = f" [{outcome.era}]" if outcome.era else ""
+        lines.append(f"  {outcome.status:<8} {outcome.key:<{width}}{target}  {outcome.note}{era}")
     return "\n".join(lines) + "\n"
 
 
@@ -105,8 +111,14 @@ def as_dict(plan: Plan) -> dict[str, Any]:
         "counts": summary(plan),
         "keys": {
             key: {"status": o.status, "paths": list(o.paths), "note": o.note}
+            | ({"era": o.era} if o.era else {})
             for key, o in plan.outcomes.items()
         },
+        "upgraded": [
+            {"key": key, "era": o.era, "paths": list(o.paths), "now": o.note}
+            for key, o in plan.outcomes.items()
+            if o.status == "upgraded"
+        ],
         "todos": {path: list(texts) for path, texts in plan.todos.items()},
         "diagnostics": [finding_dict(d) for d in plan.diagnostics],
     }

@@ -110,6 +110,7 @@ CODES: dict[str, str] = {
     "too-deep": "Tables and arrays nested deeper than titan reads (100 levels).",
     "unknown-key": "A key or section that the schema does not have.",
     "moved-key": "A key from an older torchtitan that lives elsewhere in v0.2.2.",
+    "upgraded-key": "A key from an older torchtitan that titan-migrate carried at its v0.2.2 home (schemas.eras).",
     "wrong-type": "A value of the wrong type (no silent coercion).",
     "invalid-choice": "A value outside the allowed choices.",
     "invalid-value": "A value torchtitan rejects while building the config.",

@@ -177,7 +177,9 @@ def _same_as_v022(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
     if any(_same(value, v) for v in rule.values):
         return _upgraded(parts, rule, (), f"{toml_value(value)} is what v0.2.2 does anyway")
     where = f"; the nearest v0.2.2 setting is `{rule.to}`" if rule.to else ""
-    return _unportable(parts, rule, f"{toml_value(value)} cannot be carried: {rule.why}{where}")
+    return _unportable(
+        parts, rule, f"{toml_value(value)} has no v0.2.2 equivalent: {rule.why}{where}"
+    )
 
 
 def _gone(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
@@ -221,7 +223,7 @@ def _moe(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
 
 def _old_linear_on(document: dict, linear: tuple) -> bool:
     """Whether an old key of the same document turns the linear converter on."""
-    for parts, value in _leaves(document):
+    for parts, value in leaves(document):
         rule = _BY_OLD.get(".".join(parts))
         if rule is not None and rule.how == "converter" and rule.values[0] in linear:
             if any(_same(value, v) for v in (*_ON, *rule.values[1:])):
@@ -350,7 +352,7 @@ def _same(value: Any, other: Any) -> bool:
 
 
 def _old_rules(document: dict) -> list[Rule]:
-    return [r for r in (rule_for(p) for p, _ in _leaves(document)) if r is not None]
+    return [r for r in (rule_for(p) for p, _ in leaves(document)) if r is not None]
 
 
 def _until(rule: Rule) -> str:
@@ -375,13 +377,13 @@ def toml_value(value: Any) -> str:
 # --------------------------------------------------------------------------- the document
 
 
-def _leaves(table: dict, prefix: tuple = ()) -> list[tuple[tuple[str, ...], Any]]:
+def leaves(table: dict, prefix: tuple = ()) -> list[tuple[tuple[str, ...], Any]]:
     """Every key of the document in file order; an empty table is a key of its own."""
     found: list[tuple[tuple[str, ...], Any]] = []
     for key, value in table.items():
         here = (*prefix, key)
         if isinstance(value, dict) and value:
-            found += _leaves(value, here)
+            found += leaves(value, here)
         else:
             found.append((here, value))
     return found
@@ -446,7 +448,7 @@ def upgrade(document: dict, *, is_current=None) -> tuple[dict, list[Step]]:
     result = _copy(document)
     steps: list[Step] = []
     written: dict[tuple[str, ...], tuple[Any, str]] = {}  # new key -> (value, old key)
-    for parts, value in _leaves(document):
+    for parts, value in leaves(document):
         if is_current is not None and is_current(parts):
             continue
         step = translate(parts, value, document)
@@ -516,7 +518,7 @@ def action(step: Step) -> str:
         said.append("now " + " and ".join(settings))
     if names:
         said.append("add " + ", ".join(names) + " to model.converters")
-    return "; ".join(said) or "delete it: v0.2.2 does this anyway"
+    return "; ".join(said) or "nothing to write: v0.2.2 does this anyway"
 
 
 def rule_hint(parts: tuple[str, ...]) -> str | None:

@@ -1,0 +1,187 @@
+"""The era chain inside a migration: old torchtitan keys carried at their v0.2.2 homes.
+
+A TOML written for an older torchtitan (``training.batch_size``, ``[float8]``,
+``training.compile``...) fails at v0.2.2, and a migration that rejected those keys would lose
+their values. ``schemas.eras`` says what each old key became; this module applies it to a
+migration in two moments:
+
+1. :meth:`Upgrade.adjust`, inside the validator's check (``check_file``'s ``adjust`` hook),
+   rewrites the parsed document with v0.2.2 keys before it is checked, so the plan is built
+   from the upgraded document and the values reach the generated code;
+2. :meth:`Upgrade.record`, once the plan is built, gives every old key its own outcome
+   (``upgraded`` with its era and v0.2.2 keys, or ``dropped`` with why, a finding and a TODO),
+   takes the outcomes of the keys the chain wrote off the list (they were not in the file), and
+   carries the old key's comments.
+
+Every finding about a key the chain wrote points at the old key's line: the TOML has no other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas import eras
+from schemas.diagnostics import Diagnostic, Severity, Span
+from schemas.spec import SectionSpec
+from schemas.toml_check import FileCheck
+
+CARRIED = ("carried", "default", "structural", "renamed")
+"""Outcomes of a written key under which the old key counts as upgraded."""
+
+
+class Upgrade:
+    """The chain's steps on one file, and the bookkeeping that follows them into the plan."""
+
+    def __init__(self) -> None:
+        self.steps: list[eras.Step] = []
+        """One per old key, in file order."""
+        self.values: dict[str, Any] = {}
+        """Old dotted key -> the value the file gave it."""
+        self.aliases: dict[str, str] = {}
+        """v0.2.2 key the chain wrote (and the file did not) -> the old key that wrote it."""
+
+    # ----------------------------------------------------------------- before the check
+
+    def adjust(self, document: dict, schema: SectionSpec) -> dict:
+        """The document with every old key replaced by its v0.2.2 form; a key the merged
+        schema has (a custom module may declare one an older torchtitan also had) stays."""
+        upgraded, self.steps = eras.upgrade(document, is_current=lambda p: _in(schema, p))
+        if self.steps:
+            old = {step.old for step in self.steps}
+            self.values = {".".join(p): v for p, v in eras.leaves(document) if p in old}
+        return upgraded
+
+    def module(self) -> str | None:
+        """A custom config module the chain wrote (fault-tolerance keys of v0.1.0)."""
+        for step in self.steps:
+            for new, value in step.writes:
+                if new == ("job", "custom_config_module"):
+                    return value
+        return None
+
+    def respan(self, check: FileCheck) -> None:
+        """Point the keys the chain wrote at the old key's span, and re-point the validator's
+        findings on them there (they fell back to the enclosing table, or the file)."""
+        for step in self.steps:
+            old = check.spans.get(step.old)
+            for new, _ in step.writes:
+                if new in check.spans or old is None:
+                    continue
+                check.spans[new] = old
+                self.aliases.setdefault(".".join(new), step.dotted)
+        if not self.aliases:
+            return
+        check.diagnostics = [self._moved(d, check) for d in check.diagnostics]
+        check.diagnostics.sort(key=Diagnostic.sort_key)
+
+    def _moved(self, finding: Diagnostic, check: FileCheck) -> Diagnostic:
+        old = self.aliases.get(finding.path)
+        if old is None or finding.span is None:
+            return finding
+        where = check.spans[tuple(old.split("."))]
+        return Diagnostic(
+            code=finding.code,
+            severity=finding.severity,
+            path=finding.path,
+            message=f"{finding.message} (written by `{old}`)",
+            hint=finding.hint,
+            span=Span(
+                file=finding.span.file, line=where.line, col=where.col, end_col=where.end_col
+            ),
+        )
+
+    # ----------------------------------------------------------------- after the plan
+
+    def record(self, plan: Any, check: FileCheck, *, outcome: type) -> None:
+        """Outcomes (``outcome`` is ``migrate.plan.KeyOutcome``, which imports this module),
+        findings, TODOs and comments of the old keys in ``plan``."""
+        if not self.steps:
+            return
+        for step in self.steps:
+            key, value = step.dotted, self.values.get(step.dotted)
+            span = _span(check, step.old, plan.source)
+            if step.kind == "unportable":
+                plan.outcomes[key] = outcome(key, "dropped", (), step.why, step.era)
+                plan.diagnostics.append(
+                    Diagnostic(
+                        code="dropped-key",
+                        severity=Severity.WARNING,
+                        path=key,
+                        message=f"`{key} = {eras.toml_value(value)}` from an older torchtitan "
+                        f"is not carried: {step.why}",
+                        hint=f"{step.era}; set what you meant by hand in the registry function",
+                        span=span,
+                    )
+                )
+                plan.todo("", f"`{key} = {eras.toml_value(value)}` is not carried: {step.why}")
+                continue
+            plan.outcomes[key] = self._outcome(plan, step, outcome)
+            plan.diagnostics.append(
+                Diagnostic(
+                    code="upgraded-key",
+                    severity=Severity.INFO,
+                    path=key,
+                    message=f"`{key}` is from an older torchtitan: {eras.action(step)}",
+                    hint=f"{step.why}; {step.era}",
+                    span=span,
+                )
+            )
+        for new in self.aliases:
+            plan.outcomes.pop(new, None)  # the file did not write it: its old key says
+        plan.outcomes = dict(sorted(plan.outcomes.items(), key=lambda kv: _line(check, kv[0])))
+        plan.diagnostics.sort(key=Diagnostic.sort_key)
+        self._comments(plan, check)
+
+    def _outcome(self, plan: Any, step: eras.Step, outcome: type) -> Any:
+        """``upgraded`` at the paths its v0.2.2 keys went to, unless one of them was not
+        carried: then that key's status and reason (an old float8 option without its
+        converter is inert now as it was then)."""
+        key = step.dotted
+        found = [plan.outcomes.get(".".join(new)) for new, _ in step.writes]
+        paths = tuple(dict.fromkeys(p for o in found if o is not None for p in o.paths))
+        for new in found:
+            if new is not None and new.status not in CARRIED:
+                note = f"now `{new.key}`, which is {new.status}: {new.note}"
+                return outcome(key, new.status, new.paths, note, step.era)
+        return outcome(key, "upgraded", paths, eras.action(step), step.era)
+
+    def _comments(self, plan: Any, check: FileCheck) -> None:
+        """The old keys' comments go where their values went (the plan saw no such key)."""
+        if not check.text:
+            return
+        from migrate.toml_comments import toml_comments
+
+        found = toml_comments(check.text)
+        for step in self.steps:
+            outcome = plan.outcomes.get(step.dotted)
+            comment = found.get(step.old)
+            if comment is None or outcome is None or not outcome.paths:
+                continue
+            path = outcome.paths[0]
+            if "[" in path:
+                continue  # inside the converter list: not addressable by a path
+            lines, trailing = plan.comments.get(path, ((), None))
+            plan.comments[path] = (lines + tuple(comment.leading), trailing or comment.trailing)
+
+
+def _in(schema: SectionSpec, parts: tuple[str, ...]) -> bool:
+    """Whether ``parts`` is a key (or section) of ``schema``."""
+    section: Any = schema
+    for part in parts:
+        field = section.field(part) if isinstance(section, SectionSpec) else None
+        if field is None:
+            return False
+        section = field.annotation
+    return True
+
+
+def _span(check: FileCheck, parts: tuple[str, ...], file: str) -> Span:
+    found = check.spans.get(parts)
+    if found is None:
+        return Span(file=file, line=1, col=1)
+    return Span(file=file, line=found.line, col=found.col, end_col=found.end_col)
+
+
+def _line(check: FileCheck, key: str) -> tuple[int, int]:
+    found = check.spans.get(tuple(key.split(".")))
+    return (found.line, found.col) if found is not None else (1 << 30, 0)
