@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from titan.cli.console import console
-from titan.cli.exits import UsageError, findings_code, guarded, say
+from titan.cli.exits import WRITE_FAILED, UsageError, findings_code, guarded, say
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -69,6 +69,10 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
             "nothing to do: give TOML files, registry modules (*.py) or directories "
             "(or --export-json-schema FILE)"
         )
+    if args.fix or args.diff:
+        from titan.cli.validate_fix import check_flags
+
+        check_flags(args)
     found = discover(args.paths)
     if args.output is not None or args.export_json_schema is not None:
         from titan.cli.output import refuse_inputs
@@ -92,6 +96,15 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
         )
     tomls = [(path, shown) for path, shown in found.files if not is_registry(path)]
     modules = [(path, shown) for path, shown in found.files if is_registry(path)]
+    fixing = None
+    if args.fix or args.diff:  # rewrite first: the report is about the files as fixed
+        from titan.cli.validate_fix import fix_files
+
+        fixing = fix_files(
+            tomls, modules=modules, options=options, diff=args.diff, stdout=stdout, stderr=stderr
+        )
+        if args.diff:
+            return fixing.diff_code()
     diagnostics, sources, read = found.findings(), {}, set()
     if tomls:
         from schemas.toml_check import check_file
@@ -129,6 +142,8 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
     global _only_titan_ran
     # user code imported: let it shut down as it expects
     _only_titan_ran = not args.allow_import and not imported
+    if fixing is not None and fixing.write_failed:
+        return WRITE_FAILED
     return findings_code(diagnostics, strict=args.strict)
 
 

@@ -84,6 +84,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--color", choices=COLORS, default="auto", help="colour in text output (default: auto)"
     )
     parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="rewrite each TOML in place: keys of older torchtitan eras moved to their v0.2.2 "
+        "form, stale converter names renamed, a lone string made a list where one is wanted; "
+        "comments and formatting elsewhere are kept byte for byte; then report what remains",
+    )
+    parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="print what --fix would change as a unified diff and write nothing "
+        "(exit 1 when something would change)",
+    )
+    parser.add_argument(
         "--as-registry",
         action="store_true",
         help="also migrate each TOML in memory and check the Trainer.Config it becomes "
@@ -176,6 +189,8 @@ class Args:
         self.select: list[str] = []
         self.no_cache = False
         self.timeout = 60.0
+        self.fix = False
+        self.diff = False
 
 
 _SWITCHES = {
@@ -183,6 +198,8 @@ _SWITCHES = {
     "--allow-import": "allow_import",
     "--as-registry": "as_registry",
     "--no-cache": "no_cache",
+    "--fix": "fix",
+    "--diff": "diff",
 }
 _CHOICES = {"--format": FORMATS, "--color": COLORS}
 _VALUES = {"--output": "output", "-o": "output", "--export-json-schema": "export_json_schema"}
