@@ -150,16 +150,11 @@ def tree_summary(plans: Sequence[Plan], *, modules: Sequence[str | None]) -> lis
     (:data:`FILE_OUTCOMES`), how many keys were upgraded, the keys not carried by status, its
     error count, and the module its function went to (``modules``, ``None`` where none was
     written)."""
-    from migrate.plan import KeyOutcome
-
-    # The era chain's status exists only where the plan knows it; count it when it does.
-    upgraded = "upgraded" if "upgraded" in KeyOutcome.STATUSES else None
-    not_carried = tuple(status for status in NOT_CARRIED if status != upgraded)
     rows = []
     for plan, module in zip(plans, modules, strict=True):
         statuses = [o.status for o in plan.outcomes.values()]
-        counts = {status: statuses.count(status) for status in not_carried}
-        lifted = statuses.count(upgraded) if upgraded else 0
+        counts = {status: statuses.count(status) for status in NOT_CARRIED}
+        lifted = statuses.count("upgraded")
         errors = len(plan.errors())
         if not plan.ok:
             outcome = "failed"

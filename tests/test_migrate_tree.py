@@ -14,9 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from migrate.plan import KeyOutcome, Plan
-from migrate.report import tree_summary
-from migrate.target import Obj
 from tests.helpers import validate
 from tests.reference import CORPUS, REPO, require
 from titan.cli import diff as diff_cli
@@ -313,20 +310,27 @@ def test_the_json_summary_is_data(tree):
     assert len(report["files"]) == 5  # every key of every file, as for one file
 
 
-def test_upgraded_keys_make_an_upgraded_row_when_the_plan_knows_the_status(monkeypatch):
-    """Counted through ``KeyOutcome.STATUSES``, so the row exists once the era chain does."""
-    if "upgraded" not in KeyOutcome.STATUSES:
-        monkeypatch.setattr(KeyOutcome, "STATUSES", (*KeyOutcome.STATUSES, "upgraded"))
-    plan = Plan("old.toml", "llama3_old")
-    plan.root = Obj("titan.trainer:Trainer.Config", {})
-    plan.outcomes = {
-        "training.steps": KeyOutcome("training.steps", "carried"),
-        "training.data_parallel_degree": KeyOutcome("training.data_parallel_degree", "upgraded"),
-    }
-    (row,) = tree_summary([plan], modules=["config_registry.py"])
+def test_a_key_of_an_older_torchtitan_makes_an_upgraded_row(tree):
+    old = LLAMA_DEBUG.replace("steps = 10  # ten steps", "steps = 10\ntensor_parallel_degree = 2")
+    put(tree, "llama3/old_era.toml", old)
+    status, out, err = run(tree / "llama3", "--out-dir", tree.parent / "out")
+    assert status == 0, out
+    table = out[out.index("\nfile ") :].strip().splitlines()
+    assert table[0].split() == [
+        "file",
+        "function",
+        "outcome",
+        "upgraded",
+        "not",
+        "carried",
+        "module",
+    ]
+    assert f"{tree}/llama3/old_era.toml" in table[4] and "upgraded   1" in table[4]
+    assert table[-1] == "3 files: 2 lossless, 1 upgraded; 1 module written"
+    report = json.loads(run(tree / "llama3", "--format", "json", "-o", tree.parent / "one.py")[1])
+    (row,) = [r for r in report["summary"] if r["file"].endswith("old_era.toml")]
     assert (row["outcome"], row["upgraded"], row["not_carried"]) == ("upgraded", 1, {})
-    plan.outcomes["metrics.x"] = KeyOutcome("metrics.x", "dropped")
-    assert tree_summary([plan], modules=[None])[0]["outcome"] == "reported"
+    assert "config.parallelism.tensor_parallel_degree = 2" in (tree.parent / "one.py").read_text()
 
 
 def test_a_progress_bar_only_on_a_terminal_for_long_runs(monkeypatch):
