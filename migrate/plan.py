@@ -330,7 +330,7 @@ def _check(
         # v0.1.0's fault-tolerance keys now need their module, which the file did not name:
         # check again with it merged, as v0.2.2 would read the upgraded file.
         parsed.clear()
-        upgrade = Upgrade()
+        upgrade = Upgrade(old=frozenset(step.old for step in upgrade.steps))
         check = check_file(path, _with_extension(options, written), shown=shown, adjust=adjust)
     upgrade.respan(check)
     return check, parsed, upgrade

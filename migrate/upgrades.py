@@ -32,7 +32,10 @@ CARRIED = ("carried", "default", "structural", "renamed")
 class Upgrade:
     """The chain's steps on one file, and the bookkeeping that follows them into the plan."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, old: frozenset[tuple[str, ...]] = frozenset()) -> None:
+        self.old = old
+        """Keys to upgrade even where the merged schema has them: those an earlier pass
+        upgraded to a custom config module, now merged for the check."""
         self.steps: list[eras.Step] = []
         """One per old key, in file order."""
         self.values: dict[str, Any] = {}
@@ -45,7 +48,9 @@ class Upgrade:
     def adjust(self, document: dict, schema: SectionSpec) -> dict:
         """The document with every old key replaced by its v0.2.2 form; a key the merged
         schema has (a custom module may declare one an older torchtitan also had) stays."""
-        upgraded, self.steps = eras.upgrade(document, is_current=lambda p: _in(schema, p))
+        upgraded, self.steps = eras.upgrade(
+            document, is_current=lambda p: p not in self.old and _in(schema, p)
+        )
         if self.steps:
             old = {step.old for step in self.steps}
             self.values = {".".join(p): v for p, v in eras.leaves(document) if p in old}
@@ -64,11 +69,13 @@ class Upgrade:
         findings on them there (they fell back to the enclosing table, or the file)."""
         for step in self.steps:
             old = check.spans.get(step.old)
+            if old is None:
+                continue
             for new, _ in step.writes:
-                if new in check.spans or old is None:
-                    continue
-                check.spans[new] = old
-                self.aliases.setdefault(".".join(new), step.dotted)
+                for end in range(1, len(new) + 1):  # the key, and tables the file lacks
+                    if new[:end] not in check.spans:
+                        check.spans[new[:end]] = old
+                        self.aliases.setdefault(".".join(new[:end]), step.dotted)
         if not self.aliases:
             return
         check.diagnostics = [self._moved(d, check) for d in check.diagnostics]

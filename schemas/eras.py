@@ -182,8 +182,8 @@ def _same_as_v022(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
     )
 
 
-def _gone(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
-    return _unportable(parts, rule, rule.why)
+def _ignored(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    return _upgraded(parts, rule, ())
 
 
 def _never(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
@@ -333,7 +333,7 @@ _HOWS = {
     "converter": _converter,
     "moe": _moe,
     "same": _same_as_v022,
-    "gone": _gone,
+    "ignored": _ignored,
     "never": _never,
     "compile": _compile,
     "folder": _folder,

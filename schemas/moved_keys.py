@@ -29,7 +29,7 @@ HOWS = (
     "converter",
     "moe",
     "same",
-    "gone",
+    "ignored",
     "never",
     "table",
     "compile",
@@ -53,8 +53,9 @@ HOWS = (
 - ``moe``: the MoE FQN list, plus the grouped-mm converter ``values[0]`` when the file turned on
   one of the linear converters ``values[1]`` (the old MoE option applied only then);
 - ``same``: ``values`` are what v0.2.2 does anyway (no-op); any other value is unportable;
-- ``gone``: no v0.2.2 meaning at all; ``never``: a key torchtitan never read (old loaders
-  ignored it), reported with where the setting lives;
+- ``ignored``: training never read it, so any value is a no-op;
+- ``never``: a key torchtitan never had (its loaders ignored it), reported with where the
+  setting lives;
 - ``table``: every key of an old table, same name under ``to``;
 - the rest are one key each, documented where they are used in ``schemas.eras``."""
 
@@ -164,7 +165,7 @@ RULES: tuple[Rule, ...] = (
         "checkpoint.interval",
         "same",
         _era("2024-02", "2024-04", "moved to [checkpoint] in bb3919d2"),
-        'checkpoint.interval is always counted in steps at v0.2.2; "seconds" has no equivalent',
+        "checkpoint.interval is always counted in steps at v0.2.2",
         ("steps",),
     ),
     _R(
@@ -304,10 +305,9 @@ RULES: tuple[Rule, ...] = (
     _R(
         "job.use_for_integration_test",
         None,
-        "same",
+        "ignored",
         _era("2024-03", "2025-08", "removed with the test framework rework #1431 (accc7027)"),
         "it only marked a config for torchtitan's own integration tests; training ignored it",
-        (True, False),
     ),
     _R(
         "job.print_args",
@@ -328,7 +328,7 @@ RULES: tuple[Rule, ...] = (
         "checkpoint.interval",
         "same",
         _era("2024-04", "2025-02", "removed in the checkpointer refactor #899 (031f73f8)"),
-        'checkpoint.interval is always counted in steps; "seconds" has no v0.2.2 equivalent',
+        "checkpoint.interval is always counted in steps at v0.2.2",
         ("steps",),
     ),
     _R(
@@ -400,8 +400,7 @@ RULES: tuple[Rule, ...] = (
         None,
         "same",
         _era("2024-04", "2025-04", "removed in #1131 (9cf88aa1)"),
-        "v0.2.2 models use RMSNorm (the fused and compiled variants computed the same norm); "
-        "layernorm has no v0.2.2 equivalent",
+        "v0.2.2 models use RMSNorm (its fused and compiled variants computed the same norm)",
         ("rmsnorm", "fused_rmsnorm", "compiled_rmsnorm"),
     ),
     _R(
