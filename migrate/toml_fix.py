@@ -34,12 +34,14 @@ upgrade did not intend.
 
 from __future__ import annotations
 
+import copy
 import tomllib
 import typing
 from typing import Any
 
 from migrate.toml_layout import LayoutError, Statement, statements
 from schemas import eras, rules
+from schemas.spans import locate_keys
 from schemas.spec import SectionSpec
 
 CONVERTERS = ("model", "converters")
@@ -75,7 +77,7 @@ def fix_text(text: str, *, schema: SectionSpec) -> Fixed:
     upgraded, steps = eras.upgrade(cleaned, is_current=lambda parts: _is_current(schema, parts))
     for step in steps:
         if step.kind == "unportable":  # left where it is: the validator reports it
-            eras._put(upgraded, step.old, _get(cleaned, step.old))
+            _put(upgraded, step.old, _get(cleaned, step.old))
     target = _fix_values(upgraded, schema, [])
     applied = [step for step in steps if step.kind == "upgraded"]
     if _same(target, document):
@@ -100,7 +102,7 @@ def fix_text(text: str, *, schema: SectionSpec) -> Fixed:
 def _fix_values(document: dict, schema: SectionSpec, notes: list[str]) -> dict:
     """A copy with lone strings wrapped for ``list[str]`` fields and stale converter names
     replaced (each change described in ``notes``)."""
-    fixed = eras._copy(document)
+    fixed = copy.deepcopy(document)
 
     def walk(table: dict, section: SectionSpec, parts: tuple[str, ...]) -> None:
         for key, value in table.items():
@@ -157,6 +159,13 @@ def _get(table: Any, parts: tuple[str, ...]) -> Any:
             return _MISSING
         table = table[part]
     return table
+
+
+def _put(document: dict, parts: tuple[str, ...], value: Any) -> None:
+    table = document
+    for part in parts[:-1]:
+        table = table.setdefault(part, {})
+    table[parts[-1]] = value
 
 
 def _same(value: Any, other: Any) -> bool:
@@ -227,25 +236,53 @@ class _Editor:
         if source is not None:
             self.touched.add(source.table)
         comments = [found[i].text for i in _comment_indices(found, index)]
+        renamed = source is None and self.rename_inline(found, self.current(step.old), step)
         for number, (new, value) in enumerate(step.writes):
+            if renamed and number == 0:
+                continue
             found = statements(self.text)
             index = _keyval_at(found, self.current(step.old)) if number == 0 else None
             where = self.destination(found, new, index)
-            if where[0] == "here":
+            if where[0] == "here":  # only ever the first write
                 found = statements(self.text)  # ``destination`` may have renamed the table
                 index = _keyval_at(found, self.current(step.old))
                 assert index is not None and source is not None
                 line = self.keyval(source, key=where[1], value=value)
                 found[index].text = line[: len(line.rstrip("\r\n"))] + source.newline
                 self.join(found)
-                comments = []  # they stay where they are, with the key
-                source = None  # the old key is gone: renamed
+                renamed = True  # its comments stay with it
                 continue
-            self.place(found, where, new, value, source=source, first=number == 0, block=comments)
+            first = number == 0
+            self.place(found, where, new, value, source=source, first=first, block=comments)
             comments = []
-        if step.writes and source is None and _keyval_at(statements(self.text), step.old) is None:
-            return
-        self.delete(step, self.current(step.old))
+        if not renamed:
+            self.delete(step, self.current(step.old))
+
+    def rename_inline(self, found: list[Statement], old: tuple[str, ...], step: eras.Step) -> bool:
+        """Rename a key inside an inline table on the spot, when its new name belongs in the same
+        inline table (``metrics = { rank_0_only = true }``); the settle pass fixes its value."""
+        holder = _inline_holder(found, old)
+        if holder is None or not step.writes:
+            return False
+        statement, new = found[holder], step.writes[0][0]
+        if (
+            new[:-1] != old[:-1]
+            or _get(statement.value(), new[len(statement.path) :]) is not _MISSING
+        ):
+            return False
+        spans = locate_keys(statement.text)
+        span = spans.get((*statement.key, *old[len(statement.path) :]))
+        if span is None:
+            return False
+        lines = statement.text.splitlines(keepends=True)
+        start = sum(len(line) for line in lines[: span.line - 1])
+        statement.text = (
+            statement.text[: start + span.col - 1]
+            + _key(new[-1:])
+            + statement.text[start + span.end_col - 1 :]
+        )
+        self.join(found)
+        return True
 
     def delete(self, step: eras.Step, old: tuple[str, ...]) -> None:
         """Take the old key (with its comment block) or an empty old table out of the text."""
@@ -257,22 +294,18 @@ class _Editor:
         if _header_at(found, old) is not None:  # an empty old table: its header goes
             self.touched.add(old)
             return
-        for i, statement in enumerate(found):
-            if (
-                statement.kind == "keyval"
-                and len(statement.path) < len(old)
-                and old[: len(statement.path)] == statement.path
-            ):
-                _refuse_arrays(statement)
-                rest = old[len(statement.path) :]
-                if _pruned(statement.value(), rest) == {}:
-                    self.touched.add(statement.table)
-                    self.join(found, drop={i, *_comment_indices(found, i)})
-                else:
-                    statement.text = _edit(statement, rest, None)
-                    self.join(found)
-                return
-        raise FixRefused(f"`{step.dotted}` was not found in the text")
+        holder = _inline_holder(found, old)
+        if holder is None:
+            raise FixRefused(f"`{step.dotted}` was not found in the text")
+        statement = found[holder]
+        rest = old[len(statement.path) :]
+        if _pruned(statement.value(), rest) == {}:  # the inline table goes
+            self.touched.add(statement.table)
+            comment = statement.tail.strip(" \t")  # stays, on a line of its own
+            statement.text = f"{statement.indent}{comment}{statement.newline}" if comment else ""
+        else:
+            statement.text = _edit(statement, rest, None)
+        self.join(found)
 
     def destination(
         self, found: list[Statement], new: tuple[str, ...], source: int | None
@@ -453,6 +486,15 @@ def _keyval_at(found: list[Statement], path: tuple[str, ...]) -> int | None:
     )
 
 
+def _inline_holder(found: list[Statement], path: tuple[str, ...]) -> int | None:
+    """The key whose inline table holds ``path`` (``metrics = { rank_0_only = true }``)."""
+    for i, s in enumerate(found):
+        if s.kind == "keyval" and len(s.path) < len(path) and path[: len(s.path)] == s.path:
+            _refuse_arrays(s)
+            return i
+    return None
+
+
 def _header_at(found: list[Statement], table: tuple[str, ...]) -> int | None:
     return next(
         (i for i, s in enumerate(found) if s.kind == "header" and s.table == table and table),
@@ -547,10 +589,17 @@ def _render(value: Any) -> str:
     return _item(value).as_string()
 
 
-def _pruned(value: Any, rest: tuple[str, ...]) -> Any:
+def _pruned(value: dict, rest: tuple[str, ...]) -> dict:
     """``value`` (a table) without the key ``rest``, and without the tables that leaves empty."""
-    value = eras._copy(value)
-    eras._remove(value, rest)
+    value = copy.deepcopy(value)
+    tables = [value]
+    for part in rest[:-1]:
+        tables.append(tables[-1][part])
+    del tables[-1][rest[-1]]
+    for depth in range(len(rest) - 1, 0, -1):
+        if tables[depth]:
+            break
+        del tables[depth - 1][rest[depth - 1]]
     return value
 
 
@@ -592,7 +641,8 @@ def _drop_empty(mini: Any, path: tuple[str, ...]) -> None:
 def _set(container: Any, key: str, want: Any) -> None:
     """Set ``container[key]`` to ``want``, rewriting only what differs: in a table only the keys
     that change, in an array only the elements that change (its layout and comments stay)."""
-    have = container[key].unwrap()
+    have = container[key]
+    have = have.unwrap() if hasattr(have, "unwrap") else have  # a bool comes back as a bool
     if isinstance(have, dict) and isinstance(want, dict):
         for name in have:
             if name not in want:
