@@ -491,19 +491,6 @@ def _in_the_way(new: tuple[str, ...]) -> str:
     return f"`{'.'.join(new)}` cannot be written: the file has a value where a table belongs"
 
 
-# --------------------------------------------------------------------------- the validator
-
-
-def hint(step: Step) -> str:
-    """The validator's hint for an old key: exactly where its value goes now, or why not."""
-    if step.kind == "unportable":
-        return f"cannot be carried: {step.why}; {step.era}; delete it (titan-migrate drops it)"
-    return (
-        f"{action(step)}; {step.why}; {step.era}; "
-        "`titan-validate --fix` rewrites it and titan-migrate carries it"
-    )
-
-
 def action(step: Step) -> str:
     """What an upgraded step writes, in a user's words: ``now `a.b = 1` ``, ``add "x" to
     model.converters``, or that nothing needs writing."""
@@ -519,42 +506,3 @@ def action(step: Step) -> str:
     if names:
         said.append("add " + ", ".join(names) + " to model.converters")
     return "; ".join(said) or "nothing to write: v0.2.2 does this anyway"
-
-
-def rule_hint(parts: tuple[str, ...]) -> str | None:
-    """Where an old key lives now, without its value (a command-line flag): the rule's words."""
-    rule = rule_for(parts)
-    if rule is None:
-        return None
-    where = destination(parts)
-    if rule.how == "never":
-        return f"torchtitan never had `{'.'.join(parts)}`: {rule.why}"
-    text = f"now `{where}`" if where else "removed"
-    return f"{text}; {rule.why}; {rule.era}"
-
-
-def table_hint(parts: tuple[str, ...]) -> str:
-    """The hint of an empty table only older eras had (its keys are reported one by one)."""
-    dotted = ".".join(parts)
-    homes = sorted(
-        {
-            ".".join(_new_key(rule, _key(rule.old)))
-            for rule in RULES
-            if rule.to and (rule.old + ".").startswith(dotted + ".")
-        }
-    )
-    where = ", ".join(f"`{home}`" for home in homes[:3]) + (", ..." if len(homes) > 3 else "")
-    return f"[{dotted}] is from an older torchtitan; its keys now live at {where}; delete it"
-
-
-def stray_hint(parts: tuple[str, ...]) -> str:
-    """The hint of a key an old table never had (a typo, or a fork's own setting)."""
-    import difflib  # only for a stray key
-
-    table = ".".join(parts[:-1])
-    names = [rule.old.rsplit(".", 1)[-1] for rule in RULES if rule.old.startswith(table + ".")]
-    close = difflib.get_close_matches(parts[-1], names, n=1, cutoff=0.75)
-    if close:
-        moved = destination((*parts[:-1], close[0]))
-        return f"did you mean `{table}.{close[0]}`? (now `{moved}`)"
-    return f"[{table}] is from an older torchtitan and never had `{parts[-1]}`; delete it"

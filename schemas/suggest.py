@@ -7,10 +7,13 @@ wrong section is found as well as a misspelt one.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schemas._frozen import Frozen, _set
 from schemas.spec import SectionSpec
+
+if TYPE_CHECKING:
+    from schemas import eras
 
 
 class Suggestion(Frozen):
@@ -116,16 +119,72 @@ def _moved(
     from schemas import eras  # only files with unknown keys get here
 
     if is_table and eras.is_old_table(parts):
-        return Suggestion("moved-key", eras.table_hint(parts))
+        return Suggestion("moved-key", _old_table_hint(parts))
     if value is _NO_VALUE:
-        found = eras.rule_hint(parts)
+        found = _flag_hint(parts)
         return None if found is None else Suggestion("moved-key", found)
     step = eras.translate(parts, value, document)
     if step is not None:
-        return Suggestion("moved-key", eras.hint(step))
+        return Suggestion("moved-key", _step_hint(step))
     if eras.is_old_table(parts[:-1]):
-        return Suggestion("unknown-key", eras.stray_hint(parts))
+        return Suggestion("unknown-key", _stray_hint(parts))
     return None
+
+
+def _step_hint(step: eras.Step) -> str:
+    """An old key's hint: exactly which v0.2.2 settings its value becomes, or why none."""
+    from schemas import eras
+
+    if step.kind == "unportable":
+        return f"cannot be carried: {step.why}; {step.era}; delete it (titan-migrate drops it)"
+    return (
+        f"{eras.action(step)}; {step.why}; {step.era}; "
+        "`titan-validate --fix` rewrites it and titan-migrate carries it"
+    )
+
+
+def _flag_hint(parts: tuple[str, ...]) -> str | None:
+    """Where an old key lives now, without a value to translate (a command-line flag)."""
+    from schemas import eras
+
+    rule = eras.rule_for(parts)
+    if rule is None:
+        return None
+    if rule.how == "never":
+        return f"torchtitan never had `{'.'.join(parts)}`: {rule.why}"
+    where = eras.destination(parts)
+    return f"{f'now `{where}`' if where else 'removed'}; {rule.why}; {rule.era}"
+
+
+def _old_table_hint(parts: tuple[str, ...]) -> str:
+    """An empty table only older eras had (a table with keys has each key reported)."""
+    from schemas import eras
+    from schemas.moved_keys import RULES
+
+    dotted = ".".join(parts)
+    homes = sorted(
+        {
+            eras.destination(tuple(rule.old.split(".")))
+            for rule in RULES
+            if rule.to and rule.old.startswith(dotted + ".")
+        }
+    )
+    where = ", ".join(f"`{home}`" for home in homes[:3]) + (", ..." if len(homes) > 3 else "")
+    return f"[{dotted}] is from an older torchtitan; its keys now live at {where}; delete it"
+
+
+def _stray_hint(parts: tuple[str, ...]) -> str:
+    """A key an old table never had: a near miss of one it had, or a plain delete."""
+    from schemas import eras
+    from schemas.moved_keys import RULES
+
+    table = ".".join(parts[:-1])
+    names = [rule.old.rsplit(".", 1)[-1] for rule in RULES if rule.old.startswith(table + ".")]
+    close = _close(parts[-1], names)
+    if close:
+        moved = eras.destination((*parts[:-1], close[0]))
+        return f"did you mean `{table}.{close[0]}`? (now `{moved}`)"
+    return f"[{table}] is from an older torchtitan and never had `{parts[-1]}`; delete it"
 
 
 @functools.cache
