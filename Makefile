@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) bench/migrate_corpus.py
 	$(PY) bench/trainer_overhead.py
 	$(PY) bench/validate_registry.py
+	$(PY) bench/migrate_tree.py
 
 # Regenerate the files derived from schemas/legacy.py and titan's config classes (tests fail
 # while they are stale).
