@@ -137,10 +137,33 @@ def _step_hint(step: eras.Step) -> str:
 
     if step.kind == "unportable":
         return f"cannot be carried: {step.why}; {step.era}; delete it (titan-migrate drops it)"
+    wrong = _ill_typed(step)
+    if wrong:  # the setting it becomes would be rejected too: say what to write instead
+        return f"{eras.action(step)}, but {wrong}; {step.why}; {step.era}"
     return (
         f"{eras.action(step)}; {step.why}; {step.era}; "
         "`titan-validate --fix` rewrites it and titan-migrate carries it"
     )
+
+
+def _ill_typed(step: eras.Step) -> str | None:
+    """Why a value the step writes is not valid at its v0.2.2 key, if one is not."""
+    from schemas import typecheck
+
+    for new, value in step.writes:
+        section: Any = _legacy()
+        for part in new:
+            field = section.field(part) if isinstance(section, SectionSpec) else None
+            if field is None:
+                break
+            section = field.annotation
+        else:
+            if not typecheck.matches(value, section):
+                return (
+                    f"`{'.'.join(new)}` must be {typecheck.type_name(section)}, "
+                    f"not {typecheck.value_name(value)}"
+                )
+    return None
 
 
 def _flag_hint(parts: tuple[str, ...]) -> str | None:
