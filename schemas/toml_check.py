@@ -376,8 +376,9 @@ def _load_declared(
 
 
 _declared_reads: dict[tuple, ExtensionSpec] = {}
-"""Declared modules read from source in this run, by what the read depends on: every TOML of a
-project merges the same modules, so each is read once (an edited file is read again)."""
+"""Declared modules read from source in this run: every TOML of a project merges the same
+modules, so each is read once (again when its file changes; the files it imports are not
+watched, which a run never needs)."""
 
 
 def _declared_extension(entry: DeclaredExtension, options: CheckOptions) -> ExtensionSpec:

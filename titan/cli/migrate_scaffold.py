@@ -1,0 +1,113 @@
+"""``titan-migrate --scaffold-extension FILE.toml...``: the extension module a fork declares.
+
+    titan-migrate --scaffold-extension configs/*.toml > fork_ext.py
+
+then, in ``pyproject.toml``::
+
+    [tool.titan]
+    extensions = ["fork_ext.py"]
+
+The module (``migrate.scaffold``) goes to stdout; to stderr goes one line for each unknown key
+left out of it and why (a typo of a real key, a key of an older torchtitan, a name Python cannot
+use), so that a fork does not freeze its typos into its schema, and the findings of any file that
+could not be read. Exit codes: 0 written, 1 a file could not be scaffolded or there was nothing
+to declare, 2 usage, and the codes every command shares (``titan.cli.exits``). Never imports
+torch. Also runs as ``python -m titan.cli.migrate_scaffold FILE.toml...``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from titan.cli.console import console
+from titan.cli.exits import EXIT_STATUS_HELP, FINDINGS, OK, UsageError, guarded, say
+
+PROG = "titan-migrate --scaffold-extension"
+
+
+def run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
+    """Scaffold the module for ``files``: the module to ``stdout``, the rest to ``stderr``."""
+    return guarded(
+        lambda: _run(list(files), stdout, stderr), prog=PROG, stdout=stdout, stderr=stderr
+    )
+
+
+def _run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
+    if not files:
+        raise UsageError("give the fork's TOML files: --scaffold-extension FILE.toml...")
+    from migrate.scaffold import scaffold
+    from titan.cli.streams import write
+
+    result = scaffold(files)
+    if result.source is not None:
+        write(result.source, out=stdout)
+    for finding in result.declaration:
+        then = (
+            "the keys it declared are scaffolded again"
+            if finding.code == "extension-error"
+            else finding.hint
+        )
+        say(f"note: {finding.span}: {finding.message}; {then}", stream=stderr)
+    for line in result.not_declared:
+        say(line, stream=stderr)
+    if result.problems:
+        _render(result.problems, files=files, stderr=stderr)
+        say(f"{PROG}: the keys of those files were not scaffolded; fix them first", stream=stderr)
+        return FINDINGS
+    if result.source is None:
+        say(
+            f"{PROG}: nothing to declare: every key of {_files(files)} is known to titan or "
+            "left out above",
+            stream=stderr,
+        )
+        return FINDINGS
+    return OK
+
+
+def _render(problems: list, *, files: list[str], stderr: TextIO) -> None:
+    import io
+
+    from schemas import render
+
+    buffer = io.StringIO()
+    render.render(problems, format="text", files=len(files), out=buffer, tool=PROG)
+    say(buffer.getvalue().rstrip("\n"), stream=stderr)
+
+
+def _files(files: list[str]) -> str:
+    return files[0] if len(files) == 1 else f"the {len(files)} files"
+
+
+def _command(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Write the extension module that declares a fork's own sections and keys, "
+        "inferred from its TOML files, to stdout; keys that look like typos or older keys are "
+        "left out and listed on stderr.",
+        epilog='Declare the module in pyproject.toml: [tool.titan] extensions = ["fork_ext.py"]. '
+        f"Exit status: 0 written, 1 a file left out or nothing to declare, 2 usage, "
+        f"{EXIT_STATUS_HELP}.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE.toml", help="the fork's TOML configs")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exit_:  # argparse printed the problem (or --help)
+        return 0 if exit_.code in (0, None) else 2
+    return run(args.files, stdout, stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m titan.cli.migrate_scaffold FILE.toml...``; returns the exit code."""
+    return console(
+        lambda args, *, stdout, stderr: _command(args, stdout=stdout, stderr=stderr),
+        argv=argv,
+        prog=PROG,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
