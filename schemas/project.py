@@ -198,15 +198,18 @@ def _parse(file: str) -> Declaration:
 
     root, shown = os.path.dirname(file), _shown(file)
     raw, problem = read_bytes(file, shown=shown)
-    if raw is None:
-        return Declaration(root=root, file=file, shown=shown, problems=(problem,))
-    if b"titan" not in raw:
+    if raw is not None and b"titan" not in raw:
         return Declaration(root=root, file=file, shown=shown)  # nothing declared: not parsed
-    text, problem = decode(raw, shown=shown)
-    source = parse(text, file=shown) if text is not None else None
+    source = None
+    if raw is not None:
+        text, problem = decode(raw, shown=shown)
+        source = parse(text, file=shown) if text is not None else None
     if source is None or source.problem is not None:
         problem = problem if source is None else source.problem
-        hint = problem.hint or f"fix {PYPROJECT}: titan reads its [tool.titan] declaration"
+        fix = "make it readable" if raw is None else "fix its syntax"
+        hint = problem.hint or (
+            f"titan reads the [tool.titan] table of the nearest {PYPROJECT} above each TOML; {fix}"
+        )
         return Declaration(root=root, file=file, shown=shown, problems=(_with_hint(problem, hint),))
     tool = source.document.get("tool")
     table = tool.get("titan") if isinstance(tool, dict) else None

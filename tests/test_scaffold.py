@@ -414,3 +414,18 @@ def test_the_cli_function_writes_the_module_and_the_report(fork):
     finally:
         os.chdir(cwd)
     assert out.getvalue().startswith('"""Fork sections and keys') and err.getvalue() == ""
+
+
+def test_a_file_whose_custom_module_cannot_be_read_is_left_out(tmp_path):
+    # Its module's sections would all look unknown: declaring them would duplicate the module.
+    write(tmp_path, {"job.toml": '[job]\ncustom_config_module = "nowhere_ext"\n[probe]\nx = 1\n'})
+    result = scaffold([str(tmp_path / "job.toml")])
+    assert result.source is None and [d.code for d in result.problems] == ["extension-error"]
+
+
+def test_a_key_of_a_built_in_extension_is_not_declared(tmp_path):
+    write(tmp_path, {"flux.toml": "[encoder]\nmax_t5_encoding_len = 256\n"})
+    result = scaffold([str(tmp_path / "flux.toml")])
+    assert result.source is None
+    [line] = result.not_declared
+    assert line.startswith("not declared: `encoder`: `encoder` is added by the flux extension")
