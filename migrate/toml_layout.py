@@ -16,7 +16,9 @@ statements (tomlkit renders the new ones and edits a single statement's value)::
 
 Joining the statements' ``text`` gives the file back, byte for byte; :func:`statements` checks
 that. The text must be valid TOML (``tomllib`` accepted it): this module finds boundaries, it
-does not validate.
+does not validate. The edits at the end (tomlkit, imported only there) change one statement:
+a value set, added or deleted inside it (in an array, only the elements that differ), or a key
+inside its inline table renamed on the spot.
 """
 
 from __future__ import annotations
@@ -267,3 +269,124 @@ def _cut_comment(code: str) -> str:
         else:
             i += 1
     return code.rstrip(" \t")
+
+
+# --------------------------------------------------------------------------- edits (tomlkit)
+
+
+def render_key(parts: tuple[str, ...]) -> str:
+    """A key as TOML writes it: bare where it can be, quoted where it must, dotted."""
+    import tomlkit
+
+    return tomlkit.key(list(parts) if len(parts) > 1 else parts[0]).as_string()
+
+
+def _item(value: Any) -> Any:
+    import tomlkit
+
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        for key, inner in value.items():
+            table[key] = _item(inner)
+        return table
+    if isinstance(value, list):
+        array = tomlkit.array()
+        for inner in value:
+            array.append(_item(inner))
+        return array
+    return tomlkit.item(value)
+
+
+def render_value(value: Any) -> str:
+    """A value as TOML writes it (a table as an inline table)."""
+    return _item(value).as_string()
+
+
+def edit_value(
+    statement: Statement, rest: tuple[str, ...], value: Any, *, add: bool = False
+) -> str:
+    """The statement with the value at ``rest`` (inside its inline table; ``()`` for its own
+    value) set to ``value``, added (``add``), or deleted (``value`` None)."""
+    import tomlkit
+
+    mini = tomlkit.parse(statement.text)
+    container: Any = mini
+    path = (*statement.key, *rest)
+    for part in path[:-1]:
+        if part not in container:
+            container[part] = tomlkit.inline_table()
+        container = container[part]
+    last = path[-1]
+    if add:
+        container[last] = _item(value)
+    elif value is None:
+        del container[last]
+        _drop_empty(mini, path[:-1])
+    else:
+        _set(container, last, value)
+    return mini.as_string()
+
+
+def _drop_empty(mini: Any, path: tuple[str, ...]) -> None:
+    """Delete the inline tables on ``path`` that a deletion left empty (innermost first)."""
+    for end in range(len(path), 0, -1):
+        parent: Any = mini
+        for part in path[: end - 1]:
+            parent = parent[part]
+        if len(parent[path[end - 1]]) == 0:
+            del parent[path[end - 1]]
+        else:
+            return
+
+
+def _set(container: Any, key: str, want: Any) -> None:
+    """Set ``container[key]`` to ``want``, rewriting only what differs: in a table only the keys
+    that change, in an array only the elements that change (its layout and comments stay)."""
+    have = container[key]
+    have = have.unwrap() if hasattr(have, "unwrap") else have  # a bool comes back as a bool
+    if isinstance(have, dict) and isinstance(want, dict):
+        for name in have:
+            if name not in want:
+                del container[key][name]
+        for name, inner in want.items():
+            if name not in have:
+                container[key][name] = _item(inner)
+            elif not same_value(have[name], inner):
+                _set(container[key], name, inner)
+        return
+    if isinstance(have, list) and isinstance(want, list):
+        array = container[key]
+        for index in range(min(len(have), len(want))):
+            if not same_value(have[index], want[index]):
+                array[index] = _item(want[index])
+        for index in range(len(have) - 1, len(want) - 1, -1):
+            del array[index]
+        for inner in want[len(have) :]:
+            array.append(_item(inner))
+        return
+    container[key] = _item(want)
+
+
+def rename_key(statement: Statement, rest: tuple[str, ...], name: str) -> str:
+    """The statement with the key at ``rest`` inside its inline table renamed ``name``, on the
+    spot: nothing else of the statement changes. Raises :class:`LayoutError` if not found."""
+    from schemas.spans import locate_keys
+
+    span = locate_keys(statement.text).get((*statement.key, *rest))
+    if span is None:
+        raise LayoutError(f"cannot find the key {'.'.join(rest)!r} in {statement.text.strip()!r}")
+    lines = statement.text.splitlines(keepends=True)
+    start = sum(len(line) for line in lines[: span.line - 1])
+    text = statement.text
+    return text[: start + span.col - 1] + render_key((name,)) + text[start + span.end_col - 1 :]
+
+
+def same_value(value: Any, other: Any) -> bool:
+    """Equal with the same types all the way down (``1 == True`` is not the same TOML)."""
+    if type(value) is not type(other):
+        return False
+    if isinstance(value, dict):
+        return value.keys() == other.keys() and all(same_value(value[k], other[k]) for k in value)
+    if isinstance(value, list):
+        return len(value) == len(other) and all(map(same_value, value, other))
+    return bool(value == other)

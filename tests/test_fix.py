@@ -271,7 +271,7 @@ def test_a_key_moving_into_an_existing_table_lands_after_its_last_key(tmp_path):
         "# parallel settings\n"
         "[parallelism]\n"
         "    data_parallel_shard_degree = -1\n"
-        "  # four-way TP\n"
+        "    # four-way TP\n"
         "    tensor_parallel_degree=4  # heads / 4\n"
         "\n"
         "# the end\n"
@@ -300,6 +300,69 @@ def test_an_emptied_table_goes_and_its_header_comment_stays(tmp_path):
         "[training]\n"
         "steps = 1\n"
     )
+
+
+def test_a_converter_joins_an_existing_multi_line_list_with_its_comments_above(tmp_path):
+    original = (
+        "[model]\n"
+        "converters = [\n"
+        '    "quantize.linear.float8",  # dense layers\n'
+        "]\n"
+        "\n"
+        "[float8]\n"
+        "# turn it on\n"
+        "enable_float8_linear = true  # fp8\n"
+        "enable_fsdp_float8_all_gather = true\n"
+    )
+    result, text = fix(tmp_path, original)
+    assert text == (
+        "[model]\n"
+        "# turn it on\n"
+        "# fp8\n"
+        "converters = [\n"
+        '    "quantize.linear.float8",  # dense layers\n'
+        "]\n"
+        "\n"
+        "[quantize.linear.float8]\n"
+        "enable_fsdp_float8_all_gather = true\n"
+    )
+    assert result.code == 0, result.out
+
+
+def test_an_old_table_joins_the_new_table_the_file_has(tmp_path):
+    original = (
+        "[quantize.linear.float8]\n"
+        'recipe_name = "tensorwise"\n'
+        "\n"
+        "[float8]\n"
+        "enable_fsdp_float8_all_gather = true\n"
+        "\n"
+        "[training]\n"
+        "steps = 1\n"
+    )
+    _, text = fix(tmp_path, original)
+    assert text == (
+        "[quantize.linear.float8]\n"
+        'recipe_name = "tensorwise"\n'
+        "enable_fsdp_float8_all_gather = true\n"
+        "\n"
+        "[training]\n"
+        "steps = 1\n"
+    )
+
+
+def test_a_key_written_as_two_keeps_its_comment_on_the_one_with_its_value(tmp_path):
+    original = '[training]\ncheckpoint_folder = "ckpt"  # where\nsteps = 1\n\n[checkpoint]\ninterval = 10\n'
+    _, text = fix(tmp_path, original)
+    assert text == (
+        '[training]\nsteps = 1\n\n[checkpoint]\ninterval = 10\nfolder = "ckpt"  # where\n'
+        "enable = true\n"
+    )
+
+
+def test_a_value_keeps_its_spelling_when_it_does_not_change(tmp_path):
+    _, text = fix(tmp_path, "[training]\nseed = 0x2a  # the answer\n[debug]\n")
+    assert text == "[debug]\nseed = 0x2a  # the answer\n"  # and [training], left empty, went
 
 
 def test_a_py_registry_module_is_not_rewritten(tmp_path):
@@ -547,9 +610,9 @@ def _kept(text: str, *, fixed_paths: set, struck_headers, tagged: set[str]) -> l
 
 
 def _same(value, other) -> bool:
-    from migrate.toml_fix import _same
+    from migrate.toml_layout import same_value
 
-    return _same(value, other)
+    return same_value(value, other)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
