@@ -190,8 +190,8 @@ def _never(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
     return _unportable(
         parts,
         rule,
-        f"torchtitan never read `{'.'.join(parts)}` (its loaders ignored it, so the run used "
-        f"the default); {rule.why}",
+        f"torchtitan never read `{'.'.join(parts)}` (until #1644, 2025-08-28, its loaders "
+        f"ignored keys they did not declare, so the run used the default); {rule.why}",
     )
 
 

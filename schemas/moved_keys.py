@@ -764,8 +764,17 @@ RULES: tuple[Rule, ...] = (
             ("num_fragments", "2025-08"),
         )
     ),
-    # --- [training] spellings torchtitan never had (its argparse loaders ignored unknown TOML
-    #     keys, so these ran with the default): say where the setting lives, carry nothing ---
+    _R(
+        "float8.moe_fqns",
+        _FP8_MOE + ".fqns",
+        "never",
+        "never a torchtitan key: shipped deepseek_v3 and llama4 TOMLs wrote it from #1373 "
+        "(2025-07) until #1659 (4256f756, 2025-08-29) renamed it moe_fqns_prototype",
+        f"the setting is `{_FP8_MOE}.fqns` with {_FP8_MOE!r} in model.converters",
+    ),
+    # --- [training] spellings torchtitan never had (until #1644, eadca483, 2025-08-28, its
+    #     loaders ignored undeclared TOML keys, so these ran with the default): say where the
+    #     setting lives, carry nothing ---
     *(
         _R(f"training.{key}", to, "never", "never a torchtitan key", f"the setting is `{to}`")
         for key, to in (
