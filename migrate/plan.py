@@ -321,6 +321,7 @@ def _check(
             return document, []
         result = parse_overrides(list(overrides), schema)
         parsed.update(result.values)
+        upgrade.overridden = frozenset(result.values)
         return apply_overrides(document, result.values), list(result.diagnostics)
 
     upgrade = Upgrade()

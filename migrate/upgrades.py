@@ -40,6 +40,8 @@ class Upgrade:
         """One per old key, in file order."""
         self.values: dict[str, Any] = {}
         """Old dotted key -> the value the file gave it."""
+        self.overridden: frozenset[str] = frozenset()
+        """v0.2.2 keys a legacy command-line flag set over the file (the flag wins)."""
         self.aliases: dict[str, str] = {}
         """v0.2.2 key the chain wrote (and the file did not) -> the old key that wrote it."""
 
@@ -150,7 +152,11 @@ class Upgrade:
             if new is not None and new.status not in CARRIED:
                 note = f"now `{new.key}`, which is {new.status}: {new.note}"
                 return outcome(key, new.status, new.paths, note, step.era)
-        return outcome(key, "upgraded", paths, eras.action(step), step.era)
+        note = eras.action(step)
+        replaced = [".".join(new) for new, _ in step.writes if ".".join(new) in self.overridden]
+        if replaced:
+            note += "; then the command line set " + ", ".join(f"`--{k}`" for k in replaced)
+        return outcome(key, "upgraded", paths, note, step.era)
 
     def _comments(self, plan: Any, check: FileCheck) -> None:
         """The old keys' comments go where their values went (the plan saw no such key)."""

@@ -379,3 +379,12 @@ def test_a_hint_never_offers_a_setting_v022_would_reject(tmp_path: Path) -> None
     assert finding["code"] == "moved-key"
     assert "`training.local_batch_size` must be an integer" in finding["hint"]
     assert "--fix` rewrites it" not in finding["hint"]
+
+
+def test_a_command_line_flag_still_wins_over_an_upgraded_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "job.toml", "[training]\nbatch_size = 4\nsteps = 3\n")
+    plan = build_plan(path, overrides=["--training.local_batch_size", "6"])
+    assert instantiate(plan).training.local_batch_size == 6
+    outcome = plan.outcomes["training.batch_size"]
+    assert outcome.status == "upgraded"
+    assert outcome.note.endswith("then the command line set `--training.local_batch_size`")
