@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import validate
+from tests.helpers import write as put
 from tests.reference import CORPUS, REPO, require
 from titan.cli import diff as diff_cli
 from titan.cli import migrate as cli
@@ -97,13 +98,6 @@ def run(*argv: object, cwd: Path | None = None) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
-def put(root: Path, name: str, text: str) -> Path:
-    path = root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def tree(tmp_path) -> Path:
     """Two model folders (one with a file that cannot be migrated), a tool config, a hidden
@@ -172,6 +166,13 @@ def test_a_second_run_replaces_its_own_modules_with_the_same_text(tree):
     status, _, err = run(tree)
     assert status == 1, err
     assert snapshot(tree) == first  # config_registry.py met in the walk is not an input
+
+
+def test_a_file_named_and_met_in_a_walked_folder_is_migrated_once(tree):
+    status, out, _ = run(tree / "llama3/debug_model.toml", tree / "llama3")
+    assert status == 0, out
+    assert functions(tree / "llama3/config_registry.py") == ["llama3_debugmodel", "llama3_8b"]
+    assert "2 files: 2 lossless; 1 module written" in out
 
 
 def test_dash_o_writes_one_module_with_every_function(tree, tmp_path):

@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         "lossless, or every loss reported.",
         epilog="Legacy command-line overrides go after `--`, as the old loader took them: "
         "titan-migrate x.toml -- --training.steps 5 --checkpoint.enable. Exit status: 0 migrated, "
-        f"1 errors (or --strict/--check failing), 2 usage, {EXIT_STATUS_HELP}.",
+        "1 errors (or --strict/--check failing, or a folder's module refused), 2 usage, "
+        f"{EXIT_STATUS_HELP}.",
     )
     parser.add_argument(
         "files",
@@ -372,7 +373,7 @@ def _json_with_summary(text: str, *, rows: list | None, inputs, targets: list) -
         document["summary"] = rows
         document["modules"] = [
             {
-                "path": target.path,
+                "path": target.path or "<stdout>",
                 "functions": [p.function for p in target.plans if p.ok],
                 "written": target.written,
                 "refused": target.refused,

@@ -55,7 +55,6 @@ def find_inputs(paths: Sequence[str], *, prog: str, stderr: TextIO) -> Inputs:
     from titan.cli.discover import discover, is_registry
 
     found = Inputs()
-    seen: set[str] = set()
     for name in paths:
         if not os.path.isdir(name):
             found.files.append((name, name))
@@ -70,6 +69,7 @@ def find_inputs(paths: Sequence[str], *, prog: str, stderr: TextIO) -> Inputs:
             say(f"{prog}: warning: no TOML job files found under {name}", stream=stderr)
         found.files += tomls
     if found.walked:  # a file named and also met in a walked folder is migrated once
+        seen: set[str] = set()
         unique = []
         for path, shown in found.files:
             key = os.path.realpath(path)
