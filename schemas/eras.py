@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from schemas._frozen import Frozen, _set
+from schemas.legacy_spec import LEGACY_SPEC
 from schemas.moved_keys import CONVERTERS, RULES, Rule
 
 
@@ -64,11 +65,7 @@ class Step(Frozen):
 
 _BY_OLD: dict[str, Rule] = {rule.old: rule for rule in RULES}
 _TABLES: frozenset[str] = frozenset(rule.old for rule in RULES if rule.how == "table")
-_V022_SECTIONS = frozenset(
-    "job profiling metrics model optimizer lr_scheduler training parallelism checkpoint "
-    "activation_checkpoint compile quantize comm memory_estimation fault_tolerance "
-    "experimental validation debug".split()
-)
+_V022_SECTIONS = frozenset(field.name for field in LEGACY_SPEC.fields)
 OLD_TABLES: frozenset[str] = (
     frozenset(
         ".".join(rule.old.split(".")[:end])
