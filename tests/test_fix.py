@@ -114,7 +114,7 @@ def test_a_file_that_does_not_parse_is_not_touched(tmp_path):
     result, text = fix(tmp_path, original)
     assert text == original
     assert result.code == 1
-    assert "not fixing" in result.err and "at line 3" in result.err
+    assert "not fixing" in result.err and "it does not parse (line 3: invalid TOML" in result.err
     assert "toml-syntax" in result.out
 
 
@@ -164,6 +164,17 @@ def test_a_symlink_keeps_being_a_link_to_the_rewritten_file(tmp_path):
     assert sorted(p.name for p in target.parent.iterdir()) == ["job.toml"]  # no temporary left
 
 
+def test_a_hard_link_is_named_when_it_keeps_the_old_text(tmp_path):
+    path = write(tmp_path, "job.toml", "[training]\nbatch_size = 8\n")
+    other = tmp_path / "other.toml"
+    os.link(path, other)
+    result = validate("--fix", path)
+    assert result.code == 0
+    assert path.read_text() == "[training]\nlocal_batch_size = 8\n"
+    assert other.read_text() == "[training]\nbatch_size = 8\n"
+    assert "had 1 other hard link(s); they still hold the text before the fix" in result.err
+
+
 def test_diff_prints_a_unified_diff_and_writes_nothing(tmp_path):
     original = "[training]\nbatch_size = 8\nsteps = 10\n"
     path = write(tmp_path, "job.toml", original)
@@ -174,6 +185,8 @@ def test_diff_prints_a_unified_diff_and_writes_nothing(tmp_path):
         "+local_batch_size = 8\n steps = 10\n"
     )
     assert "would fix 1 problem in 1 file" in result.err
+    assert path.read_text() == original
+    assert validate("--fix", "--diff", path).out == result.out  # --diff wins: nothing written
     assert path.read_text() == original
 
 
@@ -661,3 +674,9 @@ def test_fix_changes_the_fixed_keys_and_nothing_else(generated):
     new_tables = {s.table for s in statements(fixed) if s.kind == "header"} - headers
     blank = lambda t: sum(1 for line in t.splitlines() if not line.strip())  # noqa: E731
     assert blank(fixed) <= blank(text) + len(new_tables), (text, fixed)
+
+
+def test_diff_with_a_report_format_is_a_usage_error(tmp_path):
+    path = write(tmp_path, "job.toml", "[training]\nbatch_size = 8\n")
+    result = validate("--diff", "--format", "json", path)
+    assert result.code == 2 and "--diff prints a unified diff" in result.err

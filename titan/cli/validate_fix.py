@@ -115,8 +115,10 @@ def _refusal(result) -> str | None:
     """Why a checked file is not fixed, or None."""
     if result.document is None:
         problem = result.diagnostics[0]
-        where = f" at line {problem.span.line}" if problem.span is not None else ""
-        return f"it cannot be read as TOML{where}: {problem.message}"
+        if problem.code == "unreadable-file":
+            return problem.message
+        line = problem.span.line if problem.span is not None else 1
+        return f"it does not parse (line {line}: {problem.message})"
     for finding in result.diagnostics:
         if finding.code == "extension-error":
             return (
@@ -171,6 +173,12 @@ def _write(path: str, *, shown: str, old: str, new: str, before, stderr: TextIO)
         write_text(path, text=new)
     except (OutputError, UsageError) as error:
         return _cannot(shown, str(error), stderr)
+    if info.st_nlink > 1:  # the rename gave this name a new file; the other names keep the old
+        say(
+            f"{PROG}: note: {shown} had {info.st_nlink - 1} other hard link(s); they still "
+            "hold the text before the fix",
+            stream=stderr,
+        )
     return True
 
 
