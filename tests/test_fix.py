@@ -680,3 +680,76 @@ def test_diff_with_a_report_format_is_a_usage_error(tmp_path):
     path = write(tmp_path, "job.toml", "[training]\nbatch_size = 8\n")
     result = validate("--diff", "--format", "json", path)
     assert result.code == 2 and "--diff prints a unified diff" in result.err
+
+
+# --------------------------------------------------------------------------- real files
+
+ERAS = sorted(p for p in (REPO / "tests" / "eras").glob("*.toml") if ".v022." not in p.name)
+
+
+@pytest.mark.parametrize("era", ERAS, ids=lambda p: p.stem)
+def test_each_torchtitan_era_is_fixed_to_its_upgrade(tmp_path, era):
+    """The era files (one per torchtitan era since 2024-H1): --fix gives the upgraded document,
+    leaves exactly the unportable keys for the validator, and a second run changes nothing."""
+    from schemas.eras import upgrade
+
+    path = tmp_path / era.name
+    path.write_bytes(era.read_bytes())
+    original = tomllib.loads(era.read_text(encoding="utf-8"))
+    expected, steps = upgrade(_normalised_converters(original))
+    unportable = {step.old for step in steps if step.kind == "unportable"}
+    result = validate("--fix", "--format", "json", path)
+    fixed = tomllib.loads(path.read_text(encoding="utf-8"))
+    for old in unportable:  # left where they were, with their values
+        table = fixed
+        for part in old[:-1]:
+            table = table[part]
+        assert _same(table.pop(old[-1]), _get(original, old))
+        _prune(fixed, old[:-1])
+    assert _same(fixed, expected)
+    moved = {
+        tuple(d["path"].split("."))
+        for d in result.json()["diagnostics"]
+        if d["code"] == "moved-key"
+    }
+    assert moved == unportable
+    again = validate("--fix", path)
+    assert "fixed" not in again.err and "not fixing" not in again.err
+
+
+def _get(table: dict, parts: tuple[str, ...]):
+    for part in parts:
+        table = table[part]
+    return table
+
+
+def _prune(document: dict, parts: tuple[str, ...]) -> None:
+    """Drop the tables along ``parts`` that are empty (innermost first)."""
+    for end in range(len(parts), 0, -1):
+        parent = _get(document, parts[: end - 1])
+        if parent[parts[end - 1]] == {}:
+            del parent[parts[end - 1]]
+
+
+def test_the_upstream_corpus_changes_only_where_v022_itself_failed(tmp_path):
+    """Upstream's v0.2.2 TOMLs are v0.2.2 already: --fix touches llama3_405b.toml's stale
+    converter name (v0.2.2 raised KeyError on it) and no other byte of any file."""
+    from tests.reference import CORPUS, corpus_files
+
+    files = corpus_files()
+    copies = []
+    for source in files:
+        copy = tmp_path / source.relative_to(CORPUS)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(source.read_bytes())
+        copies.append((source, copy))
+    result = validate("--fix", tmp_path)
+    changed = [copy.name for source, copy in copies if copy.read_bytes() != source.read_bytes()]
+    assert changed == ["llama3_405b.toml"]
+    assert result.err.count("fixed 1 problem in") == 1
+    for source, copy in copies:
+        if copy.name == "llama3_405b.toml":
+            before, after = source.read_text().splitlines(), copy.read_text().splitlines()
+            assert [(a, b) for a, b in zip(before, after, strict=True) if a != b] == [
+                ('converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
+            ]
