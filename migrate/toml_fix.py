@@ -77,7 +77,7 @@ def fix_text(text: str, *, schema: SectionSpec) -> Fixed:
     upgraded, steps = eras.upgrade(cleaned, is_current=lambda parts: _is_current(schema, parts))
     for step in steps:
         if step.kind == "unportable":  # left where it is: the validator reports it
-            _put(upgraded, step.old, _get(cleaned, step.old))
+            _put_back(upgraded, cleaned, step.old)
     target = _fix_values(upgraded, schema, [])
     applied = [step for step in steps if step.kind == "upgraded"]
     if same_value(target, document):
@@ -149,18 +149,11 @@ def _is_current(schema: SectionSpec, parts: tuple[str, ...]) -> bool:
     return True
 
 
-_MISSING = object()
-
-
-def _get(table: Any, parts: tuple[str, ...]) -> Any:
+def _put_back(document: dict, source: dict, parts: tuple[str, ...]) -> None:
+    """Copy the key ``parts`` of ``source`` into ``document``, making its tables as needed."""
+    value: Any = source
     for part in parts:
-        if not isinstance(table, dict) or part not in table:
-            return _MISSING
-        table = table[part]
-    return table
-
-
-def _put(document: dict, parts: tuple[str, ...], value: Any) -> None:
+        value = value[part]
     table = document
     for part in parts[:-1]:
         table = table.setdefault(part, {})
