@@ -275,16 +275,42 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return found
 
 
+DERIVE_WINDOW = 64
+"""How many of the functions written just before are candidates to derive from: a module's
+similar configs sit together (one folder's files), and comparing every pair would make a module
+of n functions cost n² tree walks."""
+
+
 def _closest(plan: Plan, written: list[tuple[str, Plan]]) -> tuple[str, Plan] | None:
-    """The earlier config this one differs from least, if by at most ``DERIVE_LIMIT`` values."""
+    """The earlier config this one differs from least, if by at most ``DERIVE_LIMIT`` values,
+    among the last ``DERIVE_WINDOW`` written (the earliest of equals wins).
+
+    Each comparison stops as soon as it cannot beat the best so far."""
     best = None
-    for name, earlier in written:
+    for name, earlier in written[-DERIVE_WINDOW:]:
         if earlier.root.cls != plan.root.cls or earlier.extension != plan.extension:
             continue
-        count = len(_differences(earlier.root, plan.root))
-        if count <= DERIVE_LIMIT and (best is None or count < best[0]):
+        limit = DERIVE_LIMIT if best is None else best[0] - 1
+        count = _count_differences(earlier.root, plan.root, limit)
+        if count <= limit:
             best = (count, name, earlier)
+            if count == 0:
+                break
     return None if best is None else (best[1], best[2])
+
+
+def _count_differences(old: Any, new: Any, limit: int) -> int:
+    """``len(_differences(old, new))``, or any number above ``limit`` once it is exceeded."""
+    count = 0
+    for name, value in new.fields.items():
+        before = old.fields[name]
+        if isinstance(value, Obj) and isinstance(before, Obj) and value.cls == before.cls:
+            count += _count_differences(before, value, limit - count)  # 0 when equal
+        elif not same(before, value):
+            count += 1
+        if count > limit:
+            return count
+    return count
 
 
 def function_names(plans: Sequence[Plan]) -> list[str]:
