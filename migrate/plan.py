@@ -365,8 +365,8 @@ class _Builder:
         plan.extension = self.extension
         plan.module_files = tuple(e.file for e in check.extensions if e.file)
         plan.declared_extensions = check.declared
-        self.user_extension: ExtensionSpec | None = next(
-            (e for e in check.extensions if e.module not in KNOWN_EXTENSIONS), None
+        self.user_extension = _combined(
+            [e for e in check.extensions if e.module not in KNOWN_EXTENSIONS]
         )
         self.uncarried: dict[str, str] = {}
         """Keys of the custom module's classes that cannot be carried, with why."""
@@ -882,6 +882,22 @@ class _Builder:
 
 _SECTION_PATHS = {section: path for section, path in homes_table.SECTION_HOMES.items()}
 _SECTION_PATHS["quantize.linear.float8"] = "model_converters"
+
+
+def _combined(extensions: list[ExtensionSpec]) -> ExtensionSpec | None:
+    """The user's custom config modules as one (the file's own, ``--extension`` ones and the
+    project's declared ones), merged in order as the validator merged them into the schema:
+    their sections live on one generated trainer subclass."""
+    if len(extensions) <= 1:
+        return extensions[0] if extensions else None
+    from schemas.merge import merge_sections
+
+    root = extensions[0].root
+    for extension in extensions[1:]:
+        root = merge_sections(root, extension.root)
+    notes = tuple(note for extension in extensions for note in extension.notes)
+    first = extensions[0]  # its name is the plan's extension: generated classes are keyed by it
+    return ExtensionSpec(module=first.module, root=root, origin=first.origin, notes=notes)
 
 
 def _custom_path(key: str) -> str:

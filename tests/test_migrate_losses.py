@@ -245,3 +245,64 @@ def test_report_of_a_lossless_file_says_so(tmp_path):
     report = done.stdout + done.stderr  # with -o the report is the standard output
     assert "job_toml() returns Trainer.Config: lossless" in report or "lossless" in report
     assert "NOT lossless" not in report
+
+
+EXT_A = """\
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Infra:
+    cluster: str = "a"
+
+
+@dataclass
+class JobConfig:
+    infra: Infra = field(default_factory=Infra)
+"""
+
+EXT_B = """\
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Deepep:
+    enable: bool = False
+
+
+@dataclass
+class Training:
+    swap_every: int = 0
+
+
+@dataclass
+class JobConfig:
+    deepep: Deepep = field(default_factory=Deepep)
+    training: Training = field(default_factory=Training)
+"""
+
+
+def test_two_custom_modules_are_both_carried(tmp_path):
+    """The file's own module and another (--extension, or the project's declaration): the
+    sections of both live on the one generated trainer subclass."""
+    (tmp_path / "ext_a.py").write_text(EXT_A, encoding="utf-8")
+    (tmp_path / "ext_b.py").write_text(EXT_B, encoding="utf-8")
+    (tmp_path / "job.toml").write_text(
+        '[job]\ncustom_config_module = "ext_a"\n'
+        + HEAD
+        + '[infra]\ncluster = "b"\n[deepep]\nenable = true\n[training]\nswap_every = 3\n',
+        encoding="utf-8",
+    )
+    done = migrate_cli(tmp_path, "job.toml", "--extension", "ext_b", "-o", "config_registry.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "lossless" in done.stdout and "NOT lossless" not in done.stdout
+    code = (tmp_path / "config_registry.py").read_text(encoding="utf-8")
+    assert 'infra=Infra(cluster="b")' in code and "deepep=Deepep(enable=True)" in code
+    assert "swap_every=3" in code
+    check = subprocess.run(
+        [sys.executable, "-m", "titan.cli.validate", "config_registry.py", "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
