@@ -102,7 +102,7 @@ def _make(value: Any, classes: dict[str, type]) -> Any:
         kwargs = {name: _make(v, classes) for name, v in changed_fields(value).items()}
         return cls(**kwargs)
     if isinstance(value, RegistryCall):
-        package = importlib.import_module(f"titan.models.{value.family}")
+        package = importlib.import_module(value.package)
         return package.model_registry(value.flavor)
     if isinstance(value, UnsupportedModel):
         from titan.models import unsupported_model

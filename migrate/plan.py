@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -271,8 +271,13 @@ def build_plan(
     options: CheckOptions | None = None,
     shown: str | None = None,
     function: str | None = None,
+    model_registries: Mapping[str, str] | None = None,
 ) -> Plan:
-    """Check ``path`` (with legacy flags ``overrides`` applied) and plan its migration."""
+    """Check ``path`` (with legacy flags ``overrides`` applied) and plan its migration.
+
+    ``model_registries`` (``--model-registry NAME=package.module``) and the project's declared
+    ``[tool.titan] model-registries`` name the packages of model families titan does not ship;
+    the command line wins."""
     shown = shown or str(path)
     check, override_values, upgrade = _check(path, overrides, options or CheckOptions(), shown)
     document = check.document
@@ -286,9 +291,23 @@ def build_plan(
     plan.text = check.text
     if document is None or check.schema is None:
         return plan  # unreadable, not TOML, or its custom module could not be read
-    _Builder(plan, check, override_values, fix_stale_names).build()
+    registries = _model_registries(path, model_registries or {})
+    _Builder(plan, check, override_values, fix_stale_names, registries).build()
     upgrade.record(plan, check, outcome=KeyOutcome)
     return plan
+
+
+def _model_registries(path: str | Path, given: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Model name -> (package, where it is declared): the project's declaration, then the
+    command line's ``--model-registry`` over it."""
+    from schemas import project
+
+    found = {
+        name: (module, "declared in pyproject.toml")
+        for name, module in project.for_file(path).model_registries
+    }
+    found.update((name, (module, "--model-registry")) for name, module in given.items())
+    return found
 
 
 def _renamed_function(wanted: str, name: str, shown: str) -> Diagnostic:
@@ -347,9 +366,16 @@ class _Builder:
     """Fills one :class:`Plan` from a checked document."""
 
     def __init__(
-        self, plan: Plan, check: FileCheck, overrides: dict[str, Any], fix_stale_names: bool
+        self,
+        plan: Plan,
+        check: FileCheck,
+        overrides: dict[str, Any],
+        fix_stale_names: bool,
+        model_registries: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         self.plan = plan
+        self.plan_model_registries = model_registries or {}
+        """Legacy model name -> (package with ``model_registry``, where it was declared)."""
         self.check = check
         self.schema: SectionSpec = check.schema  # type: ignore[assignment]
         self.document: dict[str, Any] = check.document  # type: ignore[assignment]
@@ -588,6 +614,27 @@ class _Builder:
             self.root.fields["model_spec"] = RegistryCall(family, flavor)
             for key in keys:
                 self.outcome(key, "structural", ("model_spec",))
+            return
+        declared = self.plan_model_registries.get(name)
+        if declared is not None:  # the user's own family (or flavors titan does not ship)
+            module, origin = declared
+            self.plan.diagnostics = [  # answered: the model is the user's declared family
+                d
+                for d in self.plan.diagnostics
+                if not (d.code in ("unknown-model", "unknown-flavor") and d.path in keys)
+            ]
+            self.root.fields["model_spec"] = RegistryCall(name, flavor, module=module)
+            for key in keys:
+                self.outcome(key, "structural", ("model_spec",), f"{module}.model_registry")
+            self.report(
+                "custom-model",
+                keys[0] if keys else "model.name",
+                f"`{name}` flavor `{flavor}` comes from {module}.model_registry ({origin}); "
+                "titan does not check its flavors or train it without that package",
+                f"make sure {module} is importable where the registry runs (titan-train imports "
+                "it by that name)",
+                severity=Severity.INFO,
+            )
             return
         why = (
             f"titan has no `{name}` model family"

@@ -57,12 +57,12 @@ class _Renderer:
         )
         """What the module calls ``dataclasses.field``: a class body with a field named
         ``field`` would otherwise call that field's default for the fields after it."""
-        families = {
-            p.root.fields.get("model_spec").family
+        packages = {
+            p.root.fields.get("model_spec").package
             for p in self.plans
             if isinstance(p.root.fields.get("model_spec"), RegistryCall)
         }
-        self.one_family = len(families) <= 1
+        self.one_family = len(packages) <= 1
 
     # ----------------------------------------------------------------- expressions
 
@@ -78,9 +78,16 @@ class _Renderer:
             return self.call(value, path, plan)
         if isinstance(value, RegistryCall):
             if self.one_family:
-                func = self.imports.add(f"titan.models.{value.family}", "model_registry")
-            else:
-                func = self.imports.add("titan.models", value.family) + ".model_registry"
+                func = self.imports.add(value.package, "model_registry")
+            else:  # several families: each through its package (``llama3.model_registry``)
+                parent, dot, name = value.package.rpartition(".")
+                if not dot:
+                    raise ValueError(
+                        f"the model registry module {value.package!r} of `{value.family}` is a "
+                        "top-level module; name it by a dotted path, or migrate its files into "
+                        "a module of their own"
+                    )
+                func = self.imports.add(parent, name) + ".model_registry"
             return py.Call(py.Ref(func), [py.Arg(py.Lit(value.flavor))])
         if isinstance(value, UnsupportedModel):
             func = self.imports.add("titan.models", "unsupported_model")
@@ -318,6 +325,10 @@ def function_names(plans: Sequence[Plan]) -> list[str]:
     from the names the module imports and the classes it defines."""
     usable = [p for p in plans if p.root is not None]
     taken = {spec.name for plan in usable for spec in plan.classes}
+    specs = [p.root.fields.get("model_spec") for p in usable]
+    custom = {s.package for s in specs if isinstance(s, RegistryCall) and s.module is not None}
+    # a user's model package is imported by its last name when the module has several families
+    taken |= {package.rpartition(".")[2] for package in custom}
     names: list[str] = []
     for plan in usable:
         name = free_name(plan.function, taken=taken)

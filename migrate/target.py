@@ -50,16 +50,26 @@ class Obj:
 class RegistryCall(Frozen):
     """``model_registry(flavor)`` of a model family: how a plan names the model."""
 
-    __slots__ = ("family", "flavor")
+    __slots__ = ("family", "flavor", "module")
     __match_args__ = ()
 
     family: str
-    """Package under ``titan.models`` (``llama3``)."""
+    """The family's name (``llama3``; a user's own family: its legacy ``model.name``)."""
     flavor: str
+    module: str | None
+    """The user's package that defines ``model_registry`` for a family titan does not ship
+    (declared in ``[tool.titan] model-registries`` or with ``--model-registry``); ``None`` for
+    titan's own ``titan.models.<family>``."""
 
-    def __init__(self, family: str, flavor: str) -> None:
+    def __init__(self, family: str, flavor: str, module: str | None = None) -> None:
         _set(self, "family", family)
         _set(self, "flavor", flavor)
+        _set(self, "module", module)
+
+    @property
+    def package(self) -> str:
+        """The module ``model_registry`` is imported from."""
+        return self.module or f"titan.models.{self.family}"
 
 
 class UnsupportedModel(Frozen):

@@ -144,6 +144,7 @@ CODES: dict[str, str] = {
     "stale-name": "A stale name (v0.1 converter) migrated under its new name (--fix-stale-names).",
     "behaviour-change": "A migrated setting that makes the run behave differently from v0.2.2.",
     "unsupported-model": "A model titan has no family for: recorded by name, not trainable.",
+    "custom-model": "A model family the project declares (its own package's model_registry).",
     "trainer-conflict": "Keys that need two different trainer classes.",
     "extension-class": "Part of a custom config module that cannot become a titan config class.",
     "renamed-function": "A registry function name that is taken (an earlier file, a keyword, a builtin, an import) gets a suffix.",

@@ -106,6 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
         "name (flux, ft, vlm, transformers_modeling_backend, simple_fsdp, compiler_toolkit, "
         "autoparallel) or a module path (repeatable)",
     )
+    parser.add_argument(
+        "--model-registry",
+        action="append",
+        default=[],
+        type=_model_registry,
+        metavar="NAME=MODULE",
+        help="a model family titan does not ship: model.name NAME migrates to "
+        "MODULE.model_registry(flavor) (repeatable; also [tool.titan] model-registries in "
+        "pyproject.toml)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="report errors only")
     return parser
 
@@ -177,6 +187,25 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     return status
 
 
+def _model_registry(text: str) -> tuple[str, str]:
+    """``--model-registry NAME=package.module``."""
+    import argparse
+
+    import re
+
+    name, equals, module = text.partition("=")
+    parts = module.split(".")
+    if (
+        not equals
+        or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name)
+        or not all(p.isidentifier() for p in parts)
+    ):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=package.module (a model.name and an importable module), got {text!r}"
+        )
+    return name, module
+
+
 def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: TextIO) -> list:
     """Each file's migration plan (a progress bar on a terminal for long runs)."""
     from migrate.plan import build_plan
@@ -204,6 +233,7 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
                     overrides=args.overrides,
                     fix_stale_names=args.fix_stale_names,
                     options=options,
+                    model_registries=dict(args.model_registry),
                 )
             )
             advance(shown)
@@ -259,13 +289,17 @@ def _command(args: argparse.Namespace) -> str:
         parts += ["--out-dir", args.out_dir]
     for name in args.extension:
         parts += ["--extension", name]
+    for name, module in args.model_registry:
+        parts += ["--model-registry", f"{name}={module}"]
     if args.fix_stale_names:
         parts.append("--fix-stale-names")
     if args.output or args.check:
         parts += ["-o", args.output or args.check]  # --check compares with what -o wrote
     if args.overrides:
         parts += ["--", *args.overrides]
-    return " ".join(parts)
+    import shlex
+
+    return " ".join(shlex.quote(part) for part in parts)  # a name with a space stays one word
 
 
 def _emit(code: str, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
