@@ -3,7 +3,7 @@
     [tool.titan]
     registry-files = ["configs/*.py"]                           # more registry modules to check
     extensions = ["tools/fork_ext.py", "forkpkg.config_ext"]    # merged into every TOML's schema
-    model-registries = { mymodel = "forkpkg.models.mymodel" }   # reserved: read and checked only
+    model-registries = { mymodel = "forkpkg.models.mymodel" }   # model families titan lacks
 
 A fork adds sections and keys (``[infra]``, ``optimizer.swap_optimizer``) that no
 ``custom_config_module`` declares. Naming a module in every TOML is what v0.2.2 asked, and a fork
@@ -11,7 +11,9 @@ that runs its own loader has no reason to; so the project says it once, here, an
 the project is checked, migrated and trained with those modules merged, as ``--extension NAME``
 merges one. An entry ending in ``.py`` is a file relative to the folder of ``pyproject.toml``
 (loaded as a module named after the file); any other entry is a dotted module looked up in that
-folder first, then on Python's path.
+folder first, then on Python's path. ``model-registries`` names the package whose
+``model_registry(flavor)`` builds a model family titan does not ship (``model.name = "mymodel"``);
+titan-migrate writes a call of it instead of ``unsupported_model(...)``.
 
 Which declaration applies to a file is found by walking up from the file's folder to the nearest
 ``pyproject.toml``, stopping at the repository root (the folder holding ``.git``): the nearest one
