@@ -14,6 +14,9 @@ Paths are tuples of decoded key strings, with ``int`` components for positions i
 in the n-th ``[[srv]]`` block live under ``("srv", n, ...)`` and ``("srv", n)`` itself is
 recorded at that block's header; inline tables inside inline arrays get the element's index.
 Columns count characters (a tab is one column) and do not count a leading byte order mark.
+
+The same scan finds every key and table a file defines twice (:func:`duplicate_keys`), which
+``tomllib`` reports only one of before it stops; it runs only for a file that failed to parse.
 """
 
 from __future__ import annotations
@@ -111,6 +114,12 @@ def locate_keys(text: str) -> dict[Path, KeySpan]:
     return scanner.spans
 
 
+# How a path is written, for :class:`_Duplicates`: a ``key = value`` (its value, inline tables
+# and arrays included), a table a dotted key opens (``a`` of ``a.b = 1``), one a header opens on
+# the way (``a`` of ``[a.b]``), a ``[header]`` and an ``[[array of tables]]``.
+_VALUE, _DOTTED, _IMPLICIT, _HEADER, _ARRAY = "value", "dotted", "implicit", "header", "array"
+
+
 class _TooDeep(Exception):
     """Raised past ``_MAX_DEPTH`` to stop the scan; what was found so far is kept."""
 
@@ -151,6 +160,8 @@ class _Scanner:
                     line = bisect.bisect_right(line_starts, i)
                     base = line_starts[line - 1] - 1
                     spans[path] = KeySpan(line, i - base, simple.end(1) - base, line)
+                else:  # never in a file that parses: a key written twice
+                    self.record(path, i, simple.end(1), self.line_of(i))
                 if len(path) > _MAX_DEPTH:
                     raise _TooDeep
             else:
@@ -168,7 +179,10 @@ class _Scanner:
     def line_of(self, pos: int) -> int:
         return bisect.bisect_right(self.line_starts, pos)
 
-    def record(self, path: Path, start: int, end: int, value_line: int | None) -> None:
+    def record(
+        self, path: Path, start: int, end: int, value_line: int | None, kind: str = _VALUE
+    ) -> None:
+        """Note where ``path`` is written; ``kind`` says how (see :class:`_Duplicates`)."""
         if path not in self.spans:
             line = self.line_of(start)
             base = self.line_starts[line - 1] - 1
@@ -182,14 +196,16 @@ class _Scanner:
         if not keys:
             return table
         path: Path = ()
+        last = len(keys) - 1
         for k, (name, start, end) in enumerate(keys):
             path += (name,)
-            self.record(path, start, end, None)
-            if is_array and k == len(keys) - 1:
+            kind = _IMPLICIT if k < last else _ARRAY if is_array else _HEADER
+            self.record(path, start, end, None, kind)
+            if is_array and k == last:
                 index = self.aot_counts.get(path, 0)
                 self.aot_counts[path] = index + 1
                 path += (index,)
-                self.record(path, start, end, None)
+                self.record(path, start, end, None, _HEADER)
             elif path in self.aot_counts:
                 # A header through an array of tables continues its latest element.
                 path += (self.aot_counts[path] - 1,)
@@ -232,9 +248,10 @@ class _Scanner:
         self.skip(_WS)
         value_line = self.line_of(self.i)
         path = table
-        for name, start, end in keys:
+        last = len(keys) - 1
+        for k, (name, start, end) in enumerate(keys):
             path += (name,)
-            self.record(path, start, end, value_line)
+            self.record(path, start, end, value_line, _DOTTED if k < last else _VALUE)
         self.value(path)
 
     def value(self, path: Path) -> None:
@@ -297,3 +314,90 @@ class _Scanner:
             self.value((*path, index))
             if self.i == start:
                 return
+
+
+class Duplicate(Frozen):
+    """A key or table written a second time, where TOML allows one definition."""
+
+    __slots__ = ("path", "at", "first", "kind", "first_kind")
+    __match_args__ = ("path", "at", "first")
+
+    path: Path
+    """The path defined twice."""
+    at: KeySpan
+    """Where the second definition's key token is."""
+    first: KeySpan
+    """Where the path was first written."""
+    kind: str
+    """How the second one writes it: ``value``, ``dotted``, ``implicit``, ``header``, ``array``."""
+    first_kind: str
+    """How the first one wrote it (same words)."""
+
+    def __init__(self, path: Path, at: KeySpan, first: KeySpan, kind: str, first_kind: str) -> None:
+        _set(self, "path", path)
+        _set(self, "at", at)
+        _set(self, "first", first)
+        _set(self, "kind", kind)
+        _set(self, "first_kind", first_kind)
+
+
+def duplicate_keys(text: str) -> list[Duplicate]:
+    """Every key and table of ``text`` defined a second time, in file order.
+
+    ``tomllib`` stops at the first one; this finds them all in one scan. It follows TOML's
+    rules for what may be written twice: a table opened on the way by a header or a dotted key
+    may be declared later, an array of tables may grow, anything else is defined once. Keys
+    inside a value already reported (the second ``x = {a = 1}``) are not reported again.
+    """
+    scanner = _Duplicates(text)
+    with contextlib.suppress(Exception):
+        scanner.run()
+    return scanner.found
+
+
+# (first kind, later kind) pairs TOML accepts; every other pair defines a path twice.
+_REDEFINABLE = frozenset(
+    {
+        (_IMPLICIT, _IMPLICIT),
+        (_IMPLICIT, _HEADER),  # [a.b] then [a]
+        (_IMPLICIT, _DOTTED),  # [a.b.c] then [a] b.d = 1
+        (_DOTTED, _DOTTED),  # a.b = 1 then a.c = 2
+        (_DOTTED, _IMPLICIT),  # a.b = 1 then [a.c]
+        (_HEADER, _IMPLICIT),  # [a] then [a.b]
+        (_ARRAY, _ARRAY),  # [[a]] twice: two elements
+        (_ARRAY, _IMPLICIT),  # [[a]] then [a.b]: a table in its last element
+    }
+)
+
+
+class _Duplicates(_Scanner):
+    """The scanner, also remembering how each path was written to spot a second definition."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.kinds: dict[Path, str] = {}
+        self.found: list[Duplicate] = []
+        self.reported: list[Path] = []
+
+    def record(
+        self, path: Path, start: int, end: int, value_line: int | None, kind: str = _VALUE
+    ) -> None:
+        first = self.spans.get(path)
+        if first is None:
+            super().record(path, start, end, value_line, kind)
+            self.kinds[path] = kind
+            return
+        # A path the fast path recorded has no kind yet: it was a plain `key = value`.
+        before = self.kinds.get(path, _VALUE)
+        if (before, kind) in _REDEFINABLE:
+            if kind == _HEADER or (before, kind) == (_IMPLICIT, _DOTTED):
+                self.kinds[path] = kind
+            return
+        if any(path[: len(done)] == done for done in self.reported):
+            return  # inside a value already reported
+        line = self.line_of(start)
+        base = self.line_starts[line - 1] - 1
+        at = KeySpan(line, start - base, end - base, value_line)
+        self.found.append(Duplicate(path, at, first, kind, before))
+        if kind == _VALUE:
+            self.reported.append(path)

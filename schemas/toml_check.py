@@ -183,7 +183,7 @@ def _check_text(
     # module, never for the built-in ones or for files without extensions.
     source = parse(text, file=file)
     if source.problem is not None:
-        return FileCheck(file=file, diagnostics=[source.problem], text=text)
+        return FileCheck(file=file, diagnostics=list(source.problems), text=text)
     document = source.document
     spans = locate_keys(text)
     checker = _Checker(file=file, spans=spans)

@@ -57,9 +57,9 @@ _BRACKETS = (
 
 
 class TomlSource:
-    """A TOML file as read: its text and document, or the one finding that stopped the read."""
+    """A TOML file as read: its text and document, or the findings that stopped the read."""
 
-    __slots__ = ("text", "document", "problem")
+    __slots__ = ("text", "document", "problem", "problems")
 
     text: str | None
     """The decoded text, when the file could be read and decoded."""
@@ -67,6 +67,9 @@ class TomlSource:
     """The parsed document, when the text is valid TOML within the limits."""
     problem: Diagnostic | None
     """Why there is no document (unreadable, too large, not UTF-8, not TOML, too deep)."""
+    problems: tuple[Diagnostic, ...]
+    """Every finding that stops the read, ``problem`` first: a file that does not parse may
+    also define several keys twice, and each is reported at its own line."""
 
     def __init__(
         self,
@@ -74,10 +77,12 @@ class TomlSource:
         text: str | None = None,
         document: dict[str, Any] | None = None,
         problem: Diagnostic | None = None,
+        problems: tuple[Diagnostic, ...] = (),
     ) -> None:
         self.text = text
         self.document = document
-        self.problem = problem
+        self.problems = problems or ((problem,) if problem is not None else ())
+        self.problem = self.problems[0] if self.problems else None
 
 
 def read_toml(path: str | os.PathLike[str], *, shown: str) -> TomlSource:
@@ -105,9 +110,11 @@ def read_bytes(path: str | os.PathLike[str], *, shown: str) -> tuple[bytes | Non
             return None, refused
         fd = os.open(path, flags)
     except OSError as error:
-        return None, _unreadable(f"cannot read the file: {error.strerror or error}", shown=shown)
+        return None, _cannot_read(error, shown=shown)
     except ValueError as error:  # a NUL character in the name
-        return None, _unreadable(f"cannot read the file: {error}", shown=shown)
+        return None, _unreadable(
+            f"cannot read the file: {error}", shown=shown, hint="name the file without a NUL byte"
+        )
     try:
         info = os.fstat(fd)
         refused = _refusal(info, shown=shown)
@@ -115,7 +122,7 @@ def read_bytes(path: str | os.PathLike[str], *, shown: str) -> tuple[bytes | Non
             return None, refused
         raw = _read_at_most(fd, limit=MAX_BYTES + 1, size=info.st_size)
     except OSError as error:
-        return None, _unreadable(f"cannot read the file: {error.strerror or error}", shown=shown)
+        return None, _cannot_read(error, shown=shown)
     finally:
         os.close(fd)
     if len(raw) > MAX_BYTES:
@@ -135,6 +142,20 @@ def _refusal(info: os.stat_result, *, shown: str) -> Diagnostic | None:
     if info.st_size > MAX_BYTES:
         return _too_large(shown=shown)
     return None
+
+
+def _cannot_read(error: OSError, *, shown: str) -> Diagnostic:
+    """An ``OSError`` from opening or reading, with what to check."""
+    import errno
+
+    hint = {
+        errno.ENOENT: "check the path: it is relative to the folder the command runs in",
+        errno.EACCES: "give this user read access to the file",
+        errno.EPERM: "give this user read access to the file",
+        errno.ENOTDIR: "check the path: one of its folders is a file",
+        errno.ELOOP: "the path is a loop of symbolic links: name the file itself",
+    }.get(error.errno or 0, "check that the file exists and this user can read it")
+    return _unreadable(f"cannot read the file: {error.strerror or error}", shown=shown, hint=hint)
 
 
 def _too_large(*, shown: str) -> Diagnostic:
@@ -182,7 +203,7 @@ def parse(text: str, *, file: str) -> TomlSource:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        return TomlSource(text=text, problem=syntax_diagnostic(error, text=text, file=file))
+        return TomlSource(text=text, problems=syntax_problems(error, text=text, file=file))
     except RecursionError:  # the bracket scan missed a nesting (it is not a full lexer)
         return TomlSource(text=text, problem=_too_deep(Span(file=file, line=1, col=1)))
     except ValueError as error:  # Python's limit on decimal digits, which TOML's ints never need
@@ -192,8 +213,28 @@ def parse(text: str, *, file: str) -> TomlSource:
     return TomlSource(text=text, document=document)
 
 
+def syntax_problems(
+    error: tomllib.TOMLDecodeError, *, text: str, file: str
+) -> tuple[Diagnostic, ...]:
+    """Every finding of a file tomllib refused, in file order: its error, and each key or table
+    the file defines twice (tomllib reports only the first of those)."""
+    from schemas import toml_syntax
+
+    first = syntax_diagnostic(error, text=text, file=file)
+    twice = toml_syntax.duplicates(text, file=file)
+    if twice and toml_syntax.is_duplicate_error(str(error)):
+        # The scan names the key itself where tomllib names the column it stopped at.
+        on_its_line = any(d.span.line == first.span.line for d in twice)  # type: ignore[union-attr]
+        found = twice if on_its_line else [first, *twice]
+    else:
+        found = [first, *twice]
+    return tuple(sorted(found, key=Diagnostic.sort_key))
+
+
 def syntax_diagnostic(error: tomllib.TOMLDecodeError, *, text: str, file: str) -> Diagnostic:
-    """A ``toml-syntax`` finding at the line and column tomllib names."""
+    """A ``toml-syntax`` finding at the line and column tomllib names, with what to write."""
+    from schemas import toml_syntax
+
     message = str(error)
     match = re.search(_TOML_POSITION, message)
     if match:
@@ -203,9 +244,7 @@ def syntax_diagnostic(error: tomllib.TOMLDecodeError, *, text: str, file: str) -
         line = text.count("\n") + 1
         col = len(text) - text.rfind("\n")
         message = re.sub(r"\s*\(at end of document\)", "", message) + " at the end of the file"
-    hint = (
-        "remove the byte order mark at the start of the file" if text.startswith("\ufeff") else None
-    )
+    hint = toml_syntax.hint(message, text=text, line=line, col=col)
     message = message[0].lower() + message[1:] if message else "invalid TOML"
     return _error(
         "toml-syntax",
@@ -271,7 +310,7 @@ def _too_many_digits(text: str, *, file: str, error: ValueError) -> Diagnostic:
         span=Span(file=file, line=line, col=col),
         message=f"invalid TOML: an integer with more than {limit} digits (TOML integers are "
         "64-bit)",
-        hint=None if run else str(error),
+        hint="TOML integers are 64-bit: write a float (1e30) or a quoted string",
     )
 
 
@@ -284,13 +323,13 @@ def _too_deep(span: Span) -> Diagnostic:
     )
 
 
-def _unreadable(message: str, *, shown: str, hint: str | None = None) -> Diagnostic:
+def _unreadable(message: str, *, shown: str, hint: str) -> Diagnostic:
     return _error(
         "unreadable-file", span=Span(file=shown, line=1, col=1), message=message, hint=hint
     )
 
 
-def _error(code: str, *, span: Span, message: str, hint: str | None) -> Diagnostic:
+def _error(code: str, *, span: Span, message: str, hint: str) -> Diagnostic:
     return Diagnostic(
         code=code, severity=Severity.ERROR, path="", message=message, hint=hint, span=span
     )

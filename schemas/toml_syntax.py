@@ -1,0 +1,330 @@
+"""What to write instead, when a TOML file does not parse.
+
+``tomllib`` names the first problem and where it stopped ("Invalid value (at line 3, column
+8)"). The mistakes people make most in a job config are the ones other formats allow: a key
+written the YAML way (``steps: 10``), Python's ``True``, ``False`` and ``None``, an unquoted
+string (``name = llama3``), a Windows path in double quotes, a header or string left open, and
+a key or table written twice. Each gets a hint with the statement to write instead
+(``use `steps = 10` ``), checked to parse before it is offered; anything else gets a sentence
+on what TOML expects there.
+
+``tomllib`` also stops at the first key or table defined twice, so a file with three would take
+three runs to fix. :func:`schemas.spans.duplicate_keys` finds them all in one scan, and each is
+reported at its own line with the place of the first definition.
+
+Only a file that failed to parse comes here: a file that parses never pays for any of it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+from schemas.diagnostics import Diagnostic, Severity, Span
+from schemas.spans import Duplicate, duplicate_keys
+
+# tomllib's messages for a key or table defined twice (its first one only).
+_TWICE = (
+    "Cannot overwrite a value",
+    "Cannot declare",
+    "Cannot redefine namespace",
+    "Cannot mutate immutable namespace",
+    "Duplicate inline table key",
+)
+_NULLS = frozenset({"None", "none", "null", "Null", "NULL", "nil", "~"})
+_BOOLEANS = {"True": "true", "False": "false", "TRUE": "true", "FALSE": "false"}
+# `key: value` (a YAML mapping) or `key value`: a key, then a value with no `=` between.
+_NO_EQUALS = re.compile(r"""^\s*([A-Za-z0-9_.\-"']+?)\s*(?::\s*|\s+)(\S.*?)\s*$""")
+_ANY_VALUE = (
+    'a value is a "string", a number, true or false, a date, an [array] or an {inline table}'
+)
+_GENERIC = (
+    "each line is `key = value`, a `[table]` header, an `[[array.of.tables]]` header or a "
+    "`# comment`"
+)
+
+
+def duplicates(text: str, *, file: str) -> list[Diagnostic]:
+    """A finding for every key and table ``text`` defines a second time."""
+    return [_duplicate(found, file=file) for found in duplicate_keys(text)]
+
+
+def is_duplicate_error(message: str) -> bool:
+    """Whether tomllib's message is about a key or table defined twice."""
+    return message.startswith(_TWICE)
+
+
+def hint(message: str, *, text: str, line: int, col: int) -> str:
+    """What to do about tomllib's ``message`` at ``line``:``col`` of ``text``."""
+    lines = text.split("\n")
+    here = lines[line - 1] if 0 < line <= len(lines) else ""
+    if line == 1 and text.startswith("\ufeff"):
+        return "remove the byte order mark at the start of the file"
+    for start, found in _HINTS:
+        if message.startswith(start):
+            return found(here, col=col, text=text, line=line) or _GENERIC
+    return _GENERIC
+
+
+# --------------------------------------------------------------------------- one statement
+
+
+def _missing_equals(here: str, **_: object) -> str | None:
+    """``steps: 10`` or ``steps 10``: the same pair with ``=``."""
+    match = _NO_EQUALS.match(here.split(" #", 1)[0])
+    if match is None:
+        return "write `key = value`: TOML separates a key from its value with `=`"
+    key, value = match.group(1), match.group(2).rstrip(",")
+    fixed = _statement(key, value)
+    if fixed is None:
+        return f"write `{key} = ...`: TOML separates a key from its value with `=`"
+    return f"use `{fixed}`: TOML separates a key from its value with `=`, not `:`"
+
+
+def _invalid_value(here: str, *, col: int, **_: object) -> str | None:
+    """A value TOML has no spelling for: Python's literals, an unquoted string, ``.5``."""
+    key, eq, rest = here.partition("=")
+    if not eq or col <= len(key) + 1:
+        raw = here[col - 1 :].split("#", 1)[0].strip().rstrip(",]}").strip()
+        fixed = _value(raw)
+        if fixed is None:
+            return _ANY_VALUE
+        return f"write `{fixed}` instead of `{raw}`: {_why(raw)}"
+    key, raw = key.strip(), rest.split("#", 1)[0].strip()
+    if raw in _NULLS:
+        return (
+            f"TOML has no None or null: delete the `{key}` line to keep its default "
+            "(the key may be left out)"
+        )
+    if not raw:
+        return f"write a value after `{key} =`, or delete the line to keep the default"
+    fixed = _statement(key, raw)
+    if fixed is None:
+        return _ANY_VALUE
+    return f"use `{fixed}`: {_why(raw)}"
+
+
+def _why(raw: str) -> str:
+    """What was wrong with a value :func:`_value` respelt."""
+    if any(item.strip() in _BOOLEANS for item in raw.strip("[]").split(",")):
+        return "TOML's booleans are lowercase"
+    if re.fullmatch(r"[+-]?(\.\d+|\d+\.)", raw):
+        return "a float needs a digit on both sides of the point"
+    return "a string needs quotes"
+
+
+def _statement(key: str, raw: str) -> str | None:
+    """``key = value`` with the value spelt as TOML, if that parses."""
+    if raw in _NULLS:
+        return None
+    if raw.startswith("[") and raw.endswith("]"):
+        items = [_value(item.strip()) for item in raw[1:-1].split(",") if item.strip()]
+        if any(item is None for item in items):
+            return None
+        value = "[" + ", ".join(items) + "]"  # type: ignore[arg-type]
+    else:
+        value = _value(raw)
+    if value is None:
+        return None
+    statement = f"{key} = {value}"
+    try:
+        tomllib.loads(statement)
+    except tomllib.TOMLDecodeError:
+        return None
+    return statement
+
+
+def _value(raw: str) -> str | None:
+    """One value as TOML spells it: booleans lowercased, ``.5`` as ``0.5``, a bare word quoted."""
+    if raw in _BOOLEANS:
+        return _BOOLEANS[raw]
+    if raw in _NULLS:
+        return None
+    if re.fullmatch(r"[+-]?\.\d+", raw):
+        return raw.replace(".", "0.", 1)
+    if re.fullmatch(r"[+-]?\d+\.", raw):
+        return raw + "0"
+    try:
+        tomllib.loads(f"v = {raw}")
+    except tomllib.TOMLDecodeError:
+        pass
+    else:
+        return raw  # already a TOML value
+    if not raw or raw[0] in "\"'[{":
+        return None
+    return json.dumps(raw, ensure_ascii=False)
+
+
+def _header(here: str, **_: object) -> str | None:
+    """``[training`` or ``[[training]``: the header with its brackets closed."""
+    stripped = here.split("#", 1)[0].strip()
+    array = stripped.startswith("[[")
+    name = stripped.lstrip("[").rstrip("]").strip()
+    if not name or "=" in name:
+        return "a header is `[table]` alone on its line; write `key = value` under it"
+    fixed = f"[[{name}]]" if array else f"[{name}]"
+    try:
+        tomllib.loads(fixed)
+    except tomllib.TOMLDecodeError:
+        return f"close the header with `{']]' if array else ']'}`"
+    return f"use `{fixed}`: the header's closing bracket is missing"
+
+
+def _unclosed_array(here: str, *, text: str, line: int, **_: object) -> str | None:
+    """An array with no ``]``: name the key whose array it is, and where it opened."""
+    lines = text.split("\n")
+    for number in range(min(line, len(lines)), 0, -1):
+        key, eq, value = lines[number - 1].partition("=")
+        if eq and value.strip().startswith("["):
+            return (
+                f"close the array of `{key.strip()}` (opened at line {number}) with `]` after "
+                "its last element"
+            )
+    return "close the array with `]` after its last element"
+
+
+def _unclosed_table(here: str, **_: object) -> str:
+    return (
+        "close the inline table with `}` on the line it starts: an inline table is written on "
+        "one line, with no comma after its last pair"
+    )
+
+
+def _unclosed_string(
+    here: str, *, col: int, text: str = "", line: int = 0, **_: object
+) -> str | None:
+    """A string whose closing quote is missing (tomllib stops at the end of its line, or for a
+    'literal' string at the end of the file: then the line is the last one with an open quote)."""
+    if "'" not in here and '"' not in here:
+        lines = text.split("\n")[: max(line - 1, 0)]
+        here = next((ln for ln in reversed(lines) if _open_quote(ln)), here)
+    key, eq, value = here.partition("=")
+    value = value.strip()
+    if eq and value[:1] in ("'", '"') and value.count(value[0]) % 2 == 1:
+        fixed = f"{key.strip()} = {value}{value[0]}"
+        try:
+            tomllib.loads(fixed)
+        except tomllib.TOMLDecodeError:
+            pass
+        else:
+            return f"use `{fixed}`: the string's closing quote is missing"
+    if eq and value[:1] == '"':
+        return 'close the string with `"` on the same line (or escape a quote inside it as \\")'
+    return "close the string with the quote it starts with, on the same line"
+
+
+def _open_quote(line: str) -> bool:
+    value = line.partition("=")[2].strip()
+    return value[:1] in ("'", '"') and value.count(value[0]) % 2 == 1
+
+
+def _illegal_character(here: str, *, col: int, **kwargs: object) -> str | None:
+    if col > len(here):  # the end of the line: a string still open there
+        return _unclosed_string(here, col=col, **kwargs)  # type: ignore[arg-type]
+    return "control characters are not allowed in a string: write them escaped (\\t, \\u0001)"
+
+
+def _backslash(here: str, **_: object) -> str | None:
+    """``"C:\\out"``: a Windows path in a basic string, where ``\\`` starts an escape."""
+    key, eq, value = here.partition("=")
+    value = value.split(" #", 1)[0].strip()
+    if eq and value.startswith('"') and value.endswith('"') and "'" not in value:
+        fixed = f"{key.strip()} = '{value[1:-1]}'"
+        try:
+            tomllib.loads(fixed)
+        except tomllib.TOMLDecodeError:
+            pass
+        else:
+            return f"use `{fixed}`: in single quotes a backslash is just a backslash"
+    return "write the backslash doubled (`\\\\`), or use a 'single-quoted' string"
+
+
+def _after_value(here: str, *, col: int, **_: object) -> str | None:
+    """Something after a complete value: ``1,000``, ``5.``, a quote inside a string."""
+    key, eq, value = here.partition("=")
+    raw = value.split(" #", 1)[0].strip()
+    if eq and re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", raw):
+        return f"use `{key.strip()} = {raw.replace(',', '_')}`: TOML groups digits with `_`"
+    if eq and re.fullmatch(r"[+-]?\d+\.", raw):
+        return f"use `{key.strip()} = {raw}0`: a float needs a digit after the point"
+    if eq and raw.startswith('"') and raw.count('"') > 2:
+        return "escape a quote inside a string as \\\", or use a 'single-quoted' string"
+    return "one `key = value` per line: anything after the value must be a `# comment`"
+
+
+def _multiline_string(here: str, **_: object) -> str:
+    return "close the multi-line string with the three quotes it starts with (\"\"\" or ''')"
+
+
+def _date(here: str, **_: object) -> str:
+    return (
+        "write a date as 2024-05-27 or 2024-05-27T07:32:00Z, or put the value in quotes to "
+        "keep it a string"
+    )
+
+
+def _key_part(here: str, **_: object) -> str:
+    if "{" in here:
+        return (
+            "an inline table is one line with no comma after its last pair: `key = {a = 1, b = 2}`"
+        )
+    return 'a key is a bare word (letters, digits, `_`, `-`) or a "quoted string"'
+
+
+def _twice(here: str, **_: object) -> str:
+    return "a key or table may be defined once: delete or rename the second one"
+
+
+_HINTS = (
+    ("Expected '=' after a key", _missing_equals),
+    ("Invalid value", _invalid_value),
+    ("Expected ']' at the end of a table", _header),
+    ("Expected ']]' at the end of an array", _header),
+    ("Unclosed array", _unclosed_array),
+    ("Unclosed inline table", _unclosed_table),
+    ("Illegal character", _illegal_character),
+    ('Expected "\'"', _unclosed_string),
+    ("Unterminated string", _multiline_string),
+    ("Unescaped '\\' in a string", _backslash),
+    ("Invalid hex value", _backslash),
+    ("Expected newline or end of document", _after_value),
+    ("Invalid date or datetime", _date),
+    ("Invalid initial character for a key part", _key_part),
+    *((start, _twice) for start in _TWICE),
+)
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+def _duplicate(found: Duplicate, *, file: str) -> Diagnostic:
+    dotted = ".".join(str(part) for part in found.path)
+    first = f"{file}:{found.first.line}:{found.first.col}"
+    kinds = {found.kind, found.first_kind}
+    if kinds == {"header", "array"}:
+        message = f"[{dotted}] is declared both as a table and as an array of tables [[{dotted}]]"
+        hint = (
+            f"write `[{dotted}]` once, with one pair of brackets, and put the keys of both under "
+            f"it (the other declaration is at {first}): `[[...]]` starts an array of tables"
+        )
+    elif found.kind == "header" and found.first_kind == "header":
+        message = f"table [{dotted}] is declared twice"
+        hint = f"move its keys under the first [{dotted}] at {first} and delete this header"
+    elif found.kind == "value" and found.first_kind == "value":
+        message = f"`{dotted}` is set twice"
+        hint = f"`{dotted}` is first set at {first}: delete the line you do not mean"
+    else:
+        message = f"`{dotted}` is defined twice"
+        hint = (
+            f"`{dotted}` is first defined at {first}: write each table either as a [header] or "
+            "with dotted keys, and each key once"
+        )
+    return Diagnostic(
+        code="toml-syntax",
+        severity=Severity.ERROR,
+        path=dotted,
+        message=f"invalid TOML: {message}",
+        hint=hint,
+        span=Span(file=file, line=found.at.line, col=found.at.col, end_col=found.at.end_col),
+    )
