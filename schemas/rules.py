@@ -54,8 +54,82 @@ STALE_CONVERTER_NAMES = {
     "mx": "quantize.linear.mx",
     "quantize.dense.float8": "quantize.linear.float8",
     "quantize.moe.float8": "quantize.grouped_mm.float8",
+    "quantize.dense.mx": "quantize.linear.mx",
+    "quantize.moe.mx": "quantize.grouped_mm.mx",
 }
 """Names used by older torchtitan releases, with today's equivalent."""
+
+
+class StaleName(Frozen):
+    """When an older torchtitan registered a converter name, and the tables of that time."""
+
+    __slots__ = ("since", "era", "tables")
+    __match_args__ = ("since", "era", "tables")
+
+    since: str
+    """The month it was first registered (``2025-02``)."""
+    era: str
+    """Its months on main and the commits that registered and renamed it."""
+    tables: tuple[str, ...]
+    """Old tables (``schemas.moved_keys``) whose keys were in use while the name was
+    registered: one of them in a file dates it to a run that had the converter."""
+
+    def __init__(self, since: str, era: str, tables: tuple[str, ...]) -> None:
+        _set(self, "since", since)
+        _set(self, "era", era)
+        _set(self, "tables", tables)
+
+
+_V01 = ("float8", "mx")
+_DENSE = ("quantize.dense", "quantize.moe")
+_RENAMED = "renamed to [quantize.linear.*] and [quantize.grouped_mm.*] names in #1763 (8a2686c4)"
+STALE_NAME_ERAS: dict[str, StaleName] = {
+    "float8": StaleName(
+        "2025-02",
+        "torchtitan 2025-02 to 2025-09 (model.converters in #823, 57387af0; renamed "
+        '"quantize.dense.float8" in #1701, 5b5d4685)',
+        _V01,
+    ),
+    "mx": StaleName(
+        "2025-05",
+        'torchtitan 2025-05 to 2025-09 (the MX converter; renamed "quantize.dense.mx" in #1701, '
+        "5b5d4685)",
+        _V01,
+    ),
+    **{
+        name: StaleName("2025-09", f"torchtitan main 2025-09 (#1701, 5b5d4685; {_RENAMED})", _DENSE)
+        for name in (
+            "quantize.dense.float8",
+            "quantize.moe.float8",
+            "quantize.dense.mx",
+            "quantize.moe.mx",
+        )
+    },
+}
+"""The era of each stale converter name (``manager_behaviour.md`` §6, ``schemas.moved_keys``)."""
+
+
+def stale_name_dated(name: str, document: dict) -> str | None:
+    """The old key that dates ``document`` to when ``name`` was a registered converter, if one
+    does: a key of that era's tables that was still in use after the name was registered.
+    Such a file's run had the converter; v0.2.2 only failed on it because the name changed."""
+    import re
+
+    from schemas import eras
+
+    stale = STALE_NAME_ERAS.get(name)
+    if stale is None:
+        return None
+    for parts, _ in eras.leaves(document):
+        rule = eras.rule_for(parts)
+        if rule is None or rule.how == "converter":  # the switch model.converters replaced
+            continue
+        if not any(rule.old == t or rule.old.startswith(t + ".") for t in stale.tables):
+            continue
+        until = re.search(r" to (\d{4}-\d{2})", rule.era)
+        if until is None or until.group(1) >= stale.since:
+            return ".".join(parts)
+    return None
 
 
 SHARED_FACT_PATHS: dict[str, str] = {
@@ -502,40 +576,31 @@ def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
     for name in names:
         if not isinstance(name, str) or name in CONVERTER_NAMES:
             continue
-        if name in STALE_CONVERTER_NAMES:
-            hint = f'`"{name}"` is a name from an older torchtitan; v0.2.2 registers `"{STALE_CONVERTER_NAMES[name]}"`'
-        else:
-            import difflib  # only for a misspelt name: the import costs more than the rules
-
-            close = difflib.get_close_matches(name, CONVERTER_NAMES, n=1, cutoff=0.6)
-            hint = (
-                f'did you mean `"{close[0]}"`?'
-                if close
-                else "registered converters: " + ", ".join(CONVERTER_NAMES)
-            )
         yield _diag(
             "unknown-converter",
             facts.converters,
             f'converter `"{name}"` is not registered; the trainer would fail with KeyError',
-            hint,
+            _converter_hint(name, names),
         )
     families = {n.rsplit(".", 1)[-1] for n in valid}
     if len(families) > 1:
+        keep = " or ".join(
+            f"`converters = {_names([n for n in valid if n.endswith('.' + family)])}`"
+            for family in sorted(families)
+        )
         yield _diag(
             "converter-families",
             facts.converters,
             "float8 and mx converters cannot be combined",
-            "keep the converters of one quantization family: all float8 or all mx",
+            f"keep the converters of one quantization family: {keep}",
         )
     for table in facts.quantize_tables:
         if table.value not in names:
-            hint = f'add `"{table.value}"` to `model.converters` to enable it, or delete the table'
-            if any(
-                STALE_CONVERTER_NAMES.get(n) == table.value for n in names if isinstance(n, str)
-            ):
-                hint = (
-                    f'`model.converters` names it by an old name; write `"{table.value}"` instead'
-                )
+            listed = [STALE_CONVERTER_NAMES.get(n, n) for n in names if isinstance(n, str)]
+            enabled = _names([n for n in listed if n in CONVERTER_NAMES] + [table.value])
+            hint = f"enable it with `model.converters = {enabled}`, or delete the table"
+            if table.value in listed:
+                hint = f"`model.converters` names it by an old name: set `model.converters = {enabled}`"
             yield _diag(
                 "inert-section",
                 table,
@@ -543,6 +608,29 @@ def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
                 hint,
                 severity=Severity.WARNING,
             )
+
+
+def _names(names: list[str]) -> str:
+    """A list of converter names as TOML writes it, each once."""
+    return "[" + ", ".join(f'"{n}"' for n in dict.fromkeys(names)) + "]"
+
+
+def _converter_hint(name: str, names: list) -> str:
+    """For an unregistered converter name: the list to write, when one would be accepted."""
+    if name in STALE_CONVERTER_NAMES:
+        new = STALE_CONVERTER_NAMES[name]
+        why = f'"{name}" was registered by {STALE_NAME_ERAS[name].era}; v0.2.2 registers "{new}"'
+        fixed = [STALE_CONVERTER_NAMES.get(n, n) for n in names if isinstance(n, str)]
+        families = {n.rsplit(".", 1)[-1] for n in fixed}
+        if all(n in CONVERTER_NAMES for n in fixed) and len(families) == 1:
+            return f"use `converters = {_names(fixed)}`: {why} (titan-validate --fix rewrites it)"
+        return why
+    import difflib  # only for a misspelt name: the import costs more than the rules
+
+    close = difflib.get_close_matches(name, CONVERTER_NAMES, n=1, cutoff=0.6)
+    if close:
+        return f'did you mean `"{close[0]}"`?'
+    return "registered converters: " + ", ".join(f'"{n}"' for n in CONVERTER_NAMES)
 
 
 def float8_options(facts: ConfigFacts) -> Iterator[Diagnostic]:
@@ -662,7 +750,7 @@ EXPERIMENT_MODELS = (
 
 def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """The model is a known train spec and the flavor one of its flavors."""
-    from schemas import flavors
+    from schemas import flavors, model_names
 
     name, flavor = facts.model_name.value, facts.flavor.value
     if not isinstance(name, str) or not isinstance(flavor, str) or name in EXPERIMENT_MODELS:
@@ -670,28 +758,23 @@ def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
     names = flavors.flavor_names(name)
     if names is not None and flavor in names:
         return
-    import difflib  # only for an unknown model or flavor: the import costs more than the rules
-
     if names is None:
-        known = [*flavors.FLAVORS, *flavors.FAMILY_ALIASES, *EXPERIMENT_MODELS]
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        hint = f"did you mean `{close[0]}`?" if close else "known models: " + ", ".join(known)
         yield _diag(
             "unknown-model",
             facts.model_name,
             f"model `{name}` is not a torchtitan v0.2.2 train spec; it must be registered by "
             "custom code (experimental.custom_import)",
-            hint,
+            model_names.model_hint(
+                name, flavor if facts.flavor.written else None, experiments=EXPERIMENT_MODELS
+            ),
             severity=Severity.WARNING,
         )
     elif flavor not in names:
-        close = difflib.get_close_matches(flavor, names, n=1, cutoff=0.5)
-        hint = f"did you mean `{close[0]}`?" if close else f"{name} flavors: " + ", ".join(names)
         yield _diag(
             "unknown-flavor",
             _blame(facts.flavor, facts.model_name),
             f"`{name}` has no flavor `{flavor}`",
-            hint,
+            model_names.flavor_hint(name, flavor, names),
         )
 
 

@@ -45,9 +45,43 @@ def schema_paths(spec: SectionSpec, prefix: str = "") -> dict[str, bool]:
 
 
 def _close(word: str, candidates: list[str], cutoff: float = 0.75) -> list[str]:
+    """The candidates a typo of ``word`` most likely meant: the closest (difflib's ratio at
+    least ``cutoff``), several only when they are equally close (``beta`` is as near ``beta1``
+    as ``beta2``: naming one would be a guess).
+
+    Never for a word of two characters or fewer (``ep``, ``x`` are a fork's own names far more
+    often than a typo of ``eps``), nor for a candidate that differs only in the number it ends with (``lr2`` is a
+    second learning rate, not a typo of ``lr``). Measured on typos of every schema key and on
+    fork-style names (tests/test_follow_suggestions.py)."""
+    if len(word) <= 2:
+        return []
     import difflib  # only files with unknown keys get here
 
-    return difflib.get_close_matches(word, candidates, n=3, cutoff=cutoff)
+    scored = []
+    for candidate in candidates:
+        if _digits_apart(word, candidate):
+            continue
+        matcher = difflib.SequenceMatcher(None, word, candidate)
+        if matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff:
+            ratio = matcher.ratio()
+            if ratio >= cutoff:
+                scored.append((ratio, candidate))
+    if not scored:
+        return []
+    best = max(ratio for ratio, _ in scored)
+    return sorted(candidate for ratio, candidate in scored if ratio == best)
+
+
+def _digits_apart(word: str, candidate: str) -> bool:
+    """Whether two names differ only in the number they end with (``lr2``/``lr``,
+    ``beta``/``beta1``): a numbered setting, not a typo (``floa8t`` is a typo of ``float8``)."""
+    digits = "0123456789"
+    return word != candidate and word.rstrip(digits) == candidate.rstrip(digits)
+
+
+def _either(found: list[str]) -> str:
+    """``did you mean `a`?`` or, for equally close candidates, ``did you mean `a` or `b`?``"""
+    return "did you mean " + " or ".join(f"`{name}`" for name in found[:3]) + "?"
 
 
 _NO_VALUE: Any = object()
@@ -71,7 +105,7 @@ def suggest(
         return moved
     dotted = ".".join(parts)
     # Exact keys of a known extension the file did not declare (flux's [encoder], ft's keys).
-    owner = extension_owner(dotted)
+    owner = extension_owner(dotted, value)
     if owner is not None:
         return Suggestion("unknown-key", owner)
 
@@ -79,7 +113,7 @@ def suggest(
     siblings = [p.rsplit(".", 1)[-1] for p in paths if p.rpartition(".")[0] == parent]
     close = _close(name, siblings)
     if close:
-        return Suggestion("unknown-key", f"did you mean `{_join(parent, close[0])}`?")
+        return Suggestion("unknown-key", _either([_join(parent, c) for c in close]))
 
     # The same name elsewhere in the tree: a key written in the wrong section.
     elsewhere = sorted(p for p in paths if p.rsplit(".", 1)[-1] == name and paths[p] == is_table)
@@ -91,10 +125,14 @@ def suggest(
         )
 
     # A near-miss anywhere in the tree (typo in the wrong section too).
-    leaves = {p.rsplit(".", 1)[-1]: p for p in paths if paths[p] == is_table}
-    close = _close(name, list(leaves), cutoff=0.8)
+    leaves: dict[str, list[str]] = {}
+    for path, section in paths.items():
+        if section == is_table:
+            leaves.setdefault(path.rsplit(".", 1)[-1], []).append(path)
+    # Only for names of five characters or more: `type` in [job] is no typo of training.dtype.
+    close = _close(name, list(leaves), cutoff=0.8) if len(name) >= 5 else []
     if close:
-        return Suggestion("unknown-key", f"did you mean `{leaves[close[0]]}`?")
+        return Suggestion("unknown-key", _either(sorted(p for c in close for p in leaves[c])))
     # Nothing in torchtitan is close: most likely a fork's own setting, which the project can
     # declare once instead of seeing it rejected in every file (schemas.project).
     return Suggestion("unknown-key", DECLARE_HINT)
@@ -233,11 +271,19 @@ def _legacy() -> SectionSpec:
     return LEGACY_SPEC
 
 
-def extension_owner(dotted: str) -> str | None:
-    """A hint naming the built-in extension that defines ``dotted``, if one does."""
+def extension_owner(dotted: str, value: Any = _NO_VALUE) -> str | None:
+    """A hint naming the built-in extension that defines ``dotted``, if one does.
+
+    A table (``value`` a dict with keys) is the extension's only if one of its keys is a field
+    of the extension's section: a fork's own ``[data]`` with keys vlm's ``[data]`` does not have
+    is not vlm's, and loading vlm would not make it valid."""
     owners = _extension_index().get(dotted)
     if not owners:
         return None
+    if isinstance(value, dict) and value:
+        owners = [short for short in owners if _has_any_key(short, dotted, value)]
+        if not owners:
+            return None
     from schemas.builtin_extensions import KNOWN_EXTENSIONS
 
     modules = {short: module for module, short in KNOWN_EXTENSIONS.items()}
@@ -246,3 +292,169 @@ def extension_owner(dotted: str) -> str | None:
         f"`{dotted}` is added by the {first} extension: set "
         f'`[job] custom_config_module = "{modules.get(first, first)}"` or pass `--extension {first}`'
     )
+
+
+def _has_any_key(short: str, dotted: str, table: dict) -> bool:
+    """Whether a key of ``table`` is a field of the section ``dotted`` of extension ``short``."""
+    from schemas import builtin_extensions
+
+    spec = builtin_extensions.known_extension(short)
+    paths = schema_paths(spec.root) if spec is not None else {}
+    return any(f"{dotted}.{key}" in paths for key in table)
+
+
+# --------------------------------------------------------------------------- wrong values
+#
+# A value of the wrong type gets the value to write when its intent is plain (`"10"` for an
+# integer, `1` for a boolean, `"a,b"` for a list of strings), and only if that value would
+# itself be accepted: `converters = "float8"` is told `["quantize.linear.float8"]`, never
+# `["float8"]`, which is rejected too.
+
+
+def value_hint(
+    parts: tuple[str, ...], value: Any, annotation: Any, document: dict | None = None
+) -> str:
+    """What to write instead of ``value`` at ``parts``, whose type is ``annotation``
+    (``document``, the whole file, tells which model a flavor must belong to)."""
+    from schemas import eras, typecheck
+
+    key = parts[-1]
+    intended = _intended(value, annotation)
+    if intended is not _NO_VALUE and typecheck.matches(intended, annotation):
+        accepted = accepted_value(parts, intended, document)
+        if accepted is not _NO_VALUE:
+            return f"use `{key} = {eras.toml_value(accepted)}`{_because(value, accepted)}"
+    return f"`{key}` takes {typecheck.type_name(annotation)}{_example(parts, annotation, document)}"
+
+
+def choice_hint(parts: tuple[str, ...], value: str, choices: tuple) -> str:
+    """For a string outside a setting's choices: the close choice, or every choice."""
+    import difflib
+
+    strings = [c for c in choices if isinstance(c, str)]
+    lowered = {c.lower(): c for c in strings}
+    close = [lowered[value.lower()]] if value.lower() in lowered else []
+    close = close or difflib.get_close_matches(value, strings, n=1, cutoff=0.6)
+    if close:
+        return f'did you mean "{close[0]}"?'
+    shown = ", ".join(f'"{c}"' for c in strings)
+    return f"`{parts[-1]}` is one of {shown}"
+
+
+def _intended(value: Any, annotation: Any) -> Any:
+    """The value the user most plainly meant, or ``_NO_VALUE``."""
+    import types
+    import typing
+
+    from schemas import typecheck
+
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    members = typing.get_args(annotation) if union else (annotation,)
+    if isinstance(value, str):
+        parsed = _toml_scalar(value)
+        if parsed is not _NO_VALUE and not isinstance(parsed, str):
+            return parsed  # "10", "true", "1e-4"
+        lists = [m for m in members if typing.get_origin(m) is list]
+        if lists:
+            inner = typing.get_args(lists[0])[:1]
+            items = [part.strip() for part in value.split(",") if part.strip()]
+            if not inner or all(typecheck.matches(item, inner[0]) for item in items):
+                return items
+    if isinstance(value, int) and not isinstance(value, bool) and bool in members:
+        return bool(value) if value in (0, 1) else _NO_VALUE
+    if isinstance(value, float) and value.is_integer() and int in members:
+        return int(value)
+    if isinstance(value, list) and len(value) == 1 and str in members:
+        return value[0] if isinstance(value[0], str) else _NO_VALUE
+    if isinstance(value, int | float) and not isinstance(value, bool) and str in members:
+        return str(value)
+    if not isinstance(value, list | dict) and any(typing.get_origin(m) is list for m in members):
+        return [value]
+    return _NO_VALUE
+
+
+def accepted_value(parts: tuple[str, ...], value: Any, document: dict | None = None) -> Any:
+    """``value`` as the check would accept it at ``parts``, or ``_NO_VALUE`` when it would be
+    rejected anyway (out of range, a converter, model or flavor titan does not know). Stale
+    converter names become the names v0.2.2 registers."""
+    from schemas import ranges, rules
+    from schemas.legacy_spec import LEGACY_RANGES
+
+    dotted = ".".join(parts)
+    if ranges.problem(value, LEGACY_RANGES.get(dotted)) is not None:
+        return _NO_VALUE
+    if dotted == "model.converters":
+        names = [rules.STALE_CONVERTER_NAMES.get(name, name) for name in value]
+        known = all(name in rules.CONVERTER_NAMES for name in names)
+        one_family = len({name.rsplit(".", 1)[-1] for name in names}) <= 1
+        return names if known and one_family else _NO_VALUE
+    if dotted in ("model.name", "model.flavor"):
+        from schemas import flavors
+
+        model = (document or {}).get("model")
+        name = model.get("name", "llama3") if isinstance(model, dict) else "llama3"
+        known = (
+            flavors.flavor_names(value) is not None
+            if dotted == "model.name"
+            else value in (flavors.flavor_names(name) or ())
+        )
+        return value if known else _NO_VALUE
+    return value
+
+
+def _toml_scalar(text: str) -> Any:
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text.strip()}")["v"]
+    except (tomllib.TOMLDecodeError, ValueError):
+        return _NO_VALUE
+
+
+def _because(value: Any, accepted: Any) -> str:
+    """Why the value changed, in a few words."""
+    if isinstance(value, str) and not isinstance(accepted, str | list):
+        return ": without quotes"
+    if isinstance(value, str) and isinstance(accepted, list):
+        written = [part.strip() for part in value.split(",")]
+        renamed = [f'"{new}"' for old, new in zip(written, accepted, strict=False) if old != new]
+        return ": a TOML array" + (
+            f" (with the names v0.2.2 registers: {', '.join(renamed)})" if renamed else ""
+        )
+    if isinstance(accepted, bool):
+        return ": TOML's booleans are true and false"
+    if isinstance(value, list):
+        return ": one string, not an array"
+    return ""
+
+
+def _example(parts: tuple[str, ...], annotation: Any, document: dict | None) -> str:
+    """What values look like: the registered converters, the model's flavors, or the schema's
+    default (`` (the default is `steps = 10000`)``)."""
+    from schemas import eras, flavors, rules, typecheck
+    from schemas.spec import MISSING
+
+    dotted = ".".join(parts)
+    if dotted == "model.converters":
+        return ": the registered converters are " + ", ".join(
+            f'"{name}"' for name in rules.CONVERTER_NAMES
+        )
+    if dotted == "model.flavor":
+        model = (document or {}).get("model")
+        name = model.get("name", "llama3") if isinstance(model, dict) else "llama3"
+        names = flavors.flavor_names(name) if isinstance(name, str) else None
+        if names:
+            return f": {name}'s flavors are " + ", ".join(f'"{n}"' for n in names)
+
+    section: Any = _legacy()
+    field = None
+    for part in parts:
+        field = section.field(part) if isinstance(section, SectionSpec) else None
+        if field is None:
+            return ""
+        section = field.annotation
+    if field is None or field.default is MISSING or field.default is None:
+        return ""
+    if not typecheck.matches(field.default, annotation):
+        return ""
+    return f" (the default is `{parts[-1]} = {eras.toml_value(field.default)}`)"

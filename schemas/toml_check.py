@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tomllib
 import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +19,7 @@ from schemas.legacy_spec import LEGACY_RANGES, LEGACY_SPEC
 from schemas.merge import merge_sections
 from schemas.spans import KeySpan, locate_keys
 from schemas.spec import MISSING, ExtensionSpec, SectionSpec
-from schemas.suggest import schema_paths, suggest
+from schemas.suggest import choice_hint, schema_paths, suggest, value_hint
 from schemas.toml_source import parse, read_text
 
 if TYPE_CHECKING:
@@ -530,7 +529,7 @@ class _Checker:
                         "wrong-type",
                         here,
                         f"`{dotted}` must be a table [{dotted}], got {typecheck.value_name(value)}",
-                        "the old loader silently replaced it with the defaults",
+                        _table_hint(dotted, value),
                     )
             elif not typecheck.matches(value, field.annotation):
                 self.mismatch(here, value, field.annotation)
@@ -578,21 +577,15 @@ class _Checker:
         dotted = ".".join(parts)
         choices = _literal_choices(annotation)
         if choices and isinstance(value, str):
-            import difflib  # only for a bad choice
-
-            close = difflib.get_close_matches(
-                value, [c for c in choices if isinstance(c, str)], n=1, cutoff=0.6
-            )
-            hint = f'did you mean "{close[0]}"?' if close else None
             message = f"`{dotted}` is {typecheck.value_name(value)}; expected {typecheck.type_name(annotation)}"
-            self.add("invalid-choice", parts, message, hint)
+            self.add("invalid-choice", parts, message, choice_hint(parts, value, choices))
             return
         message = f"`{dotted}` must be {typecheck.type_name(annotation)}, got {typecheck.value_name(value)}"
         self.add(
             "wrong-type",
             parts,
             message + _element_detail(value, annotation),
-            _type_hint(value, annotation),
+            value_hint(parts, value, annotation, self._document),
         )
 
     def deprecations(self, document: dict) -> None:
@@ -650,27 +643,19 @@ def _element_detail(value: Any, annotation: Any) -> str:
     return ""
 
 
-def _type_hint(value: Any, annotation: Any) -> str | None:
-    if isinstance(value, str):
-        for kind in (int, float, bool):
-            if typecheck.matches(_parse_scalar(value), kind) and typecheck.matches(
-                _parse_scalar(value), annotation
-            ):
-                return f"write {value} without quotes"
-    wants_list = typing.get_origin(annotation) is list or any(
-        typing.get_origin(a) is list for a in typing.get_args(annotation)
+def _table_hint(dotted: str, value: Any) -> str:
+    """For a section written as a value: how to write it as a table."""
+    from schemas import eras
+
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return (
+            f"write `[{dotted}]` with one pair of brackets: `[[{dotted}]]` declares an array of "
+            "tables"
+        )
+    return (
+        f"write its keys under a `[{dotted}]` header (v0.2.2 silently replaced "
+        f"`{dotted} = {eras.toml_value(value)}` with the defaults)"
     )
-    if wants_list and isinstance(value, str):
-        items = ", ".join(f'"{part}"' for part in value.split(",")) if value else ""
-        return f"write a TOML array: [{items}]"
-    return None
-
-
-def _parse_scalar(text: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except (tomllib.TOMLDecodeError, ValueError):
-        return MISSING
 
 
 def _effective(

@@ -325,7 +325,7 @@ def test_rule(tmp_path, case):
         ("unknown-flavor", "did you mean `8B`?"),
         ("unknown-model", "did you mean `llama3`?"),
         ("unknown-converter", 'did you mean `"quantize.linear.float8"`?'),
-        ("stale-converter-and-its-table", 'v0.2.2 registers `"quantize.linear.float8"`'),
+        ("stale-converter-and-its-table", 'v0.2.2 registers "quantize.linear.float8"'),
         ("stale-converter-and-its-table", "`model.converters` names it by an old name"),
     ],
 )

@@ -105,9 +105,11 @@ def test_wrong_types_are_not_coerced(tmp_path):
     result = validate(path, "--format", "json")
     by_path = {d["path"]: d for d in result.json()["diagnostics"]}
     assert by_path["training.steps"]["code"] == "wrong-type"
-    assert by_path["training.steps"]["hint"] == "write 10 without quotes"
+    assert by_path["training.steps"]["hint"] == "use `steps = 10`: without quotes"
     assert by_path["training.max_norm"]["code"] == "wrong-type"
-    assert by_path["model.converters"]["hint"] == 'write a TOML array: ["quantize.linear.float8"]'
+    assert by_path["model.converters"]["hint"] == (
+        'use `converters = ["quantize.linear.float8"]`: a TOML array'
+    )
     assert by_path["activation_checkpoint.mode"]["code"] == "invalid-choice"
     assert by_path["activation_checkpoint.mode"]["hint"] == 'did you mean "selective"?'
     assert by_path["parallelism.module_fqns_per_model_part"]["code"] == "wrong-type"

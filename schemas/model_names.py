@@ -1,0 +1,127 @@
+"""What to say about a model name or a flavor titan does not know.
+
+A difflib ratio cannot tell a typo from another model: ``llama2`` is as close to ``llama4``
+(0.83) as ``lama3`` is to ``llama3``. A name that keeps a titan family's letters and changes its
+version is another generation (``llama2``, ``qwen2.5``), unless the version only adds to titan's
+(``llama3.1`` is titan's ``llama3``, whose flavors are Llama 3.1's); a well-known family titan
+does not ship (:data:`OTHER_FAMILIES`) is never a typo. For those the hint says how the model is
+kept (``unsupported_model``) or declared (``[tool.titan] model-registries``). A suggested family
+must have the file's flavor, and a flavor is never "corrected" to another size (``7B`` is not
+``8B``).
+"""
+
+from __future__ import annotations
+
+OTHER_FAMILIES = frozenset(
+    {
+        "llama",
+        "llama2",
+        "codellama",
+        "gpt",
+        "gpt2",
+        "gptj",
+        "gpt_neox",
+        "gpt3",
+        "bamba",
+        "mamba",
+        "mamba2",
+        "mistral",
+        "mixtral",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "phi",
+        "phi3",
+        "phi4",
+        "qwen",
+        "qwen2",
+        "qwen2.5",
+        "qwen2_moe",
+        "deepseek",
+        "deepseek_v2",
+        "falcon",
+        "olmo",
+        "olmo2",
+        "bert",
+        "t5",
+        "nemotron",
+        "granite",
+        "starcoder",
+        "starcoder2",
+        "bloom",
+        "opt",
+    }
+)
+"""Well-known model families titan does not ship: such a name is a family of its own, never
+a typo of one of titan's (``llama2`` is not ``llama4``)."""
+
+
+def _generation(name: str) -> tuple[str, str]:
+    """A family name as (its letters, its version digits): ``llama3.1`` -> (``llama``, ``31``)."""
+    lowered = name.lower()
+    return (
+        "".join(c for c in lowered if c.isalpha()),
+        "".join(c for c in lowered if c.isdigit()),
+    )
+
+
+def model_hint(name: str, flavor: str | None, *, experiments: tuple[str, ...] = ()) -> str:
+    """For a model name titan has no family for: the family meant, when it is a misspelling of
+    one (or of an ``experiments`` train spec) whose flavors have the file's flavor; otherwise
+    how to keep or declare the model."""
+    import difflib  # only for an unknown model: the import costs more than the rules
+
+    from schemas import flavors
+
+    families = [*flavors.FLAVORS, *flavors.FAMILY_ALIASES]
+    letters, digits = _generation(name)
+    same_line = [f for f in families if _generation(f)[0] == letters]
+    # The same family's letters: a version of it (`llama3.1` is titan's llama3, whose flavors
+    # are Llama 3.1's), or another generation titan does not ship (`llama2`, `qwen2.5`).
+    versions = [f for f in same_line if digits and digits.startswith(_generation(f)[1])]
+    if versions:
+        close = versions[:1]
+    elif same_line or name.lower() in OTHER_FAMILIES:
+        close = []
+    else:
+        close = difflib.get_close_matches(name, [*families, *experiments], n=1, cutoff=0.6)
+    if close and flavor is not None and close[0] in flavors.FLAVORS:
+        names = flavors.flavor_names(close[0]) or ()
+        if flavor not in names:
+            return (
+                f"`{close[0]}` is close, but it has no flavor `{flavor}` (its flavors: "
+                + ", ".join(names)
+                + f"); {_declare(name)}"
+            )
+    if close:
+        return f"did you mean `{close[0]}`?"
+    shipped = f" (titan ships {', '.join(f'`{f}`' for f in same_line)})" if same_line else ""
+    return f"titan has no `{name}` family{shipped}; {_declare(name)}"
+
+
+def _declare(name: str) -> str:
+    key = name if name.replace("_", "").replace("-", "").isalnum() else f'"{name}"'
+    return (
+        "titan-migrate records it with unsupported_model(...), or declare your own model "
+        f'family: [tool.titan] model-registries = {{ {key} = "yourpkg.models" }} in '
+        "pyproject.toml"
+    )
+
+
+def flavor_hint(name: str, flavor: str, names: tuple[str, ...]) -> str:
+    """For a flavor the model does not have: the one meant, when it is a misspelling (never
+    another size: `7B` is not `8B`), otherwise the model's flavors."""
+    import difflib  # only for an unknown flavor: the import costs more than the rules
+
+    lowered = {n.lower().replace("_", ""): n for n in names}
+    close = (
+        [lowered[flavor.lower().replace("_", "")]]
+        if flavor.lower().replace("_", "") in lowered
+        else []
+    )
+    if not close:
+        others = [n for n in names if _generation(n)[1] == _generation(flavor)[1]]
+        close = difflib.get_close_matches(flavor, others, n=1, cutoff=0.5)
+    if close:
+        return f"did you mean `{close[0]}`?"
+    return f"{name} flavors: " + ", ".join(names)
