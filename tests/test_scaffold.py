@@ -137,7 +137,7 @@ def fork(tmp_path: Path) -> Path:
 @pytest.fixture
 def scaffolded(fork: Path) -> tuple[Path, subprocess.CompletedProcess]:
     tomls = [f"configs/{name}" for name in sorted(FORK)]
-    done = command("titan.cli.migrate_scaffold", *tomls, cwd=fork)
+    done = command("titan.cli.migrate", "--scaffold-extension", *tomls, cwd=fork)
     assert done.returncode == 0, done.stderr
     (fork / "tools").mkdir()
     (fork / "tools" / "fork_ext.py").write_text(done.stdout, encoding="utf-8")
@@ -380,7 +380,7 @@ def test_scaffolding_again_into_the_declared_file_works(scaffolded):
     (fork / "tools" / "fork_ext.py").write_text("")
     project.forget()
     tomls = [f"configs/{name}" for name in sorted(FORK)]
-    done = command("titan.cli.migrate_scaffold", *tomls, cwd=fork)
+    done = command("titan.cli.migrate", "--scaffold-extension", *tomls, cwd=fork)
     assert done.returncode == 0, done.stderr
     assert done.stdout == first.stdout
     assert done.stderr.startswith(
@@ -429,3 +429,19 @@ def test_a_key_of_a_built_in_extension_is_not_declared(tmp_path):
     assert result.source is None
     [line] = result.not_declared
     assert line.startswith("not declared: `encoder`: `encoder` is added by the flux extension")
+
+
+def test_the_scaffold_takes_a_folder_and_writes_with_o_never_over_an_input(fork):
+    tomls = [f"configs/{name}" for name in sorted(FORK)]
+    to_stdout = command("titan.cli.migrate", "--scaffold-extension", *tomls, cwd=fork)
+    folder = command(
+        "titan.cli.migrate", "--scaffold-extension", "configs", "-o", "fork_ext.py", cwd=fork
+    )
+    assert folder.returncode == 0, folder.stderr
+    assert (fork / "fork_ext.py").read_text(encoding="utf-8") == to_stdout.stdout
+    before = (fork / "configs" / sorted(FORK)[0]).read_bytes()
+    over = command("titan.cli.migrate", "--scaffold-extension", *tomls, "-o", tomls[0], cwd=fork)
+    assert over.returncode == 2
+    assert (fork / "configs" / sorted(FORK)[0]).read_bytes() == before
+    other = command("titan.cli.migrate", "--scaffold-extension", "configs", "--strict", cwd=fork)
+    assert other.returncode == 2 and "does not take --strict" in other.stderr

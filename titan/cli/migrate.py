@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", metavar="FILE", help="write one module here (never over an input)"
     )
     parser.add_argument(
+        "--scaffold-extension",
+        action="store_true",
+        help="instead of migrating: write the extension module that declares the fork's own "
+        "sections and keys found in the TOMLs (to stdout, or -o FILE); declare it in "
+        'pyproject.toml with [tool.titan] extensions = ["fork_ext.py"]',
+    )
+    parser.add_argument(
         "--out-dir",
         metavar="DIR",
         help="write one config_registry.py per folder of TOMLs under DIR, mirroring the "
@@ -142,6 +149,8 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     except SystemExit as exit_:  # argparse printed the problem (or --help)
         return 0 if exit_.code in (0, None) else 2
     args.overrides = overrides
+    if args.scaffold_extension:
+        return _scaffold(args, stdout=stdout, stderr=stderr)
     if args.diff and not (args.output or args.check):
         raise UsageError("--diff needs -o FILE or --check FILE to compare with")
     from titan.cli import migrate_tree as tree
@@ -187,10 +196,45 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     return status
 
 
+def _scaffold(args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO) -> int:
+    """``--scaffold-extension PATH...``: the fork's extension module (``migrate.scaffold``)."""
+    others = [
+        flag
+        for flag, given in (
+            ("--out-dir", args.out_dir),
+            ("--check", args.check),
+            ("--diff", args.diff),
+            ("--strict", args.strict),
+            ("--fix-stale-names", args.fix_stale_names),
+            ("--model-registry", args.model_registry),
+            ("--", args.overrides),
+        )
+        if given
+    ]
+    if others:
+        raise UsageError(f"--scaffold-extension writes one module; it does not take {others[0]}")
+    from titan.cli import migrate_scaffold
+    from titan.cli import migrate_tree as tree
+
+    inputs = tree.find_inputs(args.files, prog=PROG, stderr=stderr)
+    files = [path for path, _ in inputs.files]
+    if args.output is None:
+        return migrate_scaffold.run(files, stdout, stderr)
+    import io
+
+    from titan.cli.output import refuse_inputs, write_text
+
+    refuse_inputs({"-o": args.output}, inputs=[*args.files, *files])
+    buffer = io.StringIO()
+    code = migrate_scaffold.run(files, buffer, stderr)
+    if buffer.getvalue():
+        write_text(args.output, text=buffer.getvalue())
+    return code
+
+
 def _model_registry(text: str) -> tuple[str, str]:
     """``--model-registry NAME=package.module``."""
     import argparse
-
     import re
 
     name, equals, module = text.partition("=")
