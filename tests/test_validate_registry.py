@@ -682,3 +682,24 @@ def test_a_module_that_prompts_moves_or_leaves_threads_cannot_hang_or_misplace_t
     assert "EOFError" in finding["message"]
     assert (tmp_path / "b" / "marks.txt").read_text().split() == ["import", "debug"]
     assert "not waiting for 1 thread(s) the checked code started (poller)" in done.stderr
+
+
+def test_the_config_mode_warns_of_migration_todos_too(tmp_path):
+    (tmp_path / "config_registry.py").write_text(
+        MARKING.replace(
+            '    _mark("debug")\n',
+            '    _mark("debug")\n    # TODO(titan-migrate): `profiling.foo` has no home\n',
+        ),
+        encoding="utf-8",
+    )
+    args = ("--registry", "config_registry.py", "--config", "debug")
+    lenient = run(*args, "--format", "json", cwd=tmp_path)
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+    (todo,) = findings(lenient)
+    assert (todo["code"], todo["file"], todo["line"], todo["col"]) == (
+        "migration-todo",
+        "config_registry.py",
+        19,
+        7,
+    )
+    assert run(*args, "--strict", cwd=tmp_path).returncode == 1

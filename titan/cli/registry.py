@@ -153,6 +153,8 @@ class Loaded:
     """A ``--config`` command line's config with its overrides applied, or why there is none."""
 
     config: Any = None
+    function: Any = None
+    """The registry function that made it (its source holds any TODO notes)."""
     locate: Callable[[str], Span | None] | None = None
     """Where a config path is set: its ``--flag``, else its line in the registry function."""
     inputs: tuple[str, ...] = ()
@@ -199,4 +201,4 @@ def load(
         spans, in_function = command_line_spans(argv, sources=sources), locate
         locate = lambda path: spans.get(path) or in_function(path)  # noqa: E731
     inputs = (*named_files(wanted), *source_files(found))
-    return Loaded(config=config, locate=locate, inputs=inputs)
+    return Loaded(config=config, function=found.function.function, locate=locate, inputs=inputs)

@@ -218,6 +218,11 @@ def _name_position(
     return line, (match.start(1) + 1 if match else node.col_offset + 1)
 
 
+def todos(text: str) -> list[Todo]:
+    """Every ``TODO(titan-migrate)`` comment of ``text`` (a module or one function's source)."""
+    return list(_todos(text))
+
+
 def _todos(text: str):
     """Every ``TODO(titan-migrate)`` comment, with its text after the mark."""
     if TODO_MARK not in text:
