@@ -261,6 +261,7 @@ class _Reader:
             code = found.code
             hint = (code == "unknown-key" and _extension_hint(path)) or _as_flags(found.hint, paths)
         kind = "not a v0.2.2 flag" if code == "moved-key" else "an unknown flag"
+        hint = hint or "write each override as `--section.key VALUE`"
         self._add(code, path, f"`{name}` is {kind}", hint, span)
 
     def _section(self, index: int, name: str, target: _Target) -> None:
@@ -271,7 +272,7 @@ class _Reader:
             "unknown-key",
             section,
             f"`{name}` is a section, not a flag",
-            f"set one key at a time: {shown}" if keys else None,
+            f"set one key at a time: {shown}" if keys else f"`{name}` has no keys to set",
             self._span(index, index + 1, name_only=True),
         )
 
@@ -309,7 +310,9 @@ class _Reader:
                 target.path,
                 f"`{name}` got {_quote(bad)}; expected one of "
                 + ", ".join(f'"{choice}"' for choice in choices),
-                f'did you mean "{close[0]}"?' if close else None,
+                f'did you mean "{close[0]}"?'
+                if close
+                else f"write one of the choices, e.g. `{name} {choices[0]}`",
                 span,
             )
             return
@@ -317,7 +320,7 @@ class _Reader:
             "wrong-type",
             target.path,
             f"`{name}` must be {_describe(annotation)}, got {_quote(bad)}",
-            _type_hint(annotation, bad),
+            _type_hint(annotation, bad) or f"write {_describe(annotation)}: `{name} VALUE`",
             span,
         )
 

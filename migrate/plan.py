@@ -316,7 +316,8 @@ def _renamed_function(wanted: str, name: str, shown: str) -> Diagnostic:
         severity=Severity.INFO,
         path="",
         message=f"the registry function is `{name}`: {names.rename_reason(wanted)}",
-        hint=None,
+        hint=f"run it as `--config {name}`; the name comes from the TOML's file name (and its "
+        "model.name): rename the file for another",
         span=Span(file=shown, line=1, col=1),
     )
 
@@ -502,6 +503,8 @@ class _Builder:
                 "trainer-conflict",
                 next(iter(wanted.values())),
                 f"the keys need different trainers: {names}; using the first",
+                "split the file in two, one TOML per trainer, or delete the keys of the trainer "
+                "you do not mean",
                 severity=Severity.ERROR,
             )
             self.plan.todo("", f"the keys need different trainers: {names}")
@@ -588,11 +591,18 @@ class _Builder:
                 "dropped-key",
                 key,
                 f"`{key}` is not carried: {why}; the file wrote its default",
+                "delete the key: it sets the default, so the run is the same without it",
                 severity=Severity.INFO,
             )
             return
         self.outcome(key, "dropped", note=why)
-        self.report("dropped-key", key, f"`{key} = {_show(value)}` is not carried: {why}")
+        self.report(
+            "dropped-key",
+            key,
+            f"`{key} = {_show(value)}` is not carried: {why}",
+            "check that the run does without it (a TODO in the generated module lists it), "
+            "then delete it from the TOML",
+        )
         self.plan.todo("", f"`{key} = {_show(value)}` is not carried: {why}")
 
     # ----------------------------------------------------------------- structural keys
@@ -648,7 +658,9 @@ class _Builder:
             "unsupported-model",
             keys[0] if keys else "model.name",
             f"{why}: the config records the model by name but titan cannot train it",
-            "the generated config uses titan.models.unsupported_model(name, flavor)",
+            f"declare the family: titan-migrate --model-registry {name}=PACKAGE.MODULE (or "
+            "[tool.titan] model-registries in pyproject.toml); until then the generated config "
+            "records it with titan.models.unsupported_model(name, flavor)",
         )
         self.plan.todo("model_spec", f"{why}; choose a model_registry(...) titan can train")
 
@@ -694,28 +706,54 @@ class _Builder:
             self.plan.todo("", f"`{key} = {_show(value)}` is not carried")
 
     def converters(self) -> None:
-        """``model.converters`` in order, each carrying its ``[quantize.*]`` table."""
+        """``model.converters`` in order, each carrying its ``[quantize.*]`` table.
+
+        A stale name (``"float8"``) is carried only with ``--fix-stale-names``. Whether the
+        legacy run had the converter depends on the file's era: a file whose old keys date it to
+        when torchtitan registered the name (``rules.stale_name_dated``) ran with it, and the
+        migrated config keeps it; a later file failed on the name, and enabling the converter is
+        new."""
         names = self.leaves.get("model.converters", [])
         if self.is_blocked("model.converters") or not isinstance(names, list):
             names = []
         built: list[Obj] = []
         enabled: list[str] = []
         renamed = False
+        original: dict | None = None
+        stale: set[str] = set()  # targets reached through an old name
+        twice = 0
         for name in names:
             target = name
             if name in rules.STALE_CONVERTER_NAMES:
                 target = rules.STALE_CONVERTER_NAMES[name]
+                if original is None:  # the file as written: the era chain moved its old keys
+                    import tomllib
+
+                    original = tomllib.loads(self.check.text or "")
+                dated = rules.stale_name_dated(name, original)
+                era, months = rules.STALE_NAME_ERAS[name].era, rules.STALE_NAME_ERAS[name].months
                 if not self.fix_stale_names:
                     self.report(
                         "stale-name",
                         "model.converters",
-                        f'converter "{name}" is not carried: it is a stale name v0.2.2 failed on',
-                        f'rerun with --fix-stale-names to migrate it as "{target}"',
+                        f'converter "{name}" is not carried: it was {era}, and `{dated}` dates '
+                        "this file there, so its run had the converter; v0.2.2 does not know "
+                        "the name"
+                        if dated
+                        else f'converter "{name}" is not carried: it is a stale name v0.2.2 '
+                        "failed on",
+                        f'rerun with --fix-stale-names to keep it as "{target}"'
+                        if dated
+                        else f'rerun with --fix-stale-names to migrate it as "{target}", if the '
+                        f"file dates from {months} (its run had the converter then)",
                     )
                     self.plan.todo(
                         "model_converters",
-                        f'model.converters lists the stale name "{name}" (v0.2.2 failed on it '
-                        f'with KeyError); rerun with --fix-stale-names to enable "{target}"',
+                        f'model.converters lists "{name}", the name of "{target}" {era}; rerun '
+                        "with --fix-stale-names to keep the converter"
+                        if dated
+                        else f'model.converters lists the stale name "{name}" (v0.2.2 failed on '
+                        f'it with KeyError); rerun with --fix-stale-names to enable "{target}"',
                     )
                     continue
                 renamed = True
@@ -723,9 +761,23 @@ class _Builder:
                 self.report(
                     "stale-name",
                     "model.converters",
-                    f'converter "{name}" is migrated as "{target}" (--fix-stale-names); v0.2.2 '
-                    "failed on the old name, so this run enables a converter the legacy run never had",
+                    f'converter "{name}" is migrated as "{target}" (--fix-stale-names): it was '
+                    f"{era}, and `{dated}` dates this file there, so the migrated config keeps "
+                    "the converter its run had"
+                    if dated
+                    else f'converter "{name}" is migrated as "{target}" (--fix-stale-names); '
+                    "v0.2.2 failed on the old name, so this run enables a converter the legacy "
+                    "run never had",
+                    "nothing to do; `titan-validate --fix` writes the new name into the TOML"
+                    if dated
+                    else f"keep it if the file dates from {months}, when its run had the "
+                    f'converter; otherwise leave "{name}" out of model.converters',
                 )
+            if target in enabled and (name != target or target in stale):
+                twice += 1  # listed twice through an old name (and the era chain's old switch)
+                continue
+            if name != target:
+                stale.add(target)
             if target not in _converter_classes():
                 self.plan.todo("model_converters", f"unknown converter {_show(name)} not carried")
                 continue
@@ -742,7 +794,7 @@ class _Builder:
             built.append(converter)
             enabled.append(target)
         if "model.converters" in self.leaves:
-            if len(enabled) == len(names):
+            if len(enabled) + twice == len(names):
                 status = "renamed" if renamed else ("carried" if names else "default")
                 self.outcome("model.converters", status, ("model_converters.converters",))
             else:
@@ -797,6 +849,7 @@ class _Builder:
                 "with tensor parallel, v0.2.2 never used the float8 tensor-parallel plan (its "
                 'parallelize functions looked for "float8" in model.converters); the registry-era '
                 "trainer does, so float8 now also applies inside the TP-sharded linears",
+                "compare the losses of a short run with the v0.2.2 run's before relying on it",
             )
 
     def optimizer(self) -> None:
@@ -850,7 +903,14 @@ class _Builder:
         self.uncarried.update(generated.notes)
         self.redeclared = generated.redeclared
         for key, note in generated.notes:
-            self.report("extension-class", key, note, severity=Severity.WARNING)
+            self.report(
+                "extension-class",
+                key,
+                note,
+                "rename the field in the custom config module (and its key in the TOMLs), or set "
+                "the value by hand in the registry function",
+                severity=Severity.WARNING,
+            )
             self.plan.todo("", note)
         for key, text in generated.renames:
             self.report(
@@ -890,7 +950,13 @@ class _Builder:
             current = self.root.get(path)
         except (KeyError, AttributeError):
             self.outcome(key, "dropped", note="no field for it in the generated classes")
-            self.report("dropped-key", key, f"`{key}` has no home in the generated classes")
+            self.report(
+                "dropped-key",
+                key,
+                f"`{key}` has no home in the generated classes",
+                "declare it in the custom config module's dataclass for its section, or set it "
+                "by hand in the registry function",
+            )
             self.plan.todo("", f"`{key} = {_show(value)}` is not carried")
             return
         if same(value, current):

@@ -45,6 +45,8 @@ def note_renamed_functions(plans: Sequence[Plan], *, names: Sequence[str]) -> No
                     path="",
                     message=f"function `{plan.function}` is taken by an earlier file; "
                     f"this one is `{name}`",
+                    hint=f"run it as `--config {name}`; rename one of the TOMLs to give each "
+                    "function a name of its own",
                     span=Span(file=plan.source, line=1, col=1),
                 )
             )

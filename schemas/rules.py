@@ -63,41 +63,49 @@ STALE_CONVERTER_NAMES = {
 class StaleName(Frozen):
     """When an older torchtitan registered a converter name, and the tables of that time."""
 
-    __slots__ = ("since", "era", "tables")
-    __match_args__ = ("since", "era", "tables")
+    __slots__ = ("since", "until", "commits", "tables")
+    __match_args__ = ("since", "until", "commits", "tables")
 
     since: str
     """The month it was first registered (``2025-02``)."""
-    era: str
-    """Its months on main and the commits that registered and renamed it."""
+    until: str
+    """The month it was renamed (``2025-09``)."""
+    commits: str
+    """The commits that registered and renamed it."""
     tables: tuple[str, ...]
     """Old tables (``schemas.moved_keys``) whose keys were in use while the name was
     registered: one of them in a file dates it to a run that had the converter."""
 
-    def __init__(self, since: str, era: str, tables: tuple[str, ...]) -> None:
+    def __init__(self, since: str, until: str, commits: str, tables: tuple[str, ...]) -> None:
         _set(self, "since", since)
-        _set(self, "era", era)
+        _set(self, "until", until)
+        _set(self, "commits", commits)
         _set(self, "tables", tables)
+
+    @property
+    def months(self) -> str:
+        """``2025-02 to 2025-09``."""
+        return self.since if self.since == self.until else f"{self.since} to {self.until}"
+
+    @property
+    def era(self) -> str:
+        """``registered by torchtitan from 2025-02 to 2025-09 (...)``."""
+        return f"registered by torchtitan from {self.months} ({self.commits})"
 
 
 _V01 = ("float8", "mx")
 _DENSE = ("quantize.dense", "quantize.moe")
-_RENAMED = "renamed to [quantize.linear.*] and [quantize.grouped_mm.*] names in #1763 (8a2686c4)"
+_RENAMED = "renamed in #1763, 8a2686c4"
 STALE_NAME_ERAS: dict[str, StaleName] = {
     "float8": StaleName(
         "2025-02",
-        "torchtitan 2025-02 to 2025-09 (model.converters in #823, 57387af0; renamed "
-        '"quantize.dense.float8" in #1701, 5b5d4685)',
+        "2025-09",
+        'model.converters in #823, 57387af0; renamed "quantize.dense.float8" in #1701, 5b5d4685',
         _V01,
     ),
-    "mx": StaleName(
-        "2025-05",
-        'torchtitan 2025-05 to 2025-09 (the MX converter; renamed "quantize.dense.mx" in #1701, '
-        "5b5d4685)",
-        _V01,
-    ),
+    "mx": StaleName("2025-05", "2025-09", 'renamed "quantize.dense.mx" in #1701, 5b5d4685', _V01),
     **{
-        name: StaleName("2025-09", f"torchtitan main 2025-09 (#1701, 5b5d4685; {_RENAMED})", _DENSE)
+        name: StaleName("2025-09", "2025-09", f"on main from #1701, 5b5d4685; {_RENAMED}", _DENSE)
         for name in (
             "quantize.dense.float8",
             "quantize.moe.float8",
@@ -619,7 +627,7 @@ def _converter_hint(name: str, names: list) -> str:
     """For an unregistered converter name: the list to write, when one would be accepted."""
     if name in STALE_CONVERTER_NAMES:
         new = STALE_CONVERTER_NAMES[name]
-        why = f'"{name}" was registered by {STALE_NAME_ERAS[name].era}; v0.2.2 registers "{new}"'
+        why = f'"{name}" was {STALE_NAME_ERAS[name].era}; v0.2.2 registers "{new}"'
         fixed = [STALE_CONVERTER_NAMES.get(n, n) for n in names if isinstance(n, str)]
         families = {n.rsplit(".", 1)[-1] for n in fixed}
         if all(n in CONVERTER_NAMES for n in fixed) and len(families) == 1:

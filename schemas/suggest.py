@@ -50,11 +50,18 @@ def _close(word: str, candidates: list[str], cutoff: float = 0.75) -> list[str]:
     as ``beta2``: naming one would be a guess).
 
     Never for a word of two characters or fewer (``ep``, ``x`` are a fork's own names far more
-    often than a typo of ``eps``), nor for a candidate that differs only in the number it ends with (``lr2`` is a
+    often than a typo of ``eps``); for one of three only two swapped letters or a letter left
+    out (``jbo``, ``mod``: ``ops`` is a word of its own, not a typo of ``eps``); never a
+    candidate that differs from a name ending in a number only in that number (``lr2`` is a
     second learning rate, not a typo of ``lr``). Measured on typos of every schema key and on
-    fork-style names (tests/test_follow_suggestions.py)."""
+    fork-style names; tests/test_follow_suggestions.py follows them on real TOMLs."""
     if len(word) <= 2:
         return []
+    if len(word) == 3:  # one letter in three changed is another word; two swapped is a typo
+        swapped = [c for c in candidates if _swapped(word, c)]
+        if swapped:
+            return sorted(swapped)
+        candidates = [c for c in candidates if len(c) != 3]
     import difflib  # only files with unknown keys get here
 
     scored = []
@@ -72,11 +79,29 @@ def _close(word: str, candidates: list[str], cutoff: float = 0.75) -> list[str]:
     return sorted(candidate for ratio, candidate in scored if ratio == best)
 
 
+def _swapped(word: str, candidate: str) -> bool:
+    """Whether ``candidate`` is ``word`` with two neighbouring letters swapped (``jbo``)."""
+    if len(word) != len(candidate) or word == candidate:
+        return False
+    apart = [i for i, (a, b) in enumerate(zip(word, candidate, strict=True)) if a != b]
+    return (
+        len(apart) == 2
+        and apart[1] == apart[0] + 1
+        and word[apart[0]] == candidate[apart[1]]
+        and word[apart[1]] == candidate[apart[0]]
+    )
+
+
 def _digits_apart(word: str, candidate: str) -> bool:
-    """Whether two names differ only in the number they end with (``lr2``/``lr``,
-    ``beta``/``beta1``): a numbered setting, not a typo (``floa8t`` is a typo of ``float8``)."""
+    """Whether ``word`` ends with a number of its own where ``candidate`` has another or none
+    (``lr2``/``lr``, ``beta3``/``beta2``): a numbered setting, not a typo. ``beta`` may still
+    mean ``beta1`` (a number left out), and ``floa8t`` is a typo of ``float8``."""
     digits = "0123456789"
-    return word != candidate and word.rstrip(digits) == candidate.rstrip(digits)
+    return (
+        word != candidate
+        and word[-1:].isdigit()
+        and word.rstrip(digits) == candidate.rstrip(digits)
+    )
 
 
 def _either(found: list[str]) -> str:
@@ -94,12 +119,15 @@ def suggest(
     is_table: bool,
     value: Any = _NO_VALUE,
     document: dict | None = None,
+    schema: SectionSpec | None = None,
 ) -> Suggestion:
     """A hint for the unknown key ``parts`` (the dotted path split), given the schema's paths.
 
     With the key's ``value`` (and the whole parsed ``document``), a key from an older torchtitan
     gets the exact v0.2.2 settings its value becomes (``schemas.eras``); without (a command-line
-    flag), where it lives now."""
+    flag), where it lives now. With the ``schema`` too, a key is only suggested where its value
+    has the right type: ``eps = 1e-8`` in [training] is ``optimizer.eps``, not
+    ``training.steps``."""
     moved = _moved(parts, is_table=is_table, value=value, document=document)
     if moved is not None:
         return moved
@@ -110,13 +138,18 @@ def suggest(
         return Suggestion("unknown-key", owner)
 
     name, parent = parts[-1], ".".join(parts[:-1])
+
+    def fits(path: str) -> bool:
+        return paths[path] == is_table and _fits(path, value, schema)
+
     siblings = [p.rsplit(".", 1)[-1] for p in paths if p.rpartition(".")[0] == parent]
+    siblings = [s for s in siblings if fits(_join(parent, s))]
     close = _close(name, siblings)
     if close:
         return Suggestion("unknown-key", _either([_join(parent, c) for c in close]))
 
     # The same name elsewhere in the tree: a key written in the wrong section.
-    elsewhere = sorted(p for p in paths if p.rsplit(".", 1)[-1] == name and paths[p] == is_table)
+    elsewhere = sorted(p for p in paths if p.rsplit(".", 1)[-1] == name and fits(p))
     if elsewhere:
         spots = " or ".join(f"`{p}`" for p in elsewhere[:3])
         where = "[" + parent + "]" if parent else "the top level"
@@ -126,8 +159,8 @@ def suggest(
 
     # A near-miss anywhere in the tree (typo in the wrong section too).
     leaves: dict[str, list[str]] = {}
-    for path, section in paths.items():
-        if section == is_table:
+    for path in paths:
+        if fits(path):
             leaves.setdefault(path.rsplit(".", 1)[-1], []).append(path)
     # Only for names of five characters or more: `type` in [job] is no typo of training.dtype.
     close = _close(name, list(leaves), cutoff=0.8) if len(name) >= 5 else []
@@ -144,6 +177,22 @@ DECLARE_HINT = (
 )
 """The hint of an unknown key or section that nothing known is close to (the scaffold skips
 every other unknown key: those are typos, moved keys or a built-in extension's)."""
+
+
+def _fits(path: str, value: Any, schema: SectionSpec | None) -> bool:
+    """Whether ``value`` would be accepted at the schema key ``path`` (True without a value or
+    a schema to tell: a table, a command-line flag)."""
+    if value is _NO_VALUE or schema is None or isinstance(value, dict):
+        return True
+    from schemas import typecheck
+
+    node: Any = schema
+    for part in path.split("."):
+        field = node.field(part) if isinstance(node, SectionSpec) else None
+        if field is None:
+            return True
+        node = field.annotation
+    return isinstance(node, SectionSpec) or typecheck.matches(value, node)
 
 
 def _join(parent: str, name: str) -> str:

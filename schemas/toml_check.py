@@ -561,6 +561,7 @@ class _Checker:
             is_table=is_table,
             value=value,
             document=self._document,
+            schema=self._schema,
         )
         kind = "section" if is_table else "key"
         where = f"[{'.'.join(parts[:-1])}]" if len(parts) > 1 else "the top level"

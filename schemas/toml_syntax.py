@@ -76,7 +76,8 @@ def _missing_equals(here: str, **_: object) -> str | None:
     if match is None:
         return "write `key = value`: TOML separates a key from its value with `=`"
     key, value = match.group(1), match.group(2).rstrip(",")
-    fixed = _statement(key, value)
+    opened = value in ("[", "{")  # an array or inline table that goes on below
+    fixed = f"{key} = {value}" if opened else _statement(key, value)
     if fixed is None:
         return f"write `{key} = ...`: TOML separates a key from its value with `=`"
     return f"use `{fixed}`: TOML separates a key from its value with `=`, not `:`"
@@ -250,6 +251,10 @@ def _after_value(here: str, *, col: int, **_: object) -> str | None:
         return f"use `{key.strip()} = {raw}0`: a float needs a digit after the point"
     if eq and raw.startswith('"') and raw.count('"') > 2:
         return "escape a quote inside a string as \\\", or use a 'single-quoted' string"
+    if eq and re.fullmatch(r"[\w.+/-]+", raw):  # `flavor = 405B`: a number, then letters
+        fixed = _statement(key.strip(), raw)
+        if fixed is not None:
+            return f"use `{fixed}`: a string needs quotes"
     return "one `key = value` per line: anything after the value must be a `# comment`"
 
 

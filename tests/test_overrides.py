@@ -385,7 +385,7 @@ def test_missing_value(line: str, message: str, hint: str, cols: tuple[int, int]
 @pytest.mark.parametrize(
     ("line", "message", "hint"),
     [
-        ("--training.steps ten", '`--training.steps` must be an integer, got "ten"', None),
+        ("--training.steps ten", '`--training.steps` must be an integer, got "ten"', "write an integer: `--training.steps VALUE`"),
         (
             "--training.steps 5.0",
             '`--training.steps` must be an integer, got "5.0"',
@@ -401,8 +401,8 @@ def test_missing_value(line: str, message: str, hint: str, cols: tuple[int, int]
             '`--debug.seed` must be an integer or None, got "none"',
             "write `None` with a capital N",
         ),
-        ("--optimizer.lr fast", '`--optimizer.lr` must be a number, got "fast"', None),
-        ("--training.max_norm x", '`--training.max_norm` must be a number or an integer, got "x"', None),
+        ("--optimizer.lr fast", '`--optimizer.lr` must be a number, got "fast"', "write a number: `--optimizer.lr VALUE`"),
+        ("--training.max_norm x", '`--training.max_norm` must be a number or an integer, got "x"', "write a number or an integer: `--training.max_norm VALUE`"),
     ],
 )  # fmt: skip
 def test_wrong_type(line: str, message: str, hint: str | None) -> None:
@@ -424,7 +424,9 @@ def test_invalid_choice_lists_the_choices_with_did_you_mean() -> None:
     assert code == "invalid-choice"
     assert message.endswith('expected one of "tensorwise", "rowwise", "rowwise_with_gw_hp", "None"')
     assert hint == 'did you mean "rowwise"?'
-    assert only("--training.mixed_precision_param FLOAT64")[3] is None
+    assert only("--training.mixed_precision_param FLOAT64")[3] == (
+        "write one of the choices, e.g. `--training.mixed_precision_param bfloat16`"
+    )
 
 
 @pytest.mark.parametrize(

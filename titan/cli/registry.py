@@ -112,7 +112,9 @@ def finding(error: Any, *, argv: Sequence[str], sources: dict[str, str]) -> Diag
         severity=Severity.ERROR,
         path="",
         message=error.message,
-        hint=error.hint,
+        hint=error.hint
+        or "fix the code at this line: titan imports the registry and runs the function to "
+        "build its config",
         span=span,
     )
 

@@ -80,7 +80,9 @@ def split_args(argv: Sequence[str]) -> ConfigArgs:
         if key in found:
             if not eq:
                 if i + 1 >= len(args) or args[i + 1].startswith("--"):
-                    raise RegistryError(f"{flag} requires a value", code="usage")
+                    raise RegistryError(
+                        f"{flag} requires a value", code="usage", hint=f"write `{flag} VALUE`"
+                    )
                 value = args[i + 1]
                 i += 1
             found[key] = value
@@ -112,12 +114,20 @@ def load_file(path: str) -> ModuleType:
     """Import a registry file under a private module name, reporting errors at file:line."""
     full = os.path.abspath(path)
     if not os.path.isfile(full):
-        raise RegistryError(f"registry file {path} does not exist", code="unreadable-file")
+        raise RegistryError(
+            f"registry file {path} does not exist",
+            code="unreadable-file",
+            hint="check the path: it is relative to the folder the command runs in",
+        )
     try:
         with open(full, "rb") as handle:
             content = handle.read()
     except OSError as exc:
-        raise RegistryError(f"cannot read {path}: {exc.strerror}", code="unreadable-file") from None
+        raise RegistryError(
+            f"cannot read {path}: {exc.strerror}",
+            code="unreadable-file",
+            hint="give this user read access to the file",
+        ) from None
     # Keyed by path and content: loading the same file twice gives the same classes (so configs
     # from it compare equal), while an edited file is imported afresh.
     digest = hashlib.sha1(full.encode() + b"\0" + content).hexdigest()[:16]
@@ -146,7 +156,11 @@ def import_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and name.startswith(exc.name):
-            raise RegistryError(f"module {name} does not exist", code="unknown-config") from None
+            raise RegistryError(
+                f"module {name} does not exist",
+                code="unknown-config",
+                hint="name a model family (llama3, qwen3...), an importable module, or a .py file",
+            ) from None
         raise user_code_error(exc, files=None, doing=f"importing {name}") from None
     except BaseException as exc:
         raise user_code_error(exc, files=None, doing=f"importing {name}") from None
@@ -217,14 +231,22 @@ def user_code_error(exc: BaseException, *, files: set[str] | None, doing: str) -
     if isinstance(exc, SyntaxError) and exc.filename:
         span = Span(file=exc.filename, line=exc.lineno or 1, col=exc.offset or 1)
         return RegistryError(
-            f"syntax error while {doing}: {exc.msg}", code="registry-error", span=span
+            f"syntax error while {doing}: {exc.msg}",
+            code="registry-error",
+            hint=f"fix the syntax here; `python -m py_compile {exc.filename}` shows the same error",
+            span=span,
         )
     if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM, sys.exit: the caller's to handle
         raise exc
     frame = _user_frame(exc, files)
     message = f"{type(exc).__name__} while {doing}: {exc}"
     if frame is None:
-        return RegistryError(message, code="registry-error")
+        return RegistryError(
+            message,
+            code="registry-error",
+            hint="the exception comes from code the registry calls: call the function in Python "
+            "to see its traceback",
+        )
     span = Span(file=frame.filename, line=frame.lineno or 1, col=(frame.colno or 0) + 1)
     hint = None
     if isinstance(exc, TypeError):
