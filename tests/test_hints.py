@@ -768,3 +768,19 @@ def test_stale_converter_names_say_the_era_that_registered_them(tmp_path):
         if fix:
             assert "keeps the converter its run had" in dated[0]["message"]
             assert "enables a converter the legacy run never had" in undated[0]["message"]
+
+
+def test_an_old_float8_switch_and_a_stale_name_build_one_converter(tmp_path):
+    """[float8] enable_float8_linear lists quantize.linear.float8 (schemas.eras) and "float8"
+    is its old name: --fix-stale-names keeps one float8 converter, and the key is carried."""
+    from migrate.plan import build_plan
+    from migrate.render_code import render_module
+
+    path = _toml(
+        tmp_path,
+        '[model]\nconverters = ["float8"]\n[float8]\nenable_float8_linear = true\n'
+        "enable_fsdp_float8_all_gather = true\n",
+    )
+    plan = build_plan(path, fix_stale_names=True)
+    assert render_module([plan]).count("Float8LinearConverter.Config(") == 1
+    assert plan.outcomes["model.converters"].status == "renamed"
