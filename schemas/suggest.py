@@ -1,7 +1,10 @@
-"""Hints for unknown keys: moved keys, keys in the wrong section, typos, extension sections.
+"""Hints for unknown keys (moved keys, keys in the wrong section, typos, extension sections)
+and for values of the wrong type or outside their choices.
 
 The search runs over the whole dotted-key tree of the (merged) schema, so a key written in the
-wrong section is found as well as a misspelt one.
+wrong section is found as well as a misspelt one. A suggestion is made only where following it
+helps: the key it names takes the value written, and a value it offers would itself be
+accepted (tests/test_follow_suggestions.py applies them to mutated real TOMLs).
 """
 
 from __future__ import annotations
