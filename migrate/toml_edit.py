@@ -111,7 +111,7 @@ class _Editor:
         statement, new = found[holder], step.writes[0][0]
         if (
             new[:-1] != old[:-1]
-            or _get(statement.value(), new[len(statement.path) :]) is not _MISSING
+            or eras.get(statement.value(), new[len(statement.path) :]) is not eras.MISSING
         ):
             return False
         statement.text = rename_key(statement, old[len(statement.path) :], new[-1])
@@ -158,8 +158,8 @@ class _Editor:
             ):
                 _refuse_arrays(statement)
                 rest = new[len(statement.path) :]
-                inner = _get(statement.value(), rest[:-1])
-                if not isinstance(inner, dict) and inner is not _MISSING:
+                inner = eras.get(statement.value(), rest[:-1])
+                if not isinstance(inner, dict) and inner is not eras.MISSING:
                     raise FixRefused(f"`{'.'.join(new)}` cannot be written: a value is in the way")
                 return ("inline", i, rest)
         home = found[source].table if source is not None else None
@@ -305,8 +305,8 @@ class _Editor:
         for statement in found:
             if statement.kind != "keyval" or statement.in_array:
                 continue
-            want = _get(target, statement.path)
-            if want is _MISSING:
+            want = eras.get(target, statement.path)
+            if want is eras.MISSING:
                 raise FixRefused(f"`{'.'.join(statement.path)}` has no place in the upgrade")
             if not same_value(statement.value(), want):
                 statement.text = edit_value(statement, (), want)
@@ -399,17 +399,6 @@ def _indented(lines: list[str], indent: str) -> list[str]:
 def _refuse_arrays(statement: Statement) -> None:
     if statement.in_array:
         raise FixRefused("a key to fix is inside an array of tables ([[...]])")
-
-
-_MISSING = object()
-
-
-def _get(table: Any, parts: tuple[str, ...]) -> Any:
-    for part in parts:
-        if not isinstance(table, dict) or part not in table:
-            return _MISSING
-        table = table[part]
-    return table
 
 
 def _pruned(value: dict, rest: tuple[str, ...]) -> dict:

@@ -208,7 +208,7 @@ def _converter(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
 def _moe(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
     converter, linear = rule.values
     writes: tuple = ((_new_key(rule, parts), value),)
-    listed = _get(document, CONVERTERS)
+    listed = get(document, CONVERTERS)
     listed = listed if isinstance(listed, list) else []
     enabled = any(name in linear for name in listed) or _old_linear_on(document, linear)
     if enabled and value:
@@ -258,7 +258,7 @@ def _extension(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
 
 
 def _warmup_pct(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
-    steps = _get(document, ("training", "steps"))
+    steps = get(document, ("training", "steps"))
     if not isinstance(value, int | float) or isinstance(value, bool):
         return _unportable(parts, rule, f"expected a fraction, got {toml_value(value)}")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -271,7 +271,7 @@ def _is_count(value: Any) -> bool:
 
 
 def _dp_degree(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
-    if _get(document, ("training", "data_parallel_type")) != "ddp":
+    if get(document, ("training", "data_parallel_type")) != "ddp":
         return _upgraded(parts, rule, ((_new_key(rule, parts), value),))
     if not _is_count(value):
         return _unportable(parts, rule, "DDP over every rank needs the number of ranks at v0.2.2")
@@ -285,7 +285,7 @@ def _dp_degree(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
 def _dp_type(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
     if value == "fsdp":
         return _upgraded(parts, rule, (), '"fsdp" is what v0.2.2 does by default')
-    if value == "ddp" and _is_count(_get(document, ("training", "data_parallel_degree"))):
+    if value == "ddp" and _is_count(get(document, ("training", "data_parallel_degree"))):
         return _upgraded(parts, rule, (), "carried by training.data_parallel_degree")
     if value == "ddp":
         return _unportable(parts, rule, f"{rule.why}, and this file does not set one")
@@ -300,10 +300,10 @@ def _microbatches(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
         return _unportable(
             parts, rule, f"expected a number of microbatches, got {toml_value(value)}"
         )
-    batch = _get(document, ("training", "local_batch_size"))
-    if batch is _MISSING:
-        batch = _get(document, ("training", "batch_size"))
-    if batch is _MISSING:
+    batch = get(document, ("training", "local_batch_size"))
+    if batch is MISSING:
+        batch = get(document, ("training", "batch_size"))
+    if batch is MISSING:
         batch = _ERA_BATCH
     if not _is_count(batch) or batch % value:
         return _unportable(
@@ -394,13 +394,15 @@ def _copy(value: Any) -> Any:
     return value
 
 
-_MISSING: Any = object()
+MISSING: Any = object()
+"""What :func:`get` returns for a key the document does not have."""
 
 
-def _get(table: Any, parts: tuple[str, ...]) -> Any:
+def get(table: Any, parts: tuple[str, ...]) -> Any:
+    """The value at ``parts`` in a parsed TOML document, or :data:`MISSING`."""
     for part in parts:
         if not isinstance(table, dict) or part not in table:
-            return _MISSING
+            return MISSING
         table = table[part]
     return table
 
@@ -472,8 +474,8 @@ def _settle(step: Step, document: dict, written: dict) -> Step:
         if new == CONVERTERS:
             continue
         dotted = ".".join(new)
-        current = _get(document, new)
-        if current is not _MISSING and not _same(current, value):
+        current = get(document, new)
+        if current is not MISSING and not _same(current, value):
             other = f"the file also sets `{dotted} = {toml_value(current)}`"
         elif new in written and not _same(written[new][0], value):
             other = f"`{written[new][1]}` already means `{dotted} = {toml_value(written[new][0])}`"
