@@ -32,7 +32,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``titan-train`` command; returns the exit code."""
     from titan.cli.console import console
 
-    return console(_main, argv=argv, prog="titan-train")
+    code = console(_main, argv=argv, prog="titan-train")
+    if _abandoned:
+        # A second signal abandoned a save: torch's checkpoint writer threads may still be
+        # writing, and tearing the interpreter down under them aborts the process (SIGABRT)
+        # instead of exiting with the signal's code. The message is out; leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+_abandoned = False
+"""Set when a run ended on a second signal (see ``main``)."""
 
 
 def _main(args: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
@@ -108,6 +120,8 @@ def run(config: Any, *, failure: RunFailure | None = None) -> int:
         finally:
             trainer.close()  # after an error too: pending checkpoint saves are finished
     except RunStopped as stopped:  # a signal, after the step it stopped at was saved
+        global _abandoned
+        _abandoned = _abandoned or stopped.abandoned
         return stopped.exit_code
     except KeyboardInterrupt as stop:  # a signal before the loop (SIGTERM: Terminated)
         return _stopped(failure, stop)

@@ -161,6 +161,7 @@ class Trainer(Configurable):
                         checkpoint=parts.checkpointer.last_checkpoint(),
                     ),
                     signum=signum,
+                    abandoned=True,
                 ) from None
         self.finished = True
 

@@ -49,9 +49,11 @@ class RunStopped(BaseException):
     ``except Exception`` on the way out mistakes it for a failure.
     """
 
-    def __init__(self, message: str, *, signum: int) -> None:
+    def __init__(self, message: str, *, signum: int, abandoned: bool = False) -> None:
         super().__init__(message)
         self.signum = signum
+        self.abandoned = abandoned
+        """A second signal cut the run short mid-step (a save may still be writing)."""
 
     @property
     def exit_code(self) -> int:
