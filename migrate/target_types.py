@@ -47,3 +47,42 @@ class Default(Frozen):
     def __init__(self, cls: str, changed: dict[str, Any]) -> None:
         _set(self, "cls", cls)
         _set(self, "changed", changed)
+
+
+class Required(Frozen):
+    """The default of a field the class has none for (``ParamGroupConfig.pattern``): a plan must
+    set it, and the code renderer always writes it."""
+
+    __slots__ = ()
+    __match_args__ = ()
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Required)
+
+    def __hash__(self) -> int:
+        return hash("REQUIRED")
+
+
+REQUIRED = Required()
+
+
+class FamilyInfo(Frozen):
+    """A model family of a target trainer: where its ``model_registry`` lives, the flavors it
+    registers and the keyword parameters of ``model_registry`` with their defaults."""
+
+    __slots__ = ("module", "flavors", "params")
+    __match_args__ = ()
+
+    module: str
+    """The package that exports ``model_registry`` (``torchtitan.models.llama3``)."""
+    flavors: tuple[str, ...]
+    params: dict[str, Any]
+    """Keyword parameter -> default (:data:`REQUIRED` where it has none), flavor excluded."""
+
+    def __init__(self, module: str, flavors: tuple[str, ...], params: dict[str, Any]) -> None:
+        _set(self, "module", module)
+        _set(self, "flavors", flavors)
+        _set(self, "params", params)
