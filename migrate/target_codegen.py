@@ -13,13 +13,10 @@ Run: ``python -m migrate.target_codegen`` (``make schema`` also formats the resu
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import math
 from pathlib import Path
 from typing import Any
 
-from migrate.live import load_class
-from migrate.target import same
+from migrate.class_literals import import_module_of, literal, load_class
 
 OUT = Path(__file__).with_name("target_spec.py")
 
@@ -34,49 +31,6 @@ ROOTS = (
     "titan.components.quantization.mx:MXGroupedMMConverter.Config",
 )
 """Every class a migration can name; the classes of their default values are added too."""
-
-
-def class_path(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def import_module_of(cls: type) -> str:
-    """The shortest package that exports the class' outermost name (``titan.config`` for
-    ``titan.config.configs:TrainingConfig``), so generated imports read like hand-written ones."""
-    top = cls.__qualname__.split(".")[0]
-    owner = getattr(importlib.import_module(cls.__module__), top)
-    parts = cls.__module__.split(".")
-    for end in range(2, len(parts)):
-        package = importlib.import_module(".".join(parts[:end]))
-        if getattr(package, top, None) is owner:
-            return package.__name__
-    return cls.__module__
-
-
-def literal(value: Any, classes: dict[str, Any]) -> str:
-    """Source text of a default value; config objects become ``Default(...)`` and are queued."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        path = class_path(type(value))
-        classes.setdefault(path, None)
-        base = type(value)()
-        changed = {
-            f.name: getattr(value, f.name)
-            for f in dataclasses.fields(value)
-            if not same(getattr(value, f.name), getattr(base, f.name))
-        }
-        inner = ", ".join(f"{k!r}: {literal(v, classes)}" for k, v in changed.items())
-        return f"Default({path!r}, {{{inner}}})"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float({str(value)!r})"
-    if isinstance(value, list):
-        return "[" + ", ".join(literal(v, classes) for v in value) + "]"
-    if isinstance(value, tuple):
-        return "(" + "".join(literal(v, classes) + ", " for v in value) + ")"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {literal(v, classes)}" for k, v in value.items()) + "}"
-    if value is None or isinstance(value, bool | int | float | str):
-        return repr(value)
-    raise TypeError(f"cannot write a default of type {type(value).__name__}: {value!r}")
 
 
 def generate() -> str:
