@@ -29,9 +29,16 @@ from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
 
 
-def generated_path(module: str, name: str) -> str:
-    """Class path of a generated class; the module is part of it so two modules never clash."""
-    return f"<generated {module}>:{name}"
+def generated_path(module: str, name: str, target: str = "titan") -> str:
+    """Class path of a generated class; the module (and the trainer it extends, for other
+    targets than titan) is part of it, so two modules or two targets never clash."""
+    where = module if target == "titan" else f"{module} for {target}"
+    return f"<generated {where}>:{name}"
+
+
+def spec_module(where: str) -> str:
+    """The custom module a generated class came from, from its :class:`ClassInfo` module."""
+    return where.removeprefix("<generated ").removesuffix(">").partition(" for ")[0]
 
 
 def is_generated(path: str) -> bool:
@@ -101,10 +108,16 @@ class GeneratedClasses:
 
 
 def generate_classes(
-    extension: ExtensionSpec, trainer: str, schema: SectionSpec
+    extension: ExtensionSpec,
+    trainer: str,
+    schema: SectionSpec,
+    *,
+    target: str = "titan",
+    section_homes: dict[str, str] | None = None,
 ) -> GeneratedClasses:
-    """The classes of ``extension`` on top of ``trainer`` (a trainer config class path)."""
-    builder = _Generator(extension)
+    """The classes of ``extension`` on top of ``trainer`` (a trainer config class path of
+    ``target``, whose sections live at ``section_homes``: titan's by default)."""
+    builder = _Generator(extension, target, section_homes or homes_table.SECTION_HOMES)
     root_fields: list[Any] = []
     trainer_defaults = default_object(trainer)
     for spec in extension.root.fields:
@@ -145,7 +158,11 @@ def generate_classes(
 
 
 class _Generator:
-    def __init__(self, extension: ExtensionSpec) -> None:
+    def __init__(
+        self, extension: ExtensionSpec, target: str, section_homes: dict[str, str]
+    ) -> None:
+        self.target = target
+        self.section_homes = section_homes
         self.extension = extension
         self.module = extension.module
         self.prefix = camel(extension.module.rpartition(".")[2])
@@ -177,11 +194,12 @@ class _Generator:
         """Record a class and make the plan's default trees know it."""
         generated = GeneratedClass(name, base, doc, fields)
         self.classes.append(generated)
-        path = generated_path(self.module, name)
+        path = generated_path(self.module, name, self.target)
         defaults = dict(info(base).defaults) if base else {}
         for spec in fields:
             defaults[spec.name] = spec.default
-        register(path, ClassInfo(f"<generated {self.module}>", name, name, defaults))
+        where = path.partition(":")[0]
+        register(path, ClassInfo(where, name, name, defaults))
         return path
 
     def section(self, dotted: str, spec: SectionSpec) -> str:
@@ -242,7 +260,7 @@ class _Generator:
             plain.append(item)
         if not plain:
             return fields
-        home = homes_table.SECTION_HOMES.get(dotted)
+        home = self.section_homes.get(dotted)
         if home is None or "." in home or home not in trainer.fields:
             for item in plain:
                 self.notes.append(

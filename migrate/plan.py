@@ -146,6 +146,11 @@ class Plan:
         "module_files",
         "declared_extensions",
         "text",
+        "effective",
+        "target",
+        "locals",
+        "user_extension",
+        "spans",
     )
 
     def __init__(self, source: str, function: str) -> None:
@@ -177,6 +182,19 @@ class Plan:
         """The modules merged because the project declares them (``[tool.titan] extensions``)."""
         self.text: str | None = None
         """The TOML source, for reports that show the line of a finding."""
+        self.effective: dict[str, Any] = {}
+        """Every v0.2.2 base-schema key -> the value a v0.2.2 run of the file used (written or
+        default, after the era chain and overrides); invalid keys are left out. Other targets
+        (``migrate/upstream.py``) are built from it."""
+        self.target = "titan"
+        """The trainer the config is written for (``migrate.targets``)."""
+        self.user_extension: ExtensionSpec | None = None
+        """The user's custom config modules merged into one (built-in ones excluded)."""
+        self.spans: dict[str, Span] = {}
+        """Dotted key -> where the file writes it."""
+        self.locals: dict[str, Any] = {}
+        """Names the function assigns before building the config (``model_spec``), referred to
+        by :class:`~migrate.target.Local` values in the tree."""
 
     @property
     def ok(self) -> bool:
@@ -478,6 +496,17 @@ class _Builder:
         self.validation_shape()
         self.unaccounted()
         plan.root = self.root
+        plan.user_extension = self.user_extension
+        plan.spans = {
+            ".".join(parts): Span(file=plan.source, line=found.line, col=found.col)
+            for parts, found in self.check.spans.items()
+            if all(isinstance(p, str) for p in parts)
+        }
+        plan.effective = {
+            key: copy_value(self.leaves.get(key, default))
+            for key, default in _base_defaults(self.schema).items()
+            if not self.is_blocked(key)
+        }
         self.comments()
 
     def trainer_class(self) -> str:
@@ -1011,6 +1040,12 @@ def _combined(extensions: list[ExtensionSpec]) -> ExtensionSpec | None:
     notes = tuple(note for extension in extensions for note in extension.notes)
     first = extensions[0]  # its name is the plan's extension: generated classes are keyed by it
     return ExtensionSpec(module=first.module, root=root, origin=first.origin, notes=notes)
+
+
+def _base_defaults(schema: SectionSpec) -> dict[str, Any]:
+    """Each v0.2.2 base-schema key -> its default in ``schema`` (a custom module may change
+    one), in schema order."""
+    return {key: schema_default(schema, key) for key in homes_table.base_homes()}
 
 
 def _custom_path(key: str) -> str:

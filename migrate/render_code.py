@@ -17,10 +17,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from migrate import pyfmt as py
-from migrate.extension_classes import GeneratedClass, generated_path, is_generated
+from migrate.extension_classes import GeneratedClass, generated_path, is_generated, spec_module
 from migrate.names import free_name
 from migrate.plan import Plan
-from migrate.target import Default, Obj, RegistryCall, UnsupportedModel, changed_fields, info, same
+from migrate.target import (
+    Call,
+    Default,
+    Local,
+    Obj,
+    RegistryCall,
+    UnsupportedModel,
+    changed_fields,
+    info,
+    same,
+)
 
 TODO = "TODO(titan-migrate): "
 DERIVE_LIMIT = 5
@@ -88,7 +98,16 @@ class _Renderer:
                         "a module of their own"
                     )
                 func = self.imports.add(parent, name) + ".model_registry"
-            return py.Call(py.Ref(func), [py.Arg(py.Lit(value.flavor))])
+            args = [py.Arg(py.Lit(value.flavor))]
+            args += [py.Arg(self.value(v, path, plan), name=k) for k, v in value.kwargs.items()]
+            return py.Call(py.Ref(func), args)
+        if isinstance(value, Call):
+            func = self.imports.add(value.module, value.name)
+            args = [py.Arg(self.value(v, path, plan)) for v in value.args]
+            args += [py.Arg(self.value(v, path, plan), name=k) for k, v in value.kwargs.items()]
+            return py.Call(py.Ref(func), args)
+        if isinstance(value, Local):
+            return py.Ref(value.name)
         if isinstance(value, UnsupportedModel):
             func = self.imports.add("titan.models", "unsupported_model")
             return py.Call(py.Ref(func), [py.Arg(py.Lit(value.name)), py.Arg(py.Lit(value.flavor))])
@@ -123,6 +142,8 @@ class _Renderer:
             if path not in emitted:
                 body += [py.Comment(TODO + text) for text in texts]
         if base is None:
+            for local, value in plan.locals.items():
+                body.append(py.Assign(local, self.value(value, local, plan)))
             body.append(py.Return(self.call(plan.root, "", plan)))
         else:
             earlier_name, earlier = base
@@ -178,7 +199,7 @@ class _Renderer:
         node = py.ClassDef(self.generated[path], bases, body, decorators=[decorator])
         if self.generated[path] == spec.name:
             return [node]
-        module = info(path).module.removeprefix("<generated ").removesuffix(">")
+        module = spec_module(info(path).module)
         why = f"`{spec.name}` of {module}, renamed: another name in this module is `{spec.name}`"
         return [py.Comment(why), node]
 
@@ -245,7 +266,7 @@ def _generated_specs(plans: Sequence[Plan]) -> list[tuple[str, GeneratedClass]]:
     specs: dict[str, GeneratedClass] = {}
     for plan in plans:
         for spec in plan.classes:
-            specs.setdefault(generated_path(plan.extension or "", spec.name), spec)
+            specs.setdefault(generated_path(plan.extension or "", spec.name, plan.target), spec)
     return list(specs.items())
 
 
@@ -297,6 +318,8 @@ def _closest(plan: Plan, written: list[tuple[str, Plan]]) -> tuple[str, Plan] | 
     for name, earlier in written[-DERIVE_WINDOW:]:
         if earlier.root.cls != plan.root.cls or earlier.extension != plan.extension:
             continue
+        if not same(earlier.locals, plan.locals):
+            continue  # the tree refers to names the earlier function defines otherwise
         limit = DERIVE_LIMIT if best is None else best[0] - 1
         count = _count_differences(earlier.root, plan.root, limit)
         if count <= limit:
@@ -343,6 +366,9 @@ def render_module(plans: Sequence[Plan], *, command: str | None = None) -> str:
     names = function_names(usable)
     sources = ", ".join(f"``{p.source}``" for p in usable)
     docstring = f"Registry functions migrated by titan-migrate from {sources}."
+    targets = {plan.target for plan in usable} - {"titan"}
+    if targets:
+        docstring += f"\n\nWritten for {', '.join(sorted(targets))}, not titan's own trainer."
     declared = sorted({module for plan in usable for module in plan.declared_extensions})
     if declared:
         modules = ", ".join(f"``{module}``" for module in declared)

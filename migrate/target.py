@@ -50,26 +50,94 @@ class Obj:
 class RegistryCall(Frozen):
     """``model_registry(flavor)`` of a model family: how a plan names the model."""
 
-    __slots__ = ("family", "flavor", "module")
+    __slots__ = ("family", "flavor", "module", "kwargs")
     __match_args__ = ()
 
     family: str
     """The family's name (``llama3``; a user's own family: its legacy ``model.name``)."""
     flavor: str
     module: str | None
-    """The user's package that defines ``model_registry`` for a family titan does not ship
-    (declared in ``[tool.titan] model-registries`` or with ``--model-registry``); ``None`` for
-    titan's own ``titan.models.<family>``."""
+    """The package that defines ``model_registry`` when it is not titan's own
+    ``titan.models.<family>``: a user's family (declared in ``[tool.titan] model-registries`` or
+    with ``--model-registry``), or another trainer's (``torchtitan.models.llama3``)."""
+    kwargs: dict[str, Any]
+    """Further arguments (``attn_backend``, ``converters``), in the order they are passed."""
 
-    def __init__(self, family: str, flavor: str, module: str | None = None) -> None:
+    def __init__(
+        self,
+        family: str,
+        flavor: str,
+        module: str | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
         _set(self, "family", family)
         _set(self, "flavor", flavor)
         _set(self, "module", module)
+        _set(self, "kwargs", dict(kwargs or {}))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RegistryCall):
+            return NotImplemented
+        mine = (self.family, self.flavor, self.module)
+        return mine == (other.family, other.flavor, other.module) and same(
+            self.kwargs, other.kwargs
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.family, self.flavor, self.module))
 
     @property
     def package(self) -> str:
         """The module ``model_registry`` is imported from."""
         return self.module or f"titan.models.{self.family}"
+
+
+class Call(Frozen):
+    """A call of a function a target provides (``default_adamw(lr=8e-4)``), where the target's
+    own registries write one instead of spelling out the object it returns."""
+
+    __slots__ = ("module", "name", "args", "kwargs")
+    __match_args__ = ()
+
+    module: str
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    def __init__(
+        self,
+        module: str,
+        name: str,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        _set(self, "module", module)
+        _set(self, "name", name)
+        _set(self, "args", tuple(args))
+        _set(self, "kwargs", dict(kwargs or {}))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Call):
+            return NotImplemented
+        return (self.module, self.name) == (other.module, other.name) and same(
+            (self.args, self.kwargs), (other.args, other.kwargs)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.module, self.name))
+
+
+class Local(Frozen):
+    """A name the registry function assigns before building its config (``model_spec``):
+    :attr:`migrate.plan.Plan.locals` holds its value."""
+
+    __slots__ = ("name",)
+    __match_args__ = ()
+
+    name: str
+
+    def __init__(self, name: str) -> None:
+        _set(self, "name", name)
 
 
 class UnsupportedModel(Frozen):
@@ -102,12 +170,27 @@ def same(a: Any, b: Any) -> bool:
 
 
 def known(cls: str) -> bool:
-    return cls in CLASSES or cls in _extra
+    return cls in CLASSES or cls in _extra or cls in _other_targets()
 
 
 def info(cls: str) -> ClassInfo:
-    """The :class:`ClassInfo` of a class path (``KeyError`` for a class titan does not have)."""
-    return _extra.get(cls) or CLASSES[cls]
+    """The :class:`ClassInfo` of a class path: titan's, a generated one, or one of another
+    target trainer's (``KeyError`` for a class none of them has)."""
+    found = _extra.get(cls) or CLASSES.get(cls)
+    return found if found is not None else _other_targets()[cls]
+
+
+def _other_targets() -> dict[str, ClassInfo]:
+    """The config classes of the other trainers a plan can be written for, loaded on first use
+    (their class paths never collide with titan's: they start with the trainer's package)."""
+    if not _targets:
+        from migrate.upstream_spec_030 import CLASSES as UPSTREAM_030
+
+        _targets.update(UPSTREAM_030)
+    return _targets
+
+
+_targets: dict[str, ClassInfo] = {}
 
 
 _extra: dict[str, ClassInfo] = {}

@@ -123,8 +123,28 @@ def build_parser() -> argparse.ArgumentParser:
         "MODULE.model_registry(flavor) (repeatable; also [tool.titan] model-registries in "
         "pyproject.toml)",
     )
+    parser.add_argument(
+        "--target",
+        default="titan",
+        type=_target,
+        metavar="TRAINER",
+        help="the trainer the code is written for: titan (default) or torchtitan==0.3.0 "
+        "(upstream torchtitan's registry; what 0.3.0 cannot express is reported)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="report errors only")
     return parser
+
+
+def _target(text: str) -> str:
+    """``--target``: a trainer name ``migrate.targets`` knows."""
+    import argparse
+
+    from migrate.targets import UnknownTarget, resolve
+
+    try:
+        return resolve(text)
+    except UnknownTarget as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -281,6 +301,10 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
                 )
             )
             advance(shown)
+    if args.target != "titan":
+        from migrate.targets import retarget
+
+        plans = retarget(plans, args.target)
     return plans
 
 
@@ -337,6 +361,8 @@ def _command(args: argparse.Namespace) -> str:
         parts += ["--model-registry", f"{name}={module}"]
     if args.fix_stale_names:
         parts.append("--fix-stale-names")
+    if args.target != "titan":
+        parts += ["--target", args.target]
     if args.output or args.check:
         parts += ["-o", args.output or args.check]  # --check compares with what -o wrote
     if args.overrides:
