@@ -9,6 +9,7 @@ Adding a later upstream release means generating its spec and writing the rows t
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 
 from migrate.plan import Plan
@@ -27,8 +28,9 @@ ALIASES = {
 NAMES = (TITAN, UPSTREAM_030)
 
 
-class UnknownTarget(ValueError):
-    """A ``--target`` that names no trainer titan can write for."""
+class UnknownTarget(argparse.ArgumentTypeError):
+    """A ``--target`` that names no trainer titan can write for (argparse prints its message
+    as it is, so :func:`resolve` is the option's ``type``)."""
 
 
 def resolve(text: str) -> str:

@@ -426,6 +426,19 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ("tokenizer", _m('[model]\ntokenizer_path = "a"\nhf_assets_path = "b"\n')),
     ],
     "unsupported-model": [("family", _m('[model]\nname = "llama2"\nflavor = "7B"\n'))],
+    "upstream-gone": [
+        (
+            "selective ac",
+            _m("[activation_checkpoint]\nmode = 'selective'\n", "--target", "torchtitan"),
+        ),
+        (
+            "llama4",
+            _m("[model]\nname = 'llama4'\nflavor = 'debugmodel'\n", "--target", "torchtitan"),
+        ),
+    ],
+    "upstream-changed": [
+        ("sdpa", _m("[model]\nflavor = 'debugmodel'\n", "--target", "torchtitan==0.3.0")),
+    ],
     "custom-model": [
         (
             "declared",

@@ -85,9 +85,24 @@ def build_parser():
         "built-in name (flux, ft, vlm, transformers_modeling_backend, simple_fsdp, "
         "compiler_toolkit, autoparallel) or a module path (repeatable)",
     )
+    parser.add_argument(
+        "--target",
+        default="titan",
+        type=_target,
+        metavar="TRAINER",
+        help="compare two legacy TOMLs as the configs they migrate to for this trainer: "
+        "torchtitan==0.3.0 shows what differs between them on upstream torchtitan 0.3.0 "
+        "(default: titan, which compares their legacy values)",
+    )
     parser.add_argument("--color", choices=report.COLORS, default="auto")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
+
+
+def _target(text: str) -> str:
+    from migrate.targets import resolve
+
+    return resolve(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,7 +123,10 @@ def _run(argv: Sequence[str] | None, stdout: TextIO) -> int:
     extensions = tuple(args.extension)
     left = load(args.a, allowed_modules=args.allow_module, extensions=extensions)
     right = load(args.b, allowed_modules=args.allow_module, extensions=extensions)
-    differences = compare(left, right)
+    if args.target != "titan":
+        differences = compare_for_target(left, right, args.target)
+    else:
+        differences = compare(left, right)
     if args.format == "json":
         text = json.dumps([_as_json(d) for d in differences], indent=2) + "\n"
     else:
@@ -127,11 +145,73 @@ def compare(left: Operand, right: Operand) -> list:
     return diff(_config(left), _config(right))
 
 
-def _config(operand: Operand) -> Any:
-    """A registry config as is; a legacy TOML as the config titan-migrate turns it into."""
-    if operand.legacy is None:
-        return operand.config
-    from migrate.live import instantiate
+def compare_for_target(left: Operand, right: Operand, target: str) -> list:
+    """The differences between two legacy TOMLs as migrated for another trainer (whose classes
+    are not installed beside titan): their plans' trees, field by field."""
+    from titan.config.serialize import ABSENT, Difference, same
+
+    for operand in (left, right):
+        if operand.legacy is None:
+            raise UsageError(
+                f"--target {target} compares legacy TOMLs as migrated for it; {operand.label} "
+                "is a titan config (compare the TOMLs it came from)"
+            )
+    a, b = (_target_leaves(_plan(o), target) for o in (left, right))
+    keys = [*a, *(k for k in b if k not in a)]
+    pairs = ((k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in keys)
+    return [Difference(k, x, y) for k, x, y in pairs if not same(x, y)]
+
+
+class _Code(str):
+    """A value shown as the code that builds it (a class, a call), not as a string."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _target_leaves(plan: Any, target: str) -> dict[str, Any]:
+    """Dotted config path -> value of a plan retargeted for ``target``; a config object shows
+    as its class at its own path, calls as their code."""
+    from migrate.target import Call, Local, Obj, RegistryCall, changed_fields
+    from migrate.targets import converter
+
+    plan = converter(target)(plan)
+    leaves: dict[str, Any] = {}
+
+    def code(value: Any) -> Any:
+        if isinstance(value, Local):
+            return code(plan.locals.get(value.name))
+        if isinstance(value, Obj):
+            inner = ", ".join(f"{k}={code(v)!r}" for k, v in changed_fields(value).items())
+            return _Code(f"{value.cls.rpartition(':')[2]}({inner})")
+        if isinstance(value, RegistryCall | Call):
+            name = "model_registry" if isinstance(value, RegistryCall) else value.name
+            first = (value.flavor,) if isinstance(value, RegistryCall) else value.args
+            args = [repr(code(v)) for v in first]
+            args += [f"{k}={code(v)!r}" for k, v in value.kwargs.items()]
+            return _Code(f"{name}({', '.join(args)})")
+        if isinstance(value, list):
+            return [code(v) for v in value]
+        if isinstance(value, dict):
+            return {k: code(v) for k, v in value.items()}
+        return value
+
+    def walk(obj: Any, prefix: str) -> None:
+        leaves[prefix.rstrip(".") or "<root>"] = _Code(obj.cls.rpartition(":")[2])
+        for name, value in obj.fields.items():
+            if isinstance(value, Obj):
+                walk(value, f"{prefix}{name}.")
+            else:
+                leaves[prefix + name] = code(value)
+
+    walk(plan.root, "")
+    return leaves
+
+
+def _plan(operand: Operand) -> Any:
+    """The migration plan of a legacy TOML operand; ``UsageError`` when it has errors."""
     from migrate.plan import build_plan
     from schemas.toml_check import CheckOptions
 
@@ -144,7 +224,16 @@ def _config(operand: Operand) -> Any:
         raise UsageError(
             f"{operand.label} cannot be migrated{detail} (run titan-migrate on it){hint}"
         )
-    return instantiate(plan)
+    return plan
+
+
+def _config(operand: Operand) -> Any:
+    """A registry config as is; a legacy TOML as the config titan-migrate turns it into."""
+    if operand.legacy is None:
+        return operand.config
+    from migrate.live import instantiate
+
+    return instantiate(_plan(operand))
 
 
 # ---------------------------------------------------------------------------------------------

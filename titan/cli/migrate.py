@@ -137,14 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _target(text: str) -> str:
     """``--target``: a trainer name ``migrate.targets`` knows."""
-    import argparse
+    from migrate.targets import resolve
 
-    from migrate.targets import UnknownTarget, resolve
-
-    try:
-        return resolve(text)
-    except UnknownTarget as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    return resolve(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -73,6 +73,11 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
         from titan.cli.validate_fix import check_flags
 
         check_flags(args)
+    if args.target != "titan" and not args.as_registry:
+        raise UsageError(
+            f"--target {args.target} says which trainer --as-registry migrates for: add "
+            "--as-registry"
+        )
     found = discover(args.paths)
     if args.output is not None or args.export_json_schema is not None:
         from titan.cli.output import refuse_inputs
@@ -113,7 +118,9 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
         result = check_file(path, options, shown=shown)
         diagnostics += result.diagnostics
         if args.as_registry and result.document is not None:
-            diagnostics += _as_registry(result, path=path, shown=shown, options=options)
+            diagnostics += _as_registry(
+                result, path=path, shown=shown, options=options, target=args.target
+            )
         if result.text is not None:
             sources[shown] = result.text
         read.update(e.file for e in result.extensions if e.file)
@@ -211,7 +218,7 @@ def _options(args: Args):
     )
 
 
-def _as_registry(result, *, path: str, shown: str, options) -> list:
+def _as_registry(result, *, path: str, shown: str, options, target: str = "titan") -> list:
     """``--as-registry``: the migrated config's own findings, for a file with no errors."""
     from schemas.diagnostics import Severity
 
@@ -219,7 +226,7 @@ def _as_registry(result, *, path: str, shown: str, options) -> list:
         return []
     from titan.cli.validate_migrated import registry_findings
 
-    return registry_findings(path, shown, result, options)
+    return registry_findings(path, shown, result, options, target=target)
 
 
 def _export_schema(target: str, *, options, stderr: TextIO) -> None:

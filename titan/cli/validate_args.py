@@ -102,6 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also migrate each TOML in memory and check the Trainer.Config it becomes "
         "(titan's registry-side checks; imports titan's config classes)",
     )
+    parser.add_argument(
+        "--target",
+        default="titan",
+        type=_target,
+        metavar="TRAINER",
+        help="with --as-registry: the trainer the TOML is migrated for: titan (default) or "
+        "torchtitan==0.3.0, which reports what upstream 0.3.0 cannot express or does otherwise",
+    )
     modules = parser.add_argument_group(
         "registry modules",
         "A .py path is a registry module: it is imported (as titan-train --registry imports it) "
@@ -191,6 +199,7 @@ class Args:
         self.timeout = 60.0
         self.fix = False
         self.diff = False
+        self.target = "titan"
 
 
 _SWITCHES = {
@@ -258,6 +267,13 @@ def parse_common(argv: Sequence[str]) -> Args | None:
                 return None
             if not args.timeout > 0 or args.timeout == float("inf"):
                 return None
+        elif name == "--target":
+            from migrate.targets import UnknownTarget, resolve
+
+            try:
+                args.target = resolve(value)
+            except UnknownTarget:
+                return None
         elif name in _LISTS:
             getattr(args, _LISTS[name]).append(value)
         elif name in _VALUES:
@@ -265,3 +281,10 @@ def parse_common(argv: Sequence[str]) -> Args | None:
         else:
             return None
     return args
+
+
+def _target(text: str) -> str:
+    """``--target``: a trainer name ``migrate.targets`` knows."""
+    from migrate.targets import resolve
+
+    return resolve(text)

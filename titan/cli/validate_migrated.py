@@ -14,16 +14,27 @@ from schemas.toml_check import CheckOptions, FileCheck
 
 
 def registry_findings(
-    path: str, shown: str, result: FileCheck, options: CheckOptions
+    path: str, shown: str, result: FileCheck, options: CheckOptions, *, target: str = "titan"
 ) -> list[Diagnostic]:
-    """The migrated config's findings that the legacy check did not already report."""
-    from migrate.live import instantiate
+    """The migrated config's findings that the legacy check did not already report.
+
+    For another ``target`` than titan (``torchtitan==0.3.0``), the config cannot be built here
+    (that trainer is not installed beside titan): the findings are what the migration for it
+    reports, everything 0.3.0 cannot express or does otherwise."""
     from migrate.plan import build_plan
-    from titan.config.check import check_config
 
     plan = build_plan(path, options=options, shown=shown)
     if plan.root is None:
         return []
+    if target != "titan":
+        from migrate.targets import converter
+
+        seen = {(d.code, d.path) for d in result.diagnostics}
+        retargeted = converter(target)(plan)
+        return [d for d in retargeted.diagnostics if (d.code, d.path) not in seen]
+    from migrate.live import instantiate
+    from titan.config.check import check_config
+
     owners = {p: o.key for o in plan.outcomes.values() for p in o.paths}
 
     def locate(config_path: str) -> Span | None:
