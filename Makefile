@@ -6,8 +6,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.titan-installed
 TORCH_VERSION := 2.13.0
+# A second environment with upstream torchtitan, which titan's own never has: migrations to
+# torchtitan==0.3.0 are checked against the real package there.
+UPSTREAM_VENV := .venv-upstream
+UPSTREAM_PY := $(UPSTREAM_VENV)/bin/python
+UPSTREAM_STAMP := $(UPSTREAM_VENV)/.titan-upstream-installed
 
-.PHONY: demo test test-fast lint bench schema clean
+.PHONY: demo test test-fast test-upstream lint bench schema schema-upstream clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,15 +21,25 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+$(UPSTREAM_STAMP): requirements-upstream.txt
+	test -x $(UPSTREAM_PY) || $(PYTHON) -m venv $(UPSTREAM_VENV)
+	$(UPSTREAM_PY) -m pip install --quiet --disable-pip-version-check torch==$(TORCH_VERSION)
+	$(UPSTREAM_PY) -m pip install --quiet --disable-pip-version-check -r requirements-upstream.txt
+	touch $(UPSTREAM_STAMP)
+
 demo: $(STAMP)
 	$(PY) -m titan.demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --ignore=tests/upstream
 
 # Everything except the tests marked `slow` (real training runs and multi-process launches).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --ignore=tests/upstream
+
+# The tests against upstream torchtitan itself, in .venv-upstream (made on first use).
+test-upstream: $(STAMP) $(UPSTREAM_STAMP)
+	TITAN_UPSTREAM_PYTHON=$(abspath $(UPSTREAM_PY)) $(PY) -m pytest -q tests/upstream
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check schemas migrate titan tests bench
@@ -47,6 +62,12 @@ schema: $(STAMP)
 	$(PY) -m migrate.target_codegen
 	$(VENV)/bin/ruff format -q migrate/target_spec.py
 	$(VENV)/bin/titan-validate --export-json-schema schemas/json/torchtitan-v0.2.2.schema.json
+
+# Regenerate migrate/upstream_spec_030.py from the torchtitan installed in .venv-upstream
+# (tests/upstream fail while it is stale).
+schema-upstream: $(STAMP) $(UPSTREAM_STAMP)
+	PYTHONPATH=$(CURDIR) $(UPSTREAM_PY) -m migrate.upstream_codegen
+	$(VENV)/bin/ruff format -q migrate/upstream_spec_030.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
