@@ -23,11 +23,14 @@ from schemas._frozen import Frozen, _set
 class Obj:
     """A config object in a plan: its class path and every field's value."""
 
-    __slots__ = ("cls", "fields")
+    __slots__ = ("cls", "fields", "shown")
 
     def __init__(self, cls: str, fields: dict[str, Any]) -> None:
         self.cls = cls
         self.fields = fields
+        self.shown: frozenset[str] = frozenset()
+        """Fields the code writes even at their default, where the target's own registries
+        always spell them out (upstream's ``dataset=``)."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Obj):
@@ -212,7 +215,11 @@ def changed_fields(obj: Obj) -> dict[str, Any]:
     """The fields of ``obj`` that differ from its class' defaults, in field order: what both
     renderers pass to the constructor."""
     defaults = default_object(obj.cls).fields
-    return {name: value for name, value in obj.fields.items() if not same(value, defaults[name])}
+    return {
+        name: value
+        for name, value in obj.fields.items()
+        if name in obj.shown or not same(value, defaults[name])
+    }
 
 
 def _build(value: Any) -> Any:

@@ -164,11 +164,12 @@ class _Upstream:
         *,
         hint: str | None = None,
         numerics: bool = True,
+        value: Any = None,
     ) -> None:
         """A legacy value 0.3.0 cannot express, although the run used it: an error when the
         migrated run computes something else (or may not start), a warning when only memory,
         speed or logs differ (``numerics=False``)."""
-        value = self.value(key)
+        value = self.value(key) if value is None else value
         self.report(
             "upstream-gone",
             key,
@@ -206,14 +207,29 @@ class _Upstream:
     # ----------------------------------------------------------------- the steps
 
     def build(self) -> None:
+        self.fault_tolerant = self.flux = False
         trainer = self.trainer()
         self.root = default_object(trainer)
-        self.root.fields["dataloader"] = default_object(cls("HuggingFaceTextDataLoader.Config"))
+        if self.flux:
+            from migrate import upstream_flux
+
+            upstream_flux.prepare(self)
+        else:
+            loader = default_object(cls("HuggingFaceTextDataLoader.Config"))
+            loader.shown = frozenset({"dataset"})  # upstream's registries always name it
+            self.root.fields["dataloader"] = loader
+        if self.fault_tolerant:
+            self.root.fields["checkpoint"] = default_object(cls("TorchFTCheckpointManager.Config"))
         self.carry_plain()
         self.legacy_behaviour()
         self.custom_values()
         self.model()
-        self.loss()
+        if self.flux:
+            from migrate import upstream_flux
+
+            upstream_flux.finish(self)
+        else:
+            self.loss()
         self.optimizer()
         self.activation_checkpoint()
         self.profiler()
@@ -256,34 +272,14 @@ class _Upstream:
         return generated.root
 
     def ft_trainer(self) -> str:
-        name = getattr(spec, "FT_TRAINER", None)
-        if name:
-            return name
-        self.report(
-            "upstream-gone",
-            "fault_tolerance.enable",
-            f"torchtitan {spec.VERSION} has no fault-tolerant trainer config this migration can "
-            "write; the [fault_tolerance] keys are not carried",
-            "keep this run on titan's trainer, or set up torchft by hand",
-            Severity.ERROR,
-        )
-        self.plan.todo("", "the fault-tolerant trainer has no torchtitan 0.3.0 config here")
-        return cls("Trainer.Config")
+        """The torchft experiment's trainer config; its checkpoint config is the one that has
+        ``enable_ft_dataloader_checkpoints``."""
+        self.fault_tolerant = True
+        return cls("FaultTolerantTrainer.Config")
 
     def flux_trainer(self) -> str:
-        name = getattr(spec, "FLUX_TRAINER", None)
-        if name:
-            return name
-        self.report(
-            "upstream-gone",
-            "model.name",
-            f"Flux configs are not migrated to torchtitan {spec.VERSION} yet: its Flux trainer "
-            "needs transformers to import; the Flux sections are not carried",
-            "keep Flux runs on titan's trainer for now",
-            Severity.ERROR,
-        )
-        self.plan.todo("", "Flux has no torchtitan 0.3.0 migration yet")
-        return cls("Trainer.Config")
+        self.flux = True
+        return cls("FluxTrainer.Config")
 
     def carry_plain(self) -> None:
         """Every ``same`` and ``moved`` key, at its 0.3.0 path."""
@@ -297,6 +293,8 @@ class _Upstream:
             value = self.effective[key]
             if self.set(home.path, value):
                 self.outcome(key, "carried", (home.path,), home.note)
+            elif key == "checkpoint.enable_ft_dataloader_checkpoints":
+                self.outcome(key, "inert", (), "only fault-tolerant runs read it")
             elif not same(value, _legacy_default(key)):
                 self.gone(key, home.note or "no field for it in this trainer config")
 
@@ -308,9 +306,13 @@ class _Upstream:
 
     def custom_values(self) -> None:
         """Values of a custom module's fields: same paths as in titan's tree."""
+        from migrate.homes import EXTENSION_HOMES
+
         for key, outcome in self.old.outcomes.items():
             if key in upstream_homes() or outcome.status not in ("carried", "default"):
                 continue
+            if self.flux and ("flux", key) in EXTENSION_HOMES:
+                continue  # upstream_flux places the Flux trainer's keys
             for path in outcome.paths:
                 target = _path(path)
                 try:
@@ -318,7 +320,7 @@ class _Upstream:
                 except (KeyError, AttributeError):
                     continue
                 if target is None or not self.set(target, value):
-                    self.gone(key, "no field for it in the generated 0.3.0 classes")
+                    self.gone(key, "no field for it in the generated 0.3.0 classes", value=value)
 
     # ----------------------------------------------------------------- model
 
@@ -363,7 +365,7 @@ class _Upstream:
         default_backend = info.params.get("attn_backend")
         if "attn_backend" in info.params and backend != default_backend:
             kwargs["attn_backend"] = backend
-        if legacy_backend == "sdpa":
+        if legacy_backend == "sdpa" and "attn_backend" in info.params:
             self.changed(
                 "model.flavor",
                 f"flavor {spec_value.flavor!r} ran scaled-dot-product attention; torchtitan "
@@ -482,10 +484,17 @@ class _Upstream:
         inverted = _invert_fqns(family, flavor, skipped)
         key = f"{table}.filter_fqns"
         if inverted is None:
+            _, unmatched = _translate_fqns(family, flavor, skipped)
+            why = (
+                f"{', '.join(repr(n) for n in unmatched)} names no linear of 0.3.0's {family} "
+                f"{flavor!r} (it fuses the q/k/v projections into one wqkv and calls the output "
+                "projection lm_head)"
+                if unmatched
+                else "no include-list converts exactly the linears this skip-list left"
+            )
             self.gone(
                 key,
-                "0.3.0 lists the linears to convert, not those to skip, and this list of skipped "
-                "modules has no include-list that converts exactly the same linears; the "
+                f"0.3.0 lists the linears to convert, not those to skip, and {why}; the "
                 "migrated run converts every linear",
                 "model_spec",
                 hint="write `fqns` (the modules to convert) on MXFP8LinearConverter.Config",
@@ -676,12 +685,6 @@ class _Upstream:
             "experimental.custom_import": (
                 bool(self.value("experimental.custom_import")),
                 "no import hook: import the module at the top of the registry module",
-            ),
-            "checkpoint.enable_ft_dataloader_checkpoints": (
-                self.value("checkpoint.enable_ft_dataloader_checkpoints") is False
-                and "checkpoint.enable_ft_dataloader_checkpoints"
-                not in _fields(self.root, "checkpoint"),
-                "only the torchft experiment's checkpoint config has it",
             ),
         }
         for key, (differs, why) in checks.items():

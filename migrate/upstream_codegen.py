@@ -165,6 +165,29 @@ def family_rows(backends: tuple[str, ...]) -> dict[str, str]:
     return rows
 
 
+LINEAR_FAMILIES = ("llama3", "qwen3", "deepseek_v3", "gpt_oss")
+"""The families a legacy TOML can name, whose linears a migration must know: v0.2.2 listed
+modules to skip for MX/float8 (``filter_fqns``) by name, and 0.3.0 lists the ones to convert."""
+
+
+def linear_fqns() -> dict[str, dict[str, tuple[str, ...]]]:
+    """family -> flavor -> the names of the model's linears, every layer index written ``*``
+    (``layers.*.attention.wo``), sorted: the names 0.3.0's converters match against."""
+    from torchtitan.models.common.linear import Linear
+
+    found: dict[str, dict[str, tuple[str, ...]]] = {}
+    for family in LINEAR_FAMILIES:
+        module = importlib.import_module(f"torchtitan.models.{family}")
+        found[family] = {}
+        for flavor in flavors_of(module):
+            model = module.model_registry(flavor).model
+            names = {
+                re.sub(r"\.\d+(?=\.|$)", ".*", fqn) for fqn, *_ in model.traverse(Linear.Config)
+            }
+            found[family][flavor] = tuple(sorted(names))
+    return found
+
+
 def attention_backends() -> tuple[tuple[str, ...], dict[str, str]]:
     """The ``attn_backend`` names the selector accepts, and those it refuses with its message.
 
@@ -217,6 +240,12 @@ def generate() -> str:
     classes = class_rows()
     accepted, refused = attention_backends()
     families = family_rows(accepted)
+    linears = "".join(
+        f"    {family!r}: {{\n"
+        + "".join(f"        {flavor!r}: {names!r},\n" for flavor, names in flavors.items())
+        + "    },\n"
+        for family, flavors in linear_fqns().items()
+    )
     body = "".join(classes[path] for path in sorted(classes))
     family_body = "".join(families[name] for name in sorted(families))
     code = body + family_body
@@ -243,7 +272,9 @@ def generate() -> str:
         "(some need particular hardware when the model is built: flex_flash a Hopper GPU or later)."
         '"""\n\n'
         f"REFUSED_ATTENTION_BACKENDS: dict[str, str] = {refused!r}\n"
-        '"""Backend names it knows and refuses for language models -> its message."""\n'
+        '"""Backend names it knows and refuses for language models -> its message."""\n\n'
+        "LINEAR_FQNS: dict[str, dict[str, tuple[str, ...]]] = {\n" + linears + "}\n"
+        '"""family -> flavor -> the names of its model\'s linears (layer indices as ``*``)."""\n'
     )
 
 

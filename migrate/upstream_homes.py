@@ -141,7 +141,12 @@ _ROWS: tuple[UpstreamHome, ...] = (
         "model_spec:moe_comm_backend",
         "an argument of the MoE families' model_registry",
     ),
-    UpstreamHome("checkpoint.enable_ft_dataloader_checkpoints", "moved", None, _FT_CKPT),
+    UpstreamHome(
+        "checkpoint.enable_ft_dataloader_checkpoints",
+        "moved",
+        "checkpoint.enable_ft_dataloader_checkpoints",
+        _FT_CKPT,
+    ),
     UpstreamHome("activation_checkpoint.mode", "changed", "activation_checkpoint", _AC),
     UpstreamHome(
         "activation_checkpoint.selective_ac_option",

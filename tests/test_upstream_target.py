@@ -499,11 +499,6 @@ def test_mx_skip_list_of_a_fused_projection_is_reported(migrated):
     assert [t for t in m.todos if t.startswith(f"`{key} = ['wq']`")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the MX skip-list finding says no include-list converts the same linears, not that "
-    "0.3.0 fuses wq/wk/wv into wqkv (the float8 finding for the same list says so)",
-)
 def test_mx_skip_list_finding_names_the_fused_projection(migrated):
     (finding,) = [
         d
