@@ -19,9 +19,10 @@ What 0.3.0 assumes, and what :func:`apply` changes (each found by running it):
 - **A compiled block mask.** 0.3.0 builds each ``BlockMask`` through ``torch.compile``; on CPU
   that compiles a C++ kernel per shape (about 2 s on the debug model, and a C++ toolchain). The
   eager ``create_block_mask`` builds the same mask.
-- **Process-group timeouts.** After the first step 0.3.0 lowers every group's timeout with
-  ``torch.distributed.set_timeout``, which torch 2.13 does not have; with one process there is
-  nothing to wait for, so that step is a no-op here.
+- **Process-group timeouts.** After the first step 0.3.0's ``set_pg_timeouts`` waits at a
+  barrier for every rank, then lowers each group's timeout with ``torch.distributed.set_timeout``,
+  which torch 2.13 does not have; with one process there is nothing to wait for or to time out,
+  so the shim makes it a no-op.
 - **A launcher.** 0.3.0 initialises ``torch.distributed`` from torchrun's variables; the shim sets
   them for a world of one (a free local port), and refuses a real multi-process world.
 - **Its own test data.** 0.3.0's ``c4_test`` is the folder ``tests/assets/c4_test`` read as a
@@ -38,7 +39,7 @@ positions titan uses, so both trainers compute the same function of the same tok
 Typical use (in the upstream environment)::
 
     import upstream_shim
-    upstream_shim.apply()                     # before torchtitan.trainer is imported
+    upstream_shim.apply()                     # before any trainer is built (train() calls it)
     config = upstream_shim.load_config("config_registry.py", "llama3_debugmodel")
     run = upstream_shim.train(config, batches=[(inputs, labels), ...])
     run.losses                                # one float per step
