@@ -67,11 +67,7 @@ class _Renderer:
         )
         """What the module calls ``dataclasses.field``: a class body with a field named
         ``field`` would otherwise call that field's default for the fields after it."""
-        packages = {
-            p.root.fields.get("model_spec").package
-            for p in self.plans
-            if isinstance(p.root.fields.get("model_spec"), RegistryCall)
-        }
+        packages = {call.package for p in self.plans if (call := model_call(p)) is not None}
         self.one_family = len(packages) <= 1
 
     # ----------------------------------------------------------------- expressions
@@ -120,7 +116,8 @@ class _Renderer:
         for name, value in changed_fields(obj).items():
             child = f"{path}.{name}" if path else name
             leading, trailing = plan.comments.get(child, ((), None))
-            leading = (*leading, *(TODO + t for t in plan.todos.get(child, ())))
+            if child not in plan.locals:  # a local's TODOs go above its assignment
+                leading = (*leading, *(TODO + t for t in plan.todos.get(child, ())))
             args.append(
                 py.Arg(
                     self.value(value, child, plan),
@@ -138,12 +135,15 @@ class _Renderer:
         body: list[Any] = [py.Docstring(_docstring(plan))]
         body += [py.Comment(line) for line in plan.preamble]
         emitted = set(self.emitted_paths(plan, base))
+        if base is None:
+            emitted |= set(plan.locals)  # written above the local's assignment
         for path, texts in plan.todos.items():
             if path not in emitted:
                 body += [py.Comment(TODO + text) for text in texts]
         if base is None:
             for local, value in plan.locals.items():
-                body.append(py.Assign(local, self.value(value, local, plan)))
+                todos = tuple(TODO + t for t in plan.todos.get(local, ()))
+                body.append(py.Assign(local, self.value(value, local, plan), comments=todos))
             body.append(py.Return(self.call(plan.root, "", plan)))
         else:
             earlier_name, earlier = base
@@ -343,13 +343,22 @@ def _count_differences(old: Any, new: Any, limit: int) -> int:
     return count
 
 
+def model_call(plan: Plan) -> RegistryCall | None:
+    """The ``model_registry(...)`` call of a plan: the config's ``model_spec``, or the local
+    the function assigns it to."""
+    for value in (plan.root.fields.get("model_spec"), plan.locals.get("model_spec")):
+        if isinstance(value, RegistryCall):
+            return value
+    return None
+
+
 def function_names(plans: Sequence[Plan]) -> list[str]:
     """The plans' function names, made unique in file order (``_2``, ``_3`` ...) and distinct
     from the names the module imports and the classes it defines."""
     usable = [p for p in plans if p.root is not None]
     taken = {spec.name for plan in usable for spec in plan.classes}
-    specs = [p.root.fields.get("model_spec") for p in usable]
-    custom = {s.package for s in specs if isinstance(s, RegistryCall) and s.module is not None}
+    specs = [model_call(p) for p in usable]
+    custom = {s.package for s in specs if s is not None and s.module is not None}
     # a user's model package is imported by its last name when the module has several families
     taken |= {package.rpartition(".")[2] for package in custom}
     names: list[str] = []

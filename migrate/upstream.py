@@ -14,28 +14,18 @@ HuggingFace text loader), the profiler folders of the legacy defaults.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from migrate import upstream_spec_030 as spec
 from migrate.extension_classes import generate_classes
 from migrate.plan import FAMILY_ALIASES, KeyOutcome, Plan, copy_value
 from migrate.target import Call, Local, Obj, RegistryCall, UnsupportedModel, default_object, same
-from migrate.upstream_homes import upstream_homes, upstream_path
+from migrate.upstream_homes import cls, upstream_homes, upstream_path
 from schemas import flavors
 from schemas.diagnostics import Diagnostic, Severity, Span
 
 TARGET = "torchtitan==0.3.0"
 PACKAGE = "torchtitan"
-
-
-@functools.cache
-def cls(qualname: str) -> str:
-    """The class path of a 0.3.0 config class by its qualified name (``Trainer.Config``)."""
-    found = [path for path in spec.CLASSES if path.rpartition(":")[2] == qualname]
-    if len(found) != 1:
-        raise KeyError(f"torchtitan {spec.VERSION} has {len(found)} classes named {qualname}")
-    return found[0]
 
 
 _TITAN_FT = "titan.experiments.ft.trainer:FaultTolerantTrainer.Config"

@@ -14,13 +14,13 @@ from migrate.target import default_object
 
 def prepare(builder: Any) -> None:
     """Flux's data loader and validator in place of the abstract and text ones."""
-    from migrate.upstream import cls
+    from migrate.upstream_homes import cls
 
     builder.root.fields["dataloader"] = default_object(cls("FluxDataLoader.Config"))
 
 
 def finish(builder: Any) -> None:
     """The loss upstream's Flux registries set (0.3.0's default loss config is abstract)."""
-    from migrate.upstream import cls
+    from migrate.upstream_homes import cls
 
     builder.root.fields["loss"] = default_object(cls("MSELoss.Config"))

@@ -24,6 +24,7 @@ import functools
 from typing import Literal
 
 from migrate import homes as titan_homes
+from migrate import upstream_spec_030 as spec
 
 Status = Literal["same", "moved", "changed", "gone"]
 
@@ -240,6 +241,16 @@ _ROWS: tuple[UpstreamHome, ...] = (
     ),
     UpstreamHome("validation.seq_len", "gone", None, "the validator uses training.seq_len"),
 )
+
+
+@functools.cache
+def cls(qualname: str) -> str:
+    """The class path of a 0.3.0 config class by its qualified name (``Trainer.Config``)."""
+    found = [path for path in spec.CLASSES if path.rpartition(":")[2] == qualname]
+    if len(found) != 1:
+        raise KeyError(f"torchtitan {spec.VERSION} has {len(found)} classes named {qualname}")
+    return found[0]
+
 
 _PATH_RENAMES = {"profiling": "profiler"}
 """titan path prefixes that 0.3.0 names otherwise."""
