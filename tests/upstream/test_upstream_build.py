@@ -50,9 +50,20 @@ def built(upstream_python: Path, tmp_path_factory) -> list[tuple[Plan, dict[str,
         module.parent.mkdir()
         module.write_text(render_module(usable), encoding="utf-8")
         modules.append((module, usable, names))
+    # Every file in one module as well: several families, derived functions, unique names.
+    everything = [p for _, plans in sorted(folders.items()) for p in plans]
+    together = out / "together" / "config_registry.py"
+    together.parent.mkdir()
+    together.write_text(render_module(everything), encoding="utf-8")
     result = out / "built.json"
     run = subprocess.run(
-        [str(upstream_python), str(RUNNER), str(result), *(str(m) for m, _, _ in modules)],
+        [
+            str(upstream_python),
+            str(RUNNER),
+            str(result),
+            *(str(m) for m, _, _ in modules),
+            str(together),
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -73,8 +84,36 @@ def built(upstream_python: Path, tmp_path_factory) -> list[tuple[Plan, dict[str,
                 failures.append(f"{plan.source} ({name}): {why}")
                 continue
             found.append((plan, function["config"]))
+    entry = dumped[str(together)]
+    if entry["error"]:
+        failures.append(f"the module of every file: import failed\n{entry['error']}")
+    else:
+        alone = {id(plan): config for plan, config in found}
+        for plan, name in zip(everything, function_names(everything), strict=True):
+            function = entry["functions"].get(name)
+            if function is None or "error" in function:
+                why = function["error"] if function else "function missing"
+                failures.append(f"the module of every file, {name}: {why}")
+            elif id(plan) in alone and _without_class_module(
+                function["config"]
+            ) != _without_class_module(alone[id(plan)]):
+                failures.append(f"{plan.source}: {name} builds another config among all files")
     assert not failures, "\n\n".join(failures)
     return found
+
+
+def _without_class_module(value: Any) -> Any:
+    """A dumped config with generated classes named by class only (their module differs)."""
+    if isinstance(value, dict):
+        return {
+            k: v.rpartition(":")[2]
+            if k == "__class__" and v.startswith("_titan_migrated")
+            else _without_class_module(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_without_class_module(v) for v in value]
+    return value
 
 
 def retarget_one(path: Path) -> Plan:
