@@ -70,4 +70,4 @@ schema-upstream: $(STAMP) $(UPSTREAM_STAMP)
 	$(VENV)/bin/ruff format -q migrate/upstream_spec_030.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(UPSTREAM_VENV) .pytest_cache .hypothesis

@@ -359,9 +359,10 @@ class _Upstream:
             self.changed(
                 "model.flavor",
                 f"flavor {spec_value.flavor!r} ran scaled-dot-product attention; torchtitan "
-                f"{spec.VERSION} refuses SDPA for language models, so it runs FlexAttention "
-                f"({backend!r}) with the same causal mask",
-                "nothing to do: the attention math is the same; kernels and speed differ",
+                f"{spec.VERSION} refuses SDPA for language models, so the migrated run uses "
+                f"FlexAttention ({backend!r})",
+                "nothing to do: FlexAttention computes the same attention under the same mask "
+                "(the mask itself follows 0.3.0's per-document packing: see the seq_len note)",
                 Severity.INFO,
             )
         converters = self.converters()
@@ -464,7 +465,12 @@ class _Upstream:
             self.outcome(key, "carried", ("model_spec",), note)
         for name in ("enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp"):
             if old.fields[name]:
-                self.gone(f"{table}.{name}", "a tensorwise-only switch", "model_spec")
+                self.gone(
+                    f"{table}.{name}",
+                    "an FSDP speed switch of the tensorwise recipe, which 0.3.0 does not have",
+                    "model_spec",
+                    numerics=False,
+                )
             else:
                 self.outcome(f"{table}.{name}", "default", ())
 

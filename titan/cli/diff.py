@@ -159,7 +159,10 @@ def compare_for_target(left: Operand, right: Operand, target: str) -> list:
     a, b = (_target_leaves(_plan(o), target) for o in (left, right))
     keys = [*a, *(k for k in b if k not in a)]
     pairs = ((k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in keys)
-    return [Difference(k, x, y) for k, x, y in pairs if not same(x, y)]
+    found = [Difference(k, x, y) for k, x, y in pairs if not same(x, y)]
+    # a field whose class differs stands for everything below it
+    replaced = [d.path + "." for d in found if isinstance(d.left, _Code) or d.left is ABSENT]
+    return [d for d in found if not any(d.path.startswith(p) for p in replaced)]
 
 
 class _Code(str):
@@ -181,8 +184,8 @@ def _target_leaves(plan: Any, target: str) -> dict[str, Any]:
     leaves: dict[str, Any] = {}
 
     def code(value: Any) -> Any:
-        if isinstance(value, Local):
-            return code(plan.locals.get(value.name))
+        if isinstance(value, Local):  # inside an expression: by its name, as the code reads
+            return _Code(value.name)
         if isinstance(value, Obj):
             inner = ", ".join(f"{k}={code(v)!r}" for k, v in changed_fields(value).items())
             return _Code(f"{value.cls.rpartition(':')[2]}({inner})")
@@ -203,6 +206,8 @@ def _target_leaves(plan: Any, target: str) -> dict[str, Any]:
         for name, value in obj.fields.items():
             if isinstance(value, Obj):
                 walk(value, f"{prefix}{name}.")
+            elif isinstance(value, Local):  # the field the local was made for: its value
+                leaves[prefix + name] = code(plan.locals.get(value.name))
             else:
                 leaves[prefix + name] = code(value)
 
