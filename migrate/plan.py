@@ -184,8 +184,9 @@ class Plan:
         """The TOML source, for reports that show the line of a finding."""
         self.effective: dict[str, Any] = {}
         """Every v0.2.2 base-schema key -> the value a v0.2.2 run of the file used (written or
-        default, after the era chain and overrides); invalid keys are left out. Other targets
-        (``migrate/upstream.py``) are built from it."""
+        default, after the era chain and overrides); an invalid key (rejected, reported) has its
+        default, as in the titan config. Other targets (``migrate/upstream.py``) are built
+        from it."""
         self.target = "titan"
         """The trainer the config is written for (``migrate.targets``)."""
         self.user_extension: ExtensionSpec | None = None
@@ -503,9 +504,8 @@ class _Builder:
             if all(isinstance(p, str) for p in parts)
         }
         plan.effective = {
-            key: copy_value(self.leaves.get(key, default))
+            key: copy_value(default if self.is_blocked(key) else self.leaves.get(key, default))
             for key, default in _base_defaults(self.schema).items()
-            if not self.is_blocked(key)
         }
         self.comments()
 

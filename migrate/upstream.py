@@ -225,6 +225,7 @@ class _Upstream:
         self.profiler()
         self.gone_keys()
         self.validation_shape()
+        self.refusals()
         self.plan.root = self.root
         self.comments()
         self.todos()
@@ -395,10 +396,9 @@ class _Upstream:
         """No 0.3.0 model for the file: ``model_spec`` stays unset (the function builds, a run
         of it stops at once) and the model keys are reported."""
         self.gone("model.name", why, hint=hint)
-        if "model.flavor" in self.written:
-            self.plan.outcomes["model.flavor"] = KeyOutcome(
-                "model.flavor", "dropped", (), "no model family for it"
-            )
+        for key in ("model.flavor", "model.converters"):
+            if key in self.written and self.plan.outcomes[key].status != "rejected":
+                self.plan.outcomes[key] = KeyOutcome(key, "dropped", (), "no model family for it")
 
     def converters(self) -> list[Obj]:
         built: list[Obj] = []
@@ -726,6 +726,154 @@ class _Upstream:
                 )
                 if key in self.written:
                     self.plan.outcomes[key] = KeyOutcome(key, "inert", (), "validation is off")
+
+    # ----------------------------------------------------------------- what 0.3.0 refuses
+
+    def refusals(self) -> None:
+        """Values 0.3.0's config classes refuse when the config is built (their
+        ``__post_init__`` checks), even where the legacy run never read them.
+
+        A value the legacy run did not use (checkpoint settings with checkpointing off, async
+        TP without TP) is left at 0.3.0's default and noted; a relative ``initial_load_path`` is
+        made absolute when the function runs, as v0.2.2 resolved it; a value the legacy run did
+        use is kept and reported as an error: 0.3.0 will refuse the config with its own message,
+        as v0.2.2 refused the run."""
+        checkpoint = self.root.fields.get("checkpoint")
+        if isinstance(checkpoint, Obj):
+            self.checkpoint_refusals(checkpoint)
+        tp = self.value("parallelism.tensor_parallel_degree") or 1
+        compile_model = bool(self.value("compile.enable")) and "model" in (
+            self.value("compile.components") or []
+        )
+        self.refused(
+            "parallelism.enable_async_tensor_parallel",
+            "compile.enable_async_tensor_parallel",
+            bool(self.value("parallelism.enable_async_tensor_parallel")) and not compile_model,
+            used=tp > 1,
+            why="0.3.0 refuses async tensor parallel unless the model is compiled",
+        )
+        cp = self.value("parallelism.context_parallel_degree") or 1
+        self.refused(
+            "parallelism.context_parallel_load_balancer",
+            "parallelism.context_parallel_load_balancer",
+            self.value("parallelism.context_parallel_load_balancer") == "",
+            used=cp > 1,
+            why="0.3.0 refuses an empty load balancer name (None turns load balancing off)",
+        )
+        pp = self.value("parallelism.pipeline_parallel_degree") or 1
+        microbatch = self.value("parallelism.pipeline_parallel_microbatch_size")
+        batch = self.value("training.local_batch_size")
+        if isinstance(microbatch, int) and isinstance(batch, int):
+            self.refused(
+                "parallelism.pipeline_parallel_microbatch_size",
+                "parallelism.pipeline_parallel_microbatch_size",
+                microbatch <= 0 or (pp > 1 and batch % microbatch != 0),
+                used=pp > 1,
+                why="0.3.0 needs a positive microbatch size that divides training."
+                "local_batch_size under pipeline parallel",
+            )
+        ac = self.root.fields.get("activation_checkpoint")
+        if isinstance(ac, Obj) and ac.cls == cls("MemoryBudgetAC.Config") and not compile_model:
+            self.gone(
+                "activation_checkpoint.mode",
+                "0.3.0 refuses memory-budget activation checkpointing unless the model is "
+                "compiled (compile.enable with 'model' in compile.components); the migrated "
+                "function will not build until it is",
+                "activation_checkpoint",
+                hint="compile the model, or choose another activation-checkpointing mode",
+            )
+
+    def checkpoint_refusals(self, checkpoint: Obj) -> None:
+        fields = checkpoint.fields
+        used = bool(fields.get("enable"))
+        path = fields.get("initial_load_path")
+        if isinstance(path, str) and path.strip() and not path.strip().startswith("/"):
+            if "://" not in path:
+                fields["initial_load_path"] = Call("os.path", "abspath", (path,))
+                self.changed(
+                    "checkpoint.initial_load_path",
+                    f"0.3.0 needs an absolute initial_load_path; {path!r} is written as "
+                    "abspath(...), which resolves it against the working folder when the "
+                    "registry function runs, as v0.2.2 did",
+                    "nothing to do, unless the run starts from another folder than before",
+                    Severity.INFO,
+                )
+        checks = (
+            ("folder", not str(fields.get("folder", "x")).strip(), used, "an empty folder"),
+            ("interval", (fields.get("interval") or 1) < 1, used, "an interval below 1"),
+            (
+                "keep_latest_k",
+                fields.get("keep_latest_k") in (1,) or (fields.get("keep_latest_k") or 0) < 0,
+                used,
+                "keep_latest_k of 1 or below 0",
+            ),
+            (
+                "exclude_from_loading",
+                "model" in (fields.get("exclude_from_loading") or []),
+                used,
+                "'model' in exclude_from_loading",
+            ),
+            (
+                "initial_load_in_hf",
+                bool(fields.get("initial_load_in_hf"))
+                and not fields.get("initial_load_model_only"),
+                used,
+                "an HF initial load that is not model-only",
+            ),
+            (
+                "initial_load_in_hf_quantized",
+                bool(fields.get("initial_load_in_hf_quantized"))
+                and not (fields.get("initial_load_in_hf") and fields.get("initial_load_path")),
+                False,  # read only with an HF initial load from a path
+                "a quantized HF load without an HF initial load from a path",
+            ),
+            (
+                "last_save_in_hf",
+                bool(fields.get("last_save_in_hf"))
+                and (
+                    not fields.get("last_save_model_only") or "://" in str(fields.get("folder", ""))
+                ),
+                used,
+                "an HF last save that is not model-only, or to a remote folder",
+            ),
+        )
+        for name, refused, read, what in checks:
+            self.refused(
+                f"checkpoint.{name}",
+                f"checkpoint.{name}",
+                refused,
+                used=read,
+                why=f"0.3.0 refuses {what} when the config is built",
+            )
+
+    def refused(self, key: str, path: str, refused: bool, *, used: bool, why: str) -> None:
+        """One 0.3.0 refusal: reset an unused value (noted), report a used one."""
+        if not refused:
+            return
+        if used:
+            self.gone(
+                key,
+                f"{why}, and this run used the value; the migrated function will not build "
+                "until it is changed",
+                hint="fix the value in the TOML (v0.2.2 refused it at run time too) and "
+                "migrate again",
+            )
+            return
+        *parents, name = path.split(".")
+        node: Any = self.root
+        for part in parents:
+            node = node.fields[part]
+        node.fields[name] = copy_value(default_object(node.cls).fields[name])
+        self.report(
+            "upstream-changed",
+            key,
+            f"`{key} = {_show(self.value(key))}` is not written: {why}, and the legacy run "
+            "never read it; 0.3.0's default is kept",
+            "nothing to do",
+            Severity.INFO,
+        )
+        if key in self.written:
+            self.plan.outcomes[key] = KeyOutcome(key, "inert", (), "unused by the legacy run")
 
     def packing_note(self) -> None:
         if "model_spec" not in self.plan.locals:
