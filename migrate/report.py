@@ -109,6 +109,7 @@ def as_dict(plan: Plan) -> dict[str, Any]:
         "file": plan.source,
         "function": plan.function if plan.root is not None else None,
         "returns": plan.root.cls if plan.root is not None else None,
+        "target": plan.target,
         "lossless": plan.lossless(),
         "counts": summary(plan),
         "keys": {

@@ -847,3 +847,10 @@ def test_generated_documents_migrate_for_upstream(tmp_path):
                 assert any(key == p or key.startswith(p + ".") for p in named), key
 
     check()
+
+
+def test_the_json_report_names_the_target():
+    for argv, target in (((DEBUG_TOML, "--target", TARGET), TARGET), ((DEBUG_TOML,), "titan")):
+        status, _, err = run_migrate(*argv, "--format", "json")
+        assert status == 0
+        assert [entry["target"] for entry in json.loads(err)["files"]] == [target]
