@@ -706,6 +706,10 @@ class _Upstream:
             ("validation.local_batch_size", "training.local_batch_size"),
             ("validation.seq_len", "training.seq_len"),
         ):
+            if self.flux and key == "validation.seq_len":
+                if key in self.written:  # v0.2.2's Flux validator never read it
+                    self.plan.outcomes[key] = KeyOutcome(key, "inert", (), "Flux never read it")
+                continue
             legacy, follows = self.value(key), self.value(training)
             if legacy is None or same(legacy, follows):
                 continue
@@ -876,8 +880,8 @@ class _Upstream:
             self.plan.outcomes[key] = KeyOutcome(key, "inert", (), "unused by the legacy run")
 
     def packing_note(self) -> None:
-        if "model_spec" not in self.plan.locals:
-            return
+        if "model_spec" not in self.plan.locals or self.flux:
+            return  # a language model's packing; Flux trains on images
         self.report(
             "upstream-changed",
             "training.seq_len",

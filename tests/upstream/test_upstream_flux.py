@@ -366,11 +366,6 @@ def test_no_language_model_notes_for_flux(built):
             assert "FlexAttention" not in d.message, d
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="migrate/upstream.py emits the language models' document-packing note and the "
-    "validation.seq_len finding for Flux too",
-)
 def test_no_packing_or_validation_seq_len_findings_for_flux(built, tmp_path):
     for path, (plan, _) in built.files.items():
         assert not [d for d in plan.diagnostics if "packs each document" in d.message], path
