@@ -144,6 +144,7 @@ CODES: dict[str, str] = {
     "stale-name": "A stale name (v0.1 converter) migrated under its new name (--fix-stale-names).",
     "behaviour-change": "A migrated setting that makes the run behave differently from v0.2.2.",
     "upstream-gone": "A legacy value upstream torchtitan 0.3.0 cannot express (--target torchtitan==0.3.0): an error when the run computes something else, a warning when only memory, speed or logs differ.",
+    "upstream-module": "A registry module of upstream torchtitan, which titan-validate does not import or check.",
     "upstream-changed": "A legacy setting that upstream torchtitan 0.3.0 spells or does otherwise (--target torchtitan==0.3.0).",
     "unsupported-model": "A model titan has no family for: recorded by name, not trainable.",
     "custom-model": "A model family the project declares (its own package's model_registry).",

@@ -436,6 +436,18 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
             _m("[model]\nname = 'llama4'\nflavor = 'debugmodel'\n", "--target", "torchtitan"),
         ),
     ],
+    "upstream-module": [
+        (
+            "migrated for 0.3.0",
+            lambda t: titan_validate(
+                _module(
+                    t,
+                    "config_registry",
+                    "from torchtitan.trainer import Trainer\n\n\ndef f() -> Trainer.Config:\n    return Trainer.Config()\n",
+                )
+            ),
+        )
+    ],
     "upstream-changed": [
         ("sdpa", _m("[model]\nflavor = 'debugmodel'\n", "--target", "torchtitan==0.3.0")),
     ],

@@ -197,6 +197,10 @@ class _Run:
         found = scan(tree, self.text)
         self.declared = found.names()
         self._static_findings(found)
+        upstream = _upstream_import(tree)
+        if upstream is not None:  # upstream torchtitan's registry: not titan's to import
+            self._upstream_module(upstream)
+            return
         wanted = [f for f in found.functions if selected(f.name, self.select)]
         if not wanted:
             return  # nothing to run: the module's code is not imported for nothing
@@ -234,6 +238,23 @@ class _Run:
                     span=Span(file=self.shown, line=todo.line, col=todo.col),
                 )
             )
+
+    def _upstream_module(self, node: ast.stmt) -> None:
+        self.found.append(
+            Diagnostic(
+                code="upstream-module",
+                severity=Severity.WARNING,
+                path="",
+                message="a registry module of upstream torchtitan (it imports torchtitan): "
+                "titan-validate checks titan's registry configs, so it was not imported and its "
+                "functions were not checked",
+                hint="check the TOMLs it was migrated from with `titan-validate --as-registry "
+                "--target torchtitan==0.3.0`, and build its functions where torchtitan is "
+                "installed",
+                span=Span(file=self.shown, line=node.lineno, col=node.col_offset + 1),
+            )
+        )
+        self.found = sorted(self.found, key=Diagnostic.sort_key)
 
     def _import_and_call(self, wanted: list[Declared], found: Scan) -> None:
         from titan.config import manager
@@ -565,6 +586,18 @@ def _returns_trainer_config(function: Any) -> bool:
     except Exception:  # an annotation that does not evaluate says nothing
         return False
     return isinstance(annotation, type) and issubclass(annotation, Trainer.Config)
+
+
+def _upstream_import(tree: ast.Module) -> ast.stmt | None:
+    """The module's first top-level import of upstream ``torchtitan``, if any."""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] == "torchtitan":
+                return node
+        elif isinstance(node, ast.Import):
+            if any(alias.name.split(".")[0] == "torchtitan" for alias in node.names):
+                return node
+    return None
 
 
 def _import_hint(error: Any) -> str:
