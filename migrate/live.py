@@ -15,6 +15,7 @@ import dataclasses
 import importlib
 from typing import Any
 
+from migrate.class_literals import load_class
 from migrate.extension_classes import GeneratedClass, is_generated
 from migrate.plan import Plan, copy_value
 from migrate.target import Default, Obj, RegistryCall, UnsupportedModel, changed_fields
@@ -22,15 +23,6 @@ from migrate.target import Default, Obj, RegistryCall, UnsupportedModel, changed
 
 class PlanError(Exception):
     """The plan has no config (the TOML could not be read or parsed)."""
-
-
-def load_class(path: str) -> Any:
-    """A titan class from its ``module:Qual.Name`` path."""
-    module_name, _, qualname = path.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    return target
 
 
 def instantiate(plan: Plan) -> Any:
