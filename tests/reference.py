@@ -66,3 +66,11 @@ def corpus_files() -> list[Path]:
     """Every upstream v0.2.2 TOML (skips the test when the corpus is absent)."""
     require(CORPUS)
     return sorted(CORPUS.rglob("*.toml"))
+
+
+def corpus_files_if_present() -> list[Path]:
+    """The upstream v0.2.2 TOMLs, or none when the corpus is absent (for tests that also check
+    the project's own files and should not skip them); under CI a missing corpus still fails."""
+    if not CORPUS.exists() and not os.environ.get("CI"):
+        return []
+    return corpus_files()
