@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from migrate import upstream_quantize, upstream_refusals
 from migrate import upstream_spec_030 as spec
 from migrate.extension_classes import generate_classes
 from migrate.plan import FAMILY_ALIASES, KeyOutcome, Plan, copy_value
 from migrate.target import Call, Local, Obj, RegistryCall, UnsupportedModel, default_object, same
-from migrate.upstream_homes import cls, upstream_homes, upstream_path
-from schemas import flavors
+from migrate.upstream_homes import cls, split_flavor, upstream_homes, upstream_path
 from schemas.diagnostics import Diagnostic, Severity, Span
 
 TARGET = "torchtitan==0.3.0"
@@ -46,13 +46,6 @@ _CONVERTER_TABLES = {
     "MXGroupedMMConverter.Config": "quantize.grouped_mm.mx",
 }
 
-_SUFFIX_BACKENDS = (
-    ("_flex_attn", "flex"),
-    ("_varlen_attn", "varlen"),
-    ("_flex", "flex"),
-    ("_varlen", "varlen"),
-)
-"""v0.2.2 flavor suffixes that chose the attention; 0.3.0 passes ``attn_backend`` instead."""
 
 SECTION_HOMES_030 = {
     "training": "training",
@@ -225,7 +218,7 @@ class _Upstream:
         self.profiler()
         self.gone_keys()
         self.validation_shape()
-        self.refusals()
+        upstream_refusals.refusals(self)
         self.plan.root = self.root
         self.comments()
         self.todos()
@@ -331,7 +324,7 @@ class _Upstream:
             self.root.fields["model_spec"] = Local("model_spec")
             return
         family = FAMILY_ALIASES.get(spec_value.family, spec_value.family)
-        flavor, backend = _split_flavor(family, spec_value.flavor)
+        flavor, backend = split_flavor(family, spec_value.flavor)
         info = spec.FAMILIES.get(family)
         if info is None:
             self.no_model(
@@ -411,122 +404,13 @@ class _Upstream:
             new = default_object(cls(_CONVERTERS[qualname]))
             if "model_compile_enabled" in new.fields:
                 new.fields["model_compile_enabled"] = compile_model
-            getattr(self, "convert_" + table.replace(".", "_"))(old, new, table)
+            upstream_quantize.CONVERTERS[table](self, old, new, table)
             built.append(new)
         if "model.converters" in self.written and self.plan.outcomes[
             "model.converters"
         ].status not in ("dropped", "rejected"):
             self.outcome("model.converters", "carried", ("model_spec",), "model_registry(...)")
         return built
-
-    def family_flavor(self) -> tuple[str, str]:
-        """The 0.3.0 family and flavor of the model (converters are checked against it)."""
-        call = self.old.root.fields["model_spec"]
-        family = FAMILY_ALIASES.get(call.family, call.family)
-        return family, _split_flavor(family, call.flavor)[0]
-
-    def convert_quantize_linear_float8(self, old: Obj, new: Obj, table: str) -> None:
-        recipe = old.fields["recipe_name"]
-        key = f"{table}.recipe_name"
-        if recipe in ("rowwise", "rowwise_with_gw_hp"):
-            new.fields["recipe_name"] = recipe
-            self.outcome(key, "carried", ("model_spec",))
-        else:
-            self.gone(
-                key,
-                "float8 linears are rowwise only ('rowwise' or 'rowwise_with_gw_hp'); the "
-                f"{'legacy default ' if recipe is None else ''}tensorwise recipe is gone, so "
-                "the migrated run uses 'rowwise' (other numerics)",
-                "model_spec",
-                hint="compare a short run's losses before relying on it",
-            )
-        new.fields["emulate"] = old.fields["emulate"]
-        self.outcome(f"{table}.emulate", "carried", ("model_spec",))
-        family, flavor = self.family_flavor()
-        skipped, unmatched = _translate_fqns(family, flavor, old.fields["filter_fqns"])
-        new.fields["filter_fqns"] = skipped
-        key = f"{table}.filter_fqns"
-        if unmatched:
-            self.gone(
-                key,
-                f"{', '.join(repr(n) for n in unmatched)} names no linear of 0.3.0's "
-                f"{family} {flavor!r} (it fuses the q/k/v projections and calls the output "
-                "projection lm_head), so the migrated run converts linears the legacy run "
-                "skipped",
-                "model_spec",
-                hint="list 0.3.0's module names in filter_fqns",
-            )
-        else:
-            note = (
-                f"as {skipped!r} in 0.3.0's module names"
-                if skipped != old.fields["filter_fqns"]
-                else ""
-            )
-            self.outcome(key, "carried", ("model_spec",), note)
-        for name in ("enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp"):
-            if old.fields[name]:
-                self.gone(
-                    f"{table}.{name}",
-                    "an FSDP speed switch of the tensorwise recipe, which 0.3.0 does not have",
-                    "model_spec",
-                    numerics=False,
-                )
-            else:
-                self.outcome(f"{table}.{name}", "default", ())
-
-    def convert_quantize_linear_mx(self, old: Obj, new: Obj, table: str) -> None:
-        skipped = old.fields["filter_fqns"]
-        family, flavor = self.family_flavor()
-        inverted = _invert_fqns(family, flavor, skipped)
-        key = f"{table}.filter_fqns"
-        if inverted is None:
-            _, unmatched = _translate_fqns(family, flavor, skipped)
-            why = (
-                f"{', '.join(repr(n) for n in unmatched)} names no linear of 0.3.0's {family} "
-                f"{flavor!r} (it fuses the q/k/v projections into one wqkv and calls the output "
-                "projection lm_head)"
-                if unmatched
-                else "no include-list converts exactly the linears this skip-list left"
-            )
-            self.gone(
-                key,
-                f"0.3.0 lists the linears to convert, not those to skip, and {why}; the "
-                "migrated run converts every linear",
-                "model_spec",
-                hint="write `fqns` (the modules to convert) on MXFP8LinearConverter.Config",
-            )
-        else:
-            new.fields["fqns"] = inverted
-            self.outcome(key, "carried", ("model_spec",), f"inverted into fqns={inverted!r}")
-        for name, default in (("mxfp8_dim1_cast_kernel_choice", "triton"), ("recipe_name", None)):
-            value = old.fields[name]
-            if name == "recipe_name" or value != default:
-                self.gone(
-                    f"{table}.{name}",
-                    "MXFP8 linears have no such choice in 0.3.0",
-                    "model_spec",
-                    hint="check that 0.3.0's MXFP8 recipe is the one the run needs",
-                )
-
-    def convert_quantize_grouped_mm_float8(self, old: Obj, new: Obj, table: str) -> None:
-        if old.fields["fqns"]:
-            self.gone(f"{table}.fqns", "every routed expert is converted", "model_spec")
-
-    def convert_quantize_grouped_mm_mx(self, old: Obj, new: Obj, table: str) -> None:
-        recipe = old.fields["recipe_name"]
-        key = f"{table}.recipe_name"
-        if recipe == "mxfp8":
-            new.fields["recipe_name"] = "mxfp8_rceil"
-            self.outcome(key, "carried", ("model_spec",), "'mxfp8' is 'mxfp8_rceil' in 0.3.0")
-            self.changed(
-                key,
-                "the grouped MX recipe 'mxfp8' is written as 0.3.0's 'mxfp8_rceil' (MXFP8 with "
-                "round-up scales, the only one it offers)",
-                "compare a short run's losses before relying on it",
-                Severity.INFO,
-            )
-        if old.fields["fqns"]:
-            self.gone(f"{table}.fqns", "every routed expert is converted", "model_spec")
 
     def loss(self) -> None:
         """Chunked cross-entropy over the model's vocabulary, as upstream's registries set it
@@ -733,123 +617,6 @@ class _Upstream:
 
     # ----------------------------------------------------------------- what 0.3.0 refuses
 
-    def refusals(self) -> None:
-        """Values 0.3.0's config classes refuse when the config is built (their
-        ``__post_init__`` checks), even where the legacy run never read them.
-
-        A value the legacy run did not use (checkpoint settings with checkpointing off, async
-        TP without TP) is left at 0.3.0's default and noted; a relative ``initial_load_path`` is
-        made absolute when the function runs, as v0.2.2 resolved it; a value the legacy run did
-        use is kept and reported as an error: 0.3.0 will refuse the config with its own message,
-        as v0.2.2 refused the run."""
-        checkpoint = self.root.fields.get("checkpoint")
-        if isinstance(checkpoint, Obj):
-            self.checkpoint_refusals(checkpoint)
-        tp = self.value("parallelism.tensor_parallel_degree") or 1
-        compile_model = bool(self.value("compile.enable")) and "model" in (
-            self.value("compile.components") or []
-        )
-        self.refused(
-            "parallelism.enable_async_tensor_parallel",
-            "compile.enable_async_tensor_parallel",
-            bool(self.value("parallelism.enable_async_tensor_parallel")) and not compile_model,
-            used=tp > 1,
-            why="0.3.0 refuses async tensor parallel unless the model is compiled",
-        )
-        cp = self.value("parallelism.context_parallel_degree") or 1
-        self.refused(
-            "parallelism.context_parallel_load_balancer",
-            "parallelism.context_parallel_load_balancer",
-            self.value("parallelism.context_parallel_load_balancer") == "",
-            used=cp > 1,
-            why="0.3.0 refuses an empty load balancer name (None turns load balancing off)",
-        )
-        pp = self.value("parallelism.pipeline_parallel_degree") or 1
-        microbatch = self.value("parallelism.pipeline_parallel_microbatch_size")
-        batch = self.value("training.local_batch_size")
-        if isinstance(microbatch, int) and isinstance(batch, int):
-            self.refused(
-                "parallelism.pipeline_parallel_microbatch_size",
-                "parallelism.pipeline_parallel_microbatch_size",
-                microbatch <= 0 or (pp > 1 and batch % microbatch != 0),
-                used=pp > 1,
-                why="0.3.0 needs a positive microbatch size that divides training."
-                "local_batch_size under pipeline parallel",
-            )
-        ac = self.root.fields.get("activation_checkpoint")
-        if isinstance(ac, Obj) and ac.cls == cls("MemoryBudgetAC.Config") and not compile_model:
-            self.gone(
-                "activation_checkpoint.mode",
-                "0.3.0 refuses memory-budget activation checkpointing unless the model is "
-                "compiled (compile.enable with 'model' in compile.components); the migrated "
-                "function will not build until it is",
-                "activation_checkpoint",
-                hint="compile the model, or choose another activation-checkpointing mode",
-            )
-
-    def checkpoint_refusals(self, checkpoint: Obj) -> None:
-        fields = checkpoint.fields
-        used = bool(fields.get("enable"))
-        path = fields.get("initial_load_path")
-        if isinstance(path, str) and path.strip() and not path.strip().startswith("/"):
-            if "://" not in path:
-                fields["initial_load_path"] = Call("os.path", "abspath", (path,))
-                self.changed(
-                    "checkpoint.initial_load_path",
-                    f"0.3.0 needs an absolute initial_load_path; {path!r} is written as "
-                    "abspath(...), which resolves it against the working folder when the "
-                    "registry function runs, as v0.2.2 did",
-                    "nothing to do, unless the run starts from another folder than before",
-                    Severity.INFO,
-                )
-        checks = (
-            ("folder", not str(fields.get("folder", "x")).strip(), used, "an empty folder"),
-            ("interval", (fields.get("interval") or 1) < 1, used, "an interval below 1"),
-            (
-                "keep_latest_k",
-                fields.get("keep_latest_k") in (1,) or (fields.get("keep_latest_k") or 0) < 0,
-                used,
-                "keep_latest_k of 1 or below 0",
-            ),
-            (
-                "exclude_from_loading",
-                "model" in (fields.get("exclude_from_loading") or []),
-                used,
-                "'model' in exclude_from_loading",
-            ),
-            (
-                "initial_load_in_hf",
-                bool(fields.get("initial_load_in_hf"))
-                and not fields.get("initial_load_model_only"),
-                used,
-                "an HF initial load that is not model-only",
-            ),
-            (
-                "initial_load_in_hf_quantized",
-                bool(fields.get("initial_load_in_hf_quantized"))
-                and not (fields.get("initial_load_in_hf") and fields.get("initial_load_path")),
-                False,  # read only with an HF initial load from a path
-                "a quantized HF load without an HF initial load from a path",
-            ),
-            (
-                "last_save_in_hf",
-                bool(fields.get("last_save_in_hf"))
-                and (
-                    not fields.get("last_save_model_only") or "://" in str(fields.get("folder", ""))
-                ),
-                used,
-                "an HF last save that is not model-only, or to a remote folder",
-            ),
-        )
-        for name, refused, read, what in checks:
-            self.refused(
-                f"checkpoint.{name}",
-                f"checkpoint.{name}",
-                refused,
-                used=read,
-                why=f"0.3.0 refuses {what} when the config is built",
-            )
-
     def refused(self, key: str, path: str, refused: bool, *, used: bool, why: str) -> None:
         """One 0.3.0 refusal: reset an unused value (noted), report a used one."""
         if not refused:
@@ -920,85 +687,6 @@ def _legacy_default(key: str) -> Any:
     from schemas.legacy_spec import LEGACY_SPEC
 
     return schema_default(LEGACY_SPEC, key)
-
-
-def _split_flavor(family: str, flavor: str) -> tuple[str, str]:
-    """A v0.2.2 flavor as (0.3.0 flavor, the attention it ran: sdpa / flex / varlen)."""
-    found = flavors.flavor(family, flavor)
-    attention = found.args.get("attn_type", "sdpa") if found is not None else "sdpa"
-    for suffix, _backend in _SUFFIX_BACKENDS:
-        if flavor.endswith(suffix):
-            return flavor[: -len(suffix)], attention
-    return flavor, attention
-
-
-_MODULE_RENAMES = {"output": "lm_head"}
-"""v0.2.2 module names that 0.3.0's models call otherwise (the output projection)."""
-
-
-def _translate_fqns(family: str, flavor: str, names: list[str]) -> tuple[list[str], list[str]]:
-    """A v0.2.2 list of module names in 0.3.0's names, and the entries that name no linear of
-    0.3.0's model (q/k/v projections 0.3.0 fuses, a renamed module): (translated, unmatched).
-    Without the model's list of linears every entry is taken as it is."""
-    translated = [
-        ".".join(_MODULE_RENAMES.get(part, part) for part in name.split(".")) for name in names
-    ]
-    linears = getattr(spec, "LINEAR_FQNS", {}).get(family, {}).get(flavor)
-    if linears is None:
-        return translated, []
-    fused = any(fqn.endswith(".wqkv") for fqn in linears)
-    unmatched = [
-        name
-        for name, new in zip(names, translated, strict=True)
-        if not any(new in fqn for fqn in linears)
-        or (fused and new.rpartition(".")[2] in _FUSED_PROJECTIONS)
-    ]
-    return translated, unmatched
-
-
-_FUSED_PROJECTIONS = frozenset({"wq", "wk", "wv"})
-"""v0.2.2's separate q/k/v projections, which 0.3.0 fuses into one ``wqkv`` where the model
-does: naming one of them cannot name the same linears any more."""
-
-
-def _invert_fqns(family: str, flavor: str, skipped: list[str]) -> list[str] | None:
-    """The include-list (0.3.0 ``fqns``: a linear is converted when an entry is a substring of
-    its name; empty converts all) that converts exactly the linears a v0.2.2 skip-list left
-    (skipped when an entry is a substring of its name), or ``None`` when there is none."""
-    linears = getattr(spec, "LINEAR_FQNS", {}).get(family, {}).get(flavor)
-    if linears is None:  # no list of the model's linears to invert against
-        return [] if not skipped else None
-    skipped, unmatched = _translate_fqns(family, flavor, skipped)
-    if unmatched:
-        return None
-    kept = [fqn for fqn in linears if not any(s in fqn for s in skipped)]
-    if len(kept) == len(linears):
-        return []
-    if not kept:
-        return None  # "convert nothing" is not a list 0.3.0 reads
-    groups: dict[str, list[str]] = {}
-    for fqn in linears:
-        groups.setdefault(fqn.split(".")[0], []).append(fqn)
-    include: list[str] = []
-    for top, members in groups.items():
-        if all(member in kept for member in members):
-            include.append(top)
-        else:
-            include += [_relative(m) for m in members if m in kept]
-    include = list(dict.fromkeys(include))
-    converted = [fqn for fqn in linears if any(entry in fqn for entry in include)]
-    return include if converted == kept else None
-
-
-def _relative(fqn: str) -> str:
-    """``layers.*.attention.wq`` -> ``attention.wq``: the part every layer's name shares."""
-    head, star, rest = fqn.partition(".*.")
-    return rest if star else fqn
-
-
-def _fields(root: Obj, path: str) -> dict[str, Any]:
-    node = root.get(path)
-    return node.fields if isinstance(node, Obj) else {}
 
 
 def _old_notes(plan: Plan) -> list[tuple[str, str]]:

@@ -25,6 +25,7 @@ from typing import Literal
 
 from migrate import homes as titan_homes
 from migrate import upstream_spec_030 as spec
+from schemas import flavors
 
 Status = Literal["same", "moved", "changed", "gone"]
 
@@ -275,3 +276,22 @@ def upstream_homes() -> dict[str, UpstreamHome]:
             raise KeyError(f"no torchtitan 0.3.0 home for {legacy!r} ({home.kind} in titan)")
         found[legacy] = UpstreamHome(legacy, "same", upstream_path(home.path), home.note)
     return found
+
+
+_SUFFIX_BACKENDS = (
+    ("_flex_attn", "flex"),
+    ("_varlen_attn", "varlen"),
+    ("_flex", "flex"),
+    ("_varlen", "varlen"),
+)
+"""v0.2.2 flavor suffixes that chose the attention; 0.3.0 passes ``attn_backend`` instead."""
+
+
+def split_flavor(family: str, flavor: str) -> tuple[str, str]:
+    """A v0.2.2 flavor as (0.3.0 flavor, the attention it ran: sdpa / flex / varlen)."""
+    found = flavors.flavor(family, flavor)
+    attention = found.args.get("attn_type", "sdpa") if found is not None else "sdpa"
+    for suffix, _backend in _SUFFIX_BACKENDS:
+        if flavor.endswith(suffix):
+            return flavor[: -len(suffix)], attention
+    return flavor, attention

@@ -23,8 +23,8 @@ import pytest
 
 from migrate.plan import FAMILY_ALIASES, Plan, build_plan
 from migrate.render_code import function_names, render_module
-from migrate.upstream import _split_flavor, retarget
-from migrate.upstream_homes import upstream_homes
+from migrate.upstream import retarget
+from migrate.upstream_homes import split_flavor, upstream_homes
 from tests.reference import corpus_files_if_present
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,7 +201,7 @@ def _expected(plan: Plan, key: str, config: dict[str, Any]) -> list[tuple[Any, A
     if key == "model.flavor":
         spec = config["model_spec"]
         family = FAMILY_ALIASES.get(plan.effective["model.name"], plan.effective["model.name"])
-        return [(spec["flavor"] if spec else None, _split_flavor(family, value)[0])]
+        return [(spec["flavor"] if spec else None, split_flavor(family, value)[0])]
     if key == "model.converters":
         spec = config["model_spec"]
         linears = set(spec["linears"].values()) if spec else set()
