@@ -11,10 +11,8 @@ the key was not carried). No module may fail to import and no function may fail 
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import subprocess
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -26,9 +24,9 @@ from migrate.render_code import function_names, render_module
 from migrate.upstream import retarget
 from migrate.upstream_homes import split_flavor, upstream_homes
 from tests.reference import corpus_files_if_present
+from tests.upstream.building import build
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNER = Path(__file__).with_name("build_runner.py")
 
 
 def _legacy_files() -> list[Path]:
@@ -60,21 +58,7 @@ def built(upstream_python: Path, tmp_path_factory) -> list[tuple[Plan, dict[str,
     together.parent.mkdir()
     together.write_text(render_module(everything), encoding="utf-8")
     result = out / "built.json"
-    run = subprocess.run(
-        [
-            str(upstream_python),
-            str(RUNNER),
-            str(result),
-            *(str(m) for m, _, _ in modules),
-            str(together),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    dumped = json.loads(result.read_text(encoding="utf-8"))
+    dumped = build(upstream_python, [*(m for m, _, _ in modules), together], result, timeout=900)
     found = []
     failures = []
     for module, plans, names in modules:

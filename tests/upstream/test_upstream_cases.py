@@ -10,14 +10,13 @@ raises, fails the test with every such case listed.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.test_upstream_target import CASES, Migration, migrate_case
+from tests.upstream.building import build
 
 RUNNER = Path(__file__).with_name("build_runner.py")
 
@@ -64,21 +63,13 @@ def built(upstream_python: Path, tmp_path_factory) -> dict[str, tuple[Migration,
         module.write_text(migration.code, encoding="utf-8")
         modules[name] = module
     result = folder / "built.json"
-    run = subprocess.run(
-        [
-            str(upstream_python),
-            "-c",
-            _WITH_MODEL_CONFIGS,
-            str(RUNNER.parent),
-            str(result),
-            *(str(m) for m in modules.values()),
-        ],
-        capture_output=True,
-        text=True,
+    dumped = build(
+        upstream_python,
+        list(modules.values()),
+        result,
         timeout=600,
+        command=["-c", _WITH_MODEL_CONFIGS, str(RUNNER.parent)],
     )
-    assert run.returncode == 0, run.stderr[-4000:]
-    dumped = json.loads(result.read_text(encoding="utf-8"))
     found, failures = {}, []
     for name, module in modules.items():
         entry = dumped[str(module)]

@@ -13,8 +13,6 @@ through the facts of how v0.2.2 read it (written out in :func:`_expected`, not t
 
 from __future__ import annotations
 
-import json
-import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -27,9 +25,9 @@ from migrate.upstream import retarget
 from schemas import flavors
 from schemas.diagnostics import Severity
 from tests.reference import corpus_files
+from tests.upstream.building import build
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNER = Path(__file__).with_name("build_runner.py")
 LEGACY = sorted((ROOT / "legacy_configs" / "flux").glob("*.toml"))
 
 V022_DEFAULTS: dict[str, Any] = {
@@ -145,16 +143,7 @@ def _build(upstream_python: Path, folder: Path, paths: list[Path]) -> Built:
     upstream.parent.mkdir()
     upstream.write_text(UPSTREAM, encoding="utf-8")
     result = folder / "built.json"
-    run = subprocess.run(
-        [str(upstream_python), str(RUNNER), str(result), *(str(m) for m, _, _ in modules)]
-        + [str(upstream)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    dumped = json.loads(result.read_text(encoding="utf-8"))
+    dumped = build(upstream_python, [*(m for m, _, _ in modules), upstream], result, timeout=600)
     built = Built()
     failures = []
     for module, members, names in modules:

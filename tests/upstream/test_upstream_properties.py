@@ -11,9 +11,7 @@ every key must hold the legacy value at its 0.3.0 home or be reported, as in
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +23,10 @@ from migrate.render_code import render_module
 from migrate.upstream import retarget
 from migrate.upstream_homes import upstream_homes
 from tests.test_migrate_properties import documents
+from tests.upstream.building import build
 from tests.upstream.test_upstream_build import _equal, _expected, _json, _reported
 
 EXAMPLES = int(os.environ.get("TITAN_UPSTREAM_EXAMPLES", 300 if os.environ.get("CI") else 120))
-RUNNER = Path(__file__).with_name("build_runner.py")
-ROOT = Path(__file__).resolve().parents[2]
 PROBE = '\nimport sys as _s\nassert "pwned" not in _s.modules, "a hostile string ran"\n'
 
 
@@ -66,15 +63,7 @@ def test_generated_documents_build_in_torchtitan(upstream_python: Path, tmp_path
 
     collect()
     result = tmp_path / "built.json"
-    run = subprocess.run(
-        [str(upstream_python), str(RUNNER), str(result), *(str(m) for _, m in cases)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        cwd=ROOT,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    dumped = json.loads(result.read_text(encoding="utf-8"))
+    dumped = build(upstream_python, [m for _, m in cases], result, timeout=1800)
     problems = []
     for plan, module in cases:
         entry = dumped[str(module)]
