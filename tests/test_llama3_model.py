@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from titan.components.loss import build_cross_entropy_loss
 from titan.config.configurable import NotBuildableError
 from titan.models import model_registry
-from titan.models.common import Attention, FeedForward, LlamaRoPE, MoE, TransformerBlock
+from titan.models.common import Attention, FeedForward, LlamaRoPE, TransformerBlock
 from titan.models.common import model as common
 from titan.models.llama3.model import Llama3Model
 from titan.models.llama3.state_dict_adapter import LAYER_KEYS, Llama3StateDictAdapter
@@ -127,7 +127,7 @@ def test_gqa_matches_an_explicit_reference(model):
     torch.testing.assert_close(attention(x, model.freqs_cis), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_unsupported_attention_and_moe_refuse_clearly():
+def test_unsupported_attention_refuses_clearly():
     for flavor, kind in (("debugmodel_flex_attn", "flex"), ("8B_varlen", "varlen")):
         with (
             pytest.raises(NotBuildableError, match=f"attn_type '{kind}' is not supported"),
@@ -137,10 +137,6 @@ def test_unsupported_attention_and_moe_refuse_clearly():
     mask = Attention.Config(attn_mask_type="block_causal")
     with pytest.raises(NotBuildableError, match="attn_mask_type 'block_causal'"):
         mask.build(dim=DIM)
-    config = tiny_config()
-    config.layer.moe = MoE.Config()
-    with pytest.raises(NotBuildableError, match="mixture-of-experts"), torch.device("meta"):
-        config.build()
 
 
 def test_head_counts_must_divide():

@@ -16,18 +16,12 @@ from titan.config.configurable import NotBuildableError
 from titan.models.common import attention as attention_config
 from titan.models.common import decoder as decoder_config
 from titan.models.common import feed_forward as feed_forward_config
-from titan.models.common import moe as moe_config
 from titan.models.common import rope as rope_config
 
 # Kernels and masks this module implements; the configs can describe more (flex, varlen,
 # block_causal), which torchtitan serves with FlexAttention / varlen kernels titan lacks.
 SUPPORTED_ATTN_TYPES = ("sdpa",)
 SUPPORTED_MASK_TYPES = ("causal",)
-
-MOE_UNSUPPORTED = (
-    "mixture-of-experts layers are not supported by titan-train yet; "
-    "use a dense flavor (layer.moe = None)"
-)
 
 # torchtitan's init constants: the std of the input projections, and the cutoff (in stds) of
 # the final output projection's truncated normal.
@@ -153,15 +147,27 @@ class Attention(nn.Module):
             nn.init.trunc_normal_(linear.weight, mean=0.0, std=BASE_INIT_STD)
         nn.init.trunc_normal_(self.wo.weight, mean=0.0, std=init_std)
 
-    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-        """Attend causally over ``x`` of shape ``[bs, seq, dim]``."""
+    def project_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values of ``x``, each ``[bs, seq, local heads, head_dim]``."""
         bs, seqlen, _ = x.shape
         # -1, not n_heads: under tensor parallelism wq/wk/wv are column-sharded, so each rank
         # holds only its local heads.
         xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
         xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
         xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
-        xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        return xq, xk, xv
+
+    def rotate(
+        self, xq: torch.Tensor, xk: torch.Tensor, rotary_table: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Apply the rotary embedding to queries and keys (Meta's complex layout)."""
+        return apply_rotary_emb(xq, xk, rotary_table)
+
+    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        """Attend causally over ``x`` of shape ``[bs, seq, dim]``."""
+        bs, seqlen, _ = x.shape
+        xq, xk, xv = self.project_heads(x)
+        xq, xk = self.rotate(xq, xk, freqs_cis)
         keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
         values = repeat_kv(xv, self.n_rep).transpose(1, 2)
         out = F.scaled_dot_product_attention(xq.transpose(1, 2), keys, values, is_causal=True)
@@ -206,16 +212,6 @@ class FeedForward(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
-class MoE(nn.Module):
-    """Stands in for the mixture of experts titan-train lacks: building one refuses clearly."""
-
-    Config = moe_config.MoE.Config
-
-    def __init__(self, *, config: moe_config.MoE.Config, **runtime: object):
-        super().__init__()
-        raise NotBuildableError(MOE_UNSUPPORTED)
-
-
 def block_init_std(init_std: str, *, layer_id: int, n_layers: int) -> float:
     """The std of a block's output projections: scaled down by depth or by the layer count."""
     depth = layer_id + 1 if init_std == "by_layer" else n_layers
@@ -223,7 +219,11 @@ def block_init_std(init_std: str, *, layer_id: int, n_layers: int) -> float:
 
 
 class TransformerBlock(nn.Module):
-    """Pre-norm block: ``h = x + attention(norm(x))``, ``out = h + feed_forward(norm(h))``."""
+    """Pre-norm block: ``h = x + attention(norm(x))``, ``out = h + ffn(norm(h))``.
+
+    ``ffn`` is the block's ``moe`` on the layers its config marks as MoE layers, else its dense
+    ``feed_forward`` (torchtitan's attribute names; a block has exactly one of the two).
+    """
 
     Config = decoder_config.TransformerBlock.Config
 
@@ -237,28 +237,38 @@ class TransformerBlock(nn.Module):
         norm_eps: float,
     ):
         super().__init__()
-        if config.uses_moe(layer_id):
-            raise NotBuildableError(MOE_UNSUPPORTED)
-        if config.feed_forward is None:
-            raise ValueError(f"layer {layer_id} is dense but the block has no feed_forward")
         self.layer_id = layer_id
+        self.moe_enabled = config.uses_moe(layer_id)
         self.attention = config.attention.build(dim=dim)
-        self.feed_forward = config.feed_forward.build(dim=dim)
+        if self.moe_enabled:
+            assert config.moe is not None
+            self.moe = config.moe.build(dim=dim, hidden_dim=config.moe_hidden_dim(dim))
+        elif config.feed_forward is None:
+            raise ValueError(f"layer {layer_id} is dense but the block has no feed_forward")
+        else:
+            self.feed_forward = config.feed_forward.build(dim=dim)
         self.attention_norm = nn.RMSNorm(dim, eps=norm_eps)
         self.ffn_norm = nn.RMSNorm(dim, eps=norm_eps)
         self.weight_init_std = block_init_std(config.init_std, layer_id=layer_id, n_layers=n_layers)
 
-    def init_weights(self) -> None:
-        """Reset both norms to ones and initialize attention and feed-forward."""
+    def init_weights(self, buffer_device: torch.device | str | None = None) -> None:
+        """Reset both norms to ones and initialize attention and the feed-forward or MoE.
+
+        ``buffer_device`` is where the MoE's buffers (expert bias, token counts) are made.
+        """
         for norm in (self.attention_norm, self.ffn_norm):
             norm.reset_parameters()
         self.attention.init_weights(self.weight_init_std)
-        self.feed_forward.init_weights(self.weight_init_std)
+        if self.moe_enabled:
+            self.moe.init_weights(self.weight_init_std, buffer_device)
+        else:
+            self.feed_forward.init_weights(self.weight_init_std)
 
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
         """Run the block over ``x`` of shape ``[bs, seq, dim]``."""
         h = x + self.attention(self.attention_norm(x), freqs_cis)
-        return h + self.feed_forward(self.ffn_norm(h))
+        ffn = self.moe if self.moe_enabled else self.feed_forward
+        return h + ffn(self.ffn_norm(h))
 
 
 class Decoder(nn.Module):
@@ -285,7 +295,7 @@ class Decoder(nn.Module):
             head_dim=config.layer.attention.head_dim_for(config.dim),
             max_seq_len=config.max_seq_len,
         )
-        self.register_buffer("freqs_cis", self.rope.freqs_cis(), persistent=False)
+        self.register_buffer("freqs_cis", self.rotary_table(), persistent=False)
         self.layers = layers
         self.norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
         self.output = nn.Linear(config.dim, config.vocab_size, bias=False)
@@ -299,7 +309,7 @@ class Decoder(nn.Module):
         self.init_buffers(buffer_device)
         nn.init.normal_(self.tok_embeddings.weight)
         for layer in self.layers.values():
-            layer.init_weights()
+            layer.init_weights(buffer_device or self.freqs_cis.device)
         self.norm.reset_parameters()
         std = self.config.dim**-0.5
         bound = OUTPUT_CUTOFF_STDS * std
@@ -308,7 +318,11 @@ class Decoder(nn.Module):
     def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
         """Recompute the buffers (the rotary table), which no checkpoint carries."""
         with torch.device(buffer_device or self.freqs_cis.device):
-            self.freqs_cis = self.rope.freqs_cis()
+            self.freqs_cis = self.rotary_table()
+
+    def rotary_table(self) -> torch.Tensor:
+        """The table every block's attention rotates by: complex ``freqs_cis`` by default."""
+        return self.rope.freqs_cis()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``[bs, seq, vocab_size]`` of token ids ``[bs, seq]``."""
@@ -327,7 +341,6 @@ __all__ = [
     "Decoder",
     "FeedForward",
     "LlamaRoPE",
-    "MoE",
     "RoPE",
     "TransformerBlock",
     "apply_rotary_emb",

@@ -19,7 +19,7 @@ class MoE(Module):
     class Config(Configurable.Config):
         """Experts, router and load balancing of a mixture-of-experts feed-forward."""
 
-        _owner_path = "titan.models.common.model:MoE"
+        _owner_path = "titan.models.common.moe_model:MoE"
 
         hidden_dim: int | None = None
         """Hidden size of each expert; None lets the block derive it from its feed-forward."""
@@ -44,7 +44,7 @@ class MoE(Module):
         num_limited_groups: int | None = None
         """How many expert groups a token may use under node-limited routing."""
         use_grouped_mm: bool = True
-        """Run the experts with grouped GEMMs (SM90+) instead of a loop over experts."""
+        """Run the experts with grouped GEMMs where torch can (CPU, or bf16 on SM90+), else a loop."""
         load_balance_coeff: float | None = 1e-3
         """Update rate of the auxiliary-loss-free expert bias; None disables it."""
         force_load_balance: bool = False

@@ -1,0 +1,231 @@
+"""The shared mixture of experts: routing math by hand, grouped GEMMs vs the loop, the module."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from titan.models.common import FeedForward, MoE, TransformerBlock, moe_model
+from titan.models.common.moe_model import GroupedExperts, TokenChoiceTopKRouter
+
+DIM, HIDDEN = 16, 32
+
+
+def router(**fields) -> TokenChoiceTopKRouter:
+    """A 4-expert router over 2-wide tokens whose gate is the identity-like matrix below."""
+    config = MoE.Config(**{"num_experts": 4, "top_k": 2, **fields})
+    routing = TokenChoiceTopKRouter(config=config, dim=2)
+    with torch.no_grad():
+        # logits of a token (a, b): (a, b, a + b, -a)
+        routing.gate.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.0]]))
+    return routing
+
+
+TOKENS = torch.tensor([[1.0, 0.0], [0.0, 2.0], [-1.0, 0.5]])
+
+
+def sorted_choice(selected: torch.Tensor, scores: torch.Tensor):
+    """Experts and scores of each token in expert order (top-k here is unsorted)."""
+    order = selected.argsort(dim=1)
+    return selected.gather(1, order).tolist(), scores.gather(1, order)
+
+
+def test_sigmoid_router_by_hand():
+    scores, selected, counts = router(score_func="sigmoid")(TOKENS)
+    experts, top = sorted_choice(selected, scores)
+    # logits: (1, 0, 1, -1), (0, 2, 2, 0), (-1, 0.5, -0.5, 1)
+    assert experts == [[0, 2], [1, 2], [1, 3]]
+    expected = torch.sigmoid(torch.tensor([[1.0, 1.0], [2.0, 2.0], [0.5, 1.0]]))
+    torch.testing.assert_close(top, expected, rtol=0, atol=0)
+    assert counts.tolist() == [1, 2, 2, 1]
+
+
+def test_softmax_router_with_norm_and_scale_by_hand():
+    scores, selected, _ = router(score_func="softmax", route_norm=True, route_scale=2.5)(TOKENS)
+    experts, top = sorted_choice(selected, scores)
+    assert experts == [[0, 2], [1, 2], [1, 3]]
+    # Renormalised over the two chosen experts, softmax reduces to the chosen logits' softmax.
+    logits = torch.tensor([[1.0, 1.0], [2.0, 2.0], [0.5, 1.0]])
+    torch.testing.assert_close(top, 2.5 * F.softmax(logits, dim=1))
+
+
+def test_expert_bias_steers_the_choice_but_not_the_scores():
+    bias = torch.tensor([0.0, 0.0, 0.0, 10.0])
+    scores, selected, counts = router(score_func="sigmoid", top_k=1)(TOKENS, bias)
+    assert selected.view(-1).tolist() == [3, 3, 3]
+    expected = torch.sigmoid(torch.tensor([[-1.0], [0.0], [1.0]]))
+    torch.testing.assert_close(scores, expected, rtol=0, atol=0)
+    assert counts.tolist() == [0, 0, 0, 3]
+
+
+def test_group_limited_routing_keeps_the_best_groups():
+    # Groups {0, 1} and {2, 3}; a group scores the sum of its two best experts.
+    routing = router(score_func="sigmoid", num_expert_groups=2, num_limited_groups=1, top_k=2)
+    scores, selected, _ = routing(torch.tensor([[3.0, -2.0]]))
+    # logits (3, -2, 1, -3): group 0 sums sigmoid(3) + sigmoid(-2) = 1.07 > group 1's 0.78,
+    # so expert 2 (the second best overall) is masked out and the token gets 0 and 1.
+    assert sorted(selected.view(-1).tolist()) == [0, 1]
+    unlimited = router(score_func="sigmoid", top_k=2)(torch.tensor([[3.0, -2.0]]))[1]
+    assert sorted(unlimited.view(-1).tolist()) == [0, 2]
+    assert scores.shape == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"num_expert_groups": 2}, "num_limited_groups must be set"),
+        ({"num_expert_groups": 3, "num_limited_groups": 1}, "not divisible"),
+        ({"num_expert_groups": 4, "num_limited_groups": 1}, "at least 2 experts per group"),
+    ],
+)
+def test_bad_expert_groups_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        router(**fields)
+
+
+def test_force_load_balance_gives_every_expert_the_same_count():
+    routing = router(force_load_balance=True, top_k=2)
+    tokens = torch.randn(6, 2)
+    scores, selected, counts = routing(tokens)
+    assert counts.tolist() == [3, 3, 3, 3]
+    assert selected.tolist() == [[0, 1], [2, 3], [0, 1], [2, 3], [0, 1], [2, 3]]
+    torch.testing.assert_close(scores, torch.sigmoid(routing.gate(tokens)).gather(1, selected))
+
+
+def test_aligned_groups_by_hand():
+    rows, offsets, destinations = moe_model.aligned_groups(torch.tensor([3, 0, 9]), 12)
+    # Groups padded to 8, 8 (empty), 16 rows: ends 8, 16, 32; rows bounded by 12 + 3 * 8.
+    assert rows == 36
+    assert offsets.tolist() == [8, 16, 32] and offsets.dtype == torch.int32
+    assert destinations.tolist() == [0, 1, 2] + list(range(16, 25))
+
+
+def experts(*, use_grouped_mm: bool, num_experts: int = 4) -> GroupedExperts:
+    """Experts with random weights (seed 0)."""
+    module = GroupedExperts(
+        dim=DIM, hidden_dim=HIDDEN, num_experts=num_experts, use_grouped_mm=use_grouped_mm
+    )
+    torch.manual_seed(0)
+    module.init_weights(0.02)
+    return module
+
+
+def test_grouped_mm_matches_the_loop_in_value_and_gradient():
+    grouped, loop = experts(use_grouped_mm=True), experts(use_grouped_mm=False)
+    counts = torch.tensor([5, 0, 11, 3])
+    x = torch.randn(19, DIM, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    assert moe_model.grouped_mm_usable(x, grouped.w1, grouped.w2)
+    out_grouped, out_loop = grouped(x, counts), loop(x, counts)
+    # Same products, summed in possibly different orders by the two kernels: float32 rounding
+    # of a 16/32-term dot product (values ~1e-2) stays far below 1e-6.
+    torch.testing.assert_close(out_grouped, out_loop, rtol=0, atol=1e-6)
+    weights = torch.randn(19, DIM, generator=torch.Generator().manual_seed(2))
+    grads_grouped = torch.autograd.grad((out_grouped * weights).sum(), [x, *grouped.parameters()])
+    grads_loop = torch.autograd.grad((out_loop * weights).sum(), [x, *loop.parameters()])
+    for a, b in zip(grads_grouped, grads_loop, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+def test_unaligned_widths_fall_back_to_the_loop():
+    module = GroupedExperts(dim=6, hidden_dim=10, num_experts=2, use_grouped_mm=True)
+    torch.nn.init.normal_(module.w1)
+    torch.nn.init.normal_(module.w2)
+    torch.nn.init.normal_(module.w3)
+    x = torch.randn(5, 6)
+    assert not moe_model.grouped_mm_usable(x, module.w1, module.w2)
+    counts = torch.tensor([2, 3])
+    expected = moe_model.run_experts_loop(module.w1, module.w2, module.w3, x, counts)
+    assert torch.equal(module(x, counts), expected)
+
+
+def moe(**fields) -> torch.nn.Module:
+    """A 4-expert top-2 MoE, built on meta and initialized on CPU under seed 0."""
+    config = MoE.Config(**{"num_experts": 4, "top_k": 2, **fields})
+    with torch.device("meta"):
+        module = config.build(dim=DIM, hidden_dim=HIDDEN)
+    module.to_empty(device="cpu")
+    torch.manual_seed(0)
+    module.init_weights(0.02)
+    return module
+
+
+def reference_moe(module, x: torch.Tensor) -> torch.Tensor:
+    """The MoE token by token: each chosen expert's SwiGLU, scored, plus the shared ones."""
+    tokens = x.reshape(-1, DIM)
+    scores, selected, _ = module.router(tokens, module.expert_bias)
+    out = torch.zeros_like(tokens)
+    experts = module.experts
+    for t in range(tokens.shape[0]):
+        for slot in range(module.top_k):
+            e, score = selected[t, slot], scores[t, slot]
+            # score_before_experts scales the expert's input, which SwiGLU does not commute with.
+            token = score * tokens[t] if module.score_before_experts else tokens[t]
+            h = F.silu(experts.w1[e] @ token) * (experts.w3[e] @ token)
+            out[t] += (
+                experts.w2[e] @ h if module.score_before_experts else score * (experts.w2[e] @ h)
+            )
+        if module.shared_experts is not None:
+            out[t] += module.shared_experts(tokens[t])
+    return out.view_as(x)
+
+
+@pytest.mark.parametrize("score_before_experts", [True, False])
+@pytest.mark.parametrize("use_grouped_mm", [True, False])
+def test_moe_matches_a_token_by_token_reference(score_before_experts, use_grouped_mm):
+    module = moe(score_before_experts=score_before_experts, use_grouped_mm=use_grouped_mm)
+    x = torch.randn(2, 5, DIM, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(module(x), reference_moe(module, x), rtol=1e-5, atol=1e-6)
+    assert module.tokens_per_expert.sum().item() == 2 * 5 * 2
+
+
+def test_moe_buffers_and_shared_experts():
+    module = moe(num_shared_experts=2, load_balance_coeff=None)
+    assert module.expert_bias is None
+    assert module.shared_experts.w1.weight.shape == (2 * HIDDEN, DIM)
+    assert set(module.state_dict()) == {
+        "router.gate.weight",
+        "experts.w1",
+        "experts.w2",
+        "experts.w3",
+        "shared_experts.w1.weight",
+        "shared_experts.w2.weight",
+        "shared_experts.w3.weight",
+    }
+    balanced = moe(num_shared_experts=0)
+    assert balanced.shared_experts is None
+    assert (
+        "expert_bias" in balanced.state_dict() and "tokens_per_expert" not in balanced.state_dict()
+    )
+    assert torch.equal(balanced.expert_bias, torch.zeros(4))
+
+
+def test_moe_config_errors_are_clear():
+    with pytest.raises(ValueError, match="load_balance_coeff must be positive"):
+        MoE.Config(load_balance_coeff=0.0).build(dim=DIM, hidden_dim=HIDDEN)
+    with pytest.raises(ValueError, match="top_k"):
+        MoE.Config(num_experts=2, top_k=3).build(dim=DIM, hidden_dim=HIDDEN)
+
+
+def test_parameter_count_matches_the_config():
+    config = MoE.Config(num_experts=4, top_k=2, num_shared_experts=1, gate_bias=True)
+    module = config.build(dim=DIM, hidden_dim=HIDDEN)
+    assert sum(p.numel() for p in module.parameters()) == config.num_params(DIM, HIDDEN)
+
+
+def test_block_builds_moe_or_feed_forward():
+    from titan.models.common import Attention
+
+    block = TransformerBlock.Config(
+        attention=Attention.Config(n_heads=2),
+        feed_forward=FeedForward.Config(hidden_dim=HIDDEN),
+        moe=MoE.Config(num_experts=4, top_k=2, hidden_dim=8),
+    )
+    with torch.device("meta"):
+        sparse = block.build(layer_id=0, dim=DIM, n_layers=2, norm_eps=1e-5)
+        block.moe = None
+        dense = block.build(layer_id=0, dim=DIM, n_layers=2, norm_eps=1e-5)
+    assert sparse.moe_enabled and not hasattr(sparse, "feed_forward")
+    assert sparse.moe.experts.w1.shape == (4, 8, DIM)
+    assert not dense.moe_enabled and not hasattr(dense, "moe")
