@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
-from titan.config.configurable import NotBuildableError
 from titan.models.common.attention import Attention, BaseAttention
 from titan.models.common.decoder import (
     DEPTH_INIT_OF_INIT_STD,
@@ -112,10 +111,6 @@ class Llama4Model(Decoder):
         """Rotary position embedding, with llama-style scaling where a flavor has it."""
         layer: Llama4TransformerBlock.Config = field(default_factory=Llama4TransformerBlock.Config)
         """The block every layer is built from."""
-
-        def build(self, **kwargs: Any) -> Any:
-            """Refuse clearly: titan cannot construct a llama4 model yet."""
-            raise NotBuildableError(f"cannot build a llama4 model: {TRAINING_STATUS}")
 
 
 def config_from_args(args: dict[str, Any]) -> Llama4Model.Config:

@@ -1,0 +1,182 @@
+"""The torch modules of a llama4 model: iRoPE attention, interleaved MoE blocks, the decoder.
+
+Each class is the ``_owner_path`` target of the config of the same name in
+``titan.models.llama4.model_config``. Module and parameter names are torchtitan v0.2.2's
+(``attention.wq``, ``moe.router.gate``, ``moe.experts.w1``, ``feed_forward.w1``...), so
+checkpoints and the Hugging Face adapter address the same keys; initialization is its too.
+
+Attention. torchtitan serves llama4's chunked attention only with FlexAttention: under
+``attn_type="flex"`` the rope layers attend causally within chunks of ``fixed_attn_block_size``
+tokens and the no-rope (NoPE) layers attend causally over the whole sequence. titan computes the
+same masks as explicit boolean masks for PyTorch SDPA, on any device. (v0.2.2's own flex branch
+hands FlexAttention its whole dict of masks instead of the layer's mask; titan runs the masks
+that code selects.) Under ``attn_type="sdpa"`` every layer is plainly causal, chunking is off,
+and NoPE layers still skip rope, exactly as v0.2.2's sdpa branch. ``block_causal`` masks (one
+document per attention span) and varlen kernels are refused: titan-train does not hand the
+model the document boundaries they need.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from titan.config.configurable import NotBuildableError
+from titan.models.common.model import (
+    BASE_INIT_STD,
+    Decoder,
+    apply_rotary_emb,
+    block_init_std,
+    repeat_kv,
+)
+from titan.models.llama4 import model_config
+
+
+def chunked_causal_mask(seqlen: int, chunk_size: int, device: torch.device) -> torch.Tensor:
+    """``[seq, seq]`` booleans: query i sees key j iff j <= i and both lie in one chunk."""
+    positions = torch.arange(seqlen, device=device)
+    causal = positions[:, None] >= positions[None, :]
+    chunks = positions // chunk_size
+    return causal & (chunks[:, None] == chunks[None, :])
+
+
+def uses_rope(config: model_config.Llama4Attention.Config, layer_id: int) -> bool:
+    """Whether layer ``layer_id`` applies rope: all do, except every n-th from layer 0 (iRoPE)."""
+    every = config.every_n_layers_nope
+    if every is None:
+        return True
+    if every <= 1:
+        raise ValueError(f"every_n_layers_nope must be greater than 1, got {every}")
+    return layer_id % every != 0
+
+
+class Llama4Attention(nn.Module):
+    """Grouped-query attention whose layer decides rope on/off and chunked/global masking."""
+
+    Config = model_config.Llama4Attention.Config
+
+    def __init__(self, *, config: model_config.Llama4Attention.Config, dim: int, layer_id: int):
+        super().__init__()
+        if config.attn_type == "varlen":
+            raise NotBuildableError(
+                "llama4 has no varlen attention (torchtitan refuses it too); "
+                "use attn_type 'sdpa' or 'flex'"
+            )
+        if config.attn_mask_type != "causal":
+            raise NotBuildableError(
+                f"attn_mask_type {config.attn_mask_type!r} is not supported by titan-train yet; "
+                "use attn_mask_type 'causal' (e.g. --model.layer.attention.attn_mask_type causal)"
+            )
+        n_kv_heads = config.kv_heads()
+        if dim % config.n_heads or config.n_heads % n_kv_heads:
+            raise ValueError(
+                f"dim {dim}, n_heads {config.n_heads} and n_kv_heads {n_kv_heads} must divide "
+                "one another"
+            )
+        self.n_rep = config.n_heads // n_kv_heads
+        self.head_dim = config.head_dim_for(dim)
+        self.use_rope = uses_rope(config, layer_id)
+        # Chunking exists only in torchtitan's flex path, and only on rope layers.
+        chunked = config.attn_type == "flex" and self.use_rope
+        self.chunk_size = config.fixed_attn_block_size if chunked else None
+        self.wq = nn.Linear(dim, config.n_heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(config.n_heads * self.head_dim, dim, bias=False)
+
+    def init_weights(self, init_std: float) -> None:
+        """q/k/v at std 0.02, the output projection at the block's ``init_std``."""
+        for linear in (self.wq, self.wk, self.wv):
+            nn.init.trunc_normal_(linear.weight, mean=0.0, std=BASE_INIT_STD)
+        nn.init.trunc_normal_(self.wo.weight, mean=0.0, std=init_std)
+
+    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        """Attend over ``x`` of shape ``[bs, seq, dim]``, causally, within chunks if chunked."""
+        bs, seqlen, _ = x.shape
+        # -1, not n_heads: under tensor parallelism each rank holds only its local heads.
+        xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
+        xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
+        xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
+        if self.use_rope:
+            xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
+        values = repeat_kv(xv, self.n_rep).transpose(1, 2)
+        queries = xq.transpose(1, 2)
+        if self.chunk_size is None or self.chunk_size >= seqlen:
+            out = F.scaled_dot_product_attention(queries, keys, values, is_causal=True)
+        else:
+            mask = chunked_causal_mask(seqlen, self.chunk_size, x.device)
+            out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)
+        return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
+
+
+class Llama4TransformerBlock(nn.Module):
+    """Pre-norm block whose feed-forward is the MoE on interleaved layers, SwiGLU elsewhere.
+
+    The MoE layers have a ``moe`` submodule and the others a ``feed_forward`` (torchtitan's
+    names); the experts' hidden size is ``config.moe_hidden_dim``, auto-scaled by default.
+    """
+
+    Config = model_config.Llama4TransformerBlock.Config
+
+    def __init__(
+        self,
+        *,
+        config: model_config.Llama4TransformerBlock.Config,
+        layer_id: int,
+        dim: int,
+        n_layers: int,
+        norm_eps: float,
+    ):
+        super().__init__()
+        if not isinstance(config.attention, model_config.Llama4Attention.Config):
+            raise ValueError("a llama4 block needs Llama4Attention (iRoPE-aware) attention")
+        self.layer_id = layer_id
+        self.attention = config.attention.build(dim=dim, layer_id=layer_id)
+        self.moe_enabled = config.uses_moe(layer_id)
+        if self.moe_enabled:
+            assert config.moe is not None  # uses_moe is False without one
+            self.moe = config.moe.build(dim=dim, hidden_dim=config.moe_hidden_dim(dim))
+        elif config.feed_forward is None:
+            raise ValueError(f"layer {layer_id} is dense but the block has no feed_forward")
+        else:
+            self.feed_forward = config.feed_forward.build(dim=dim)
+        self.attention_norm = nn.RMSNorm(dim, eps=norm_eps)
+        self.ffn_norm = nn.RMSNorm(dim, eps=norm_eps)
+        self.weight_init_std = block_init_std(config.init_std, layer_id=layer_id, n_layers=n_layers)
+
+    def init_weights(self, buffer_device: torch.device | str | None = None) -> None:
+        """Norms to ones; attention, MoE (its buffers on ``buffer_device``) or feed-forward."""
+        for norm in (self.attention_norm, self.ffn_norm):
+            norm.reset_parameters()
+        self.attention.init_weights(self.weight_init_std)
+        if self.moe_enabled:
+            self.moe.init_weights(self.weight_init_std, buffer_device=buffer_device)
+        else:
+            self.feed_forward.init_weights(self.weight_init_std)
+
+    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        """Run the block over ``x`` of shape ``[bs, seq, dim]``."""
+        h = x + self.attention(self.attention_norm(x), freqs_cis)
+        ffn = self.moe if self.moe_enabled else self.feed_forward
+        return h + ffn(self.ffn_norm(h))
+
+
+class Llama4Model(Decoder):
+    """Llama 4 (text): a decoder interleaving MoE and dense blocks, with optional iRoPE.
+
+    Build on the meta device, ``to_empty(device=...)``, then ``init_weights()``, as every titan
+    decoder; see the module docstring for which attention masks each flavor runs.
+    """
+
+    Config = model_config.Llama4Model.Config
+
+
+__all__ = [
+    "Llama4Attention",
+    "Llama4Model",
+    "Llama4TransformerBlock",
+    "chunked_causal_mask",
+    "uses_rope",
+]
