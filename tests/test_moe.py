@@ -6,7 +6,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from titan.models.common import FeedForward, MoE, TransformerBlock, moe_model
+from titan.components.optimizer import OptimizersContainer
+from titan.config.configs import ParallelismConfig
+from titan.distributed.parallel_dims import ParallelDims
+from titan.models.common import Attention, FeedForward, MoE, TransformerBlock, moe_model
+from titan.models.common.moe_balance import (
+    expert_bias_delta,
+    register_moe_load_balancing,
+    update_expert_bias,
+)
 from titan.models.common.moe_model import GroupedExperts, TokenChoiceTopKRouter
 
 DIM, HIDDEN = 16, 32
@@ -215,8 +223,6 @@ def test_parameter_count_matches_the_config():
 
 
 def test_block_builds_moe_or_feed_forward():
-    from titan.models.common import Attention
-
     block = TransformerBlock.Config(
         attention=Attention.Config(n_heads=2),
         feed_forward=FeedForward.Config(hidden_dim=HIDDEN),
@@ -229,3 +235,72 @@ def test_block_builds_moe_or_feed_forward():
     assert sparse.moe_enabled and not hasattr(sparse, "feed_forward")
     assert sparse.moe.experts.w1.shape == (4, 8, DIM)
     assert not dense.moe_enabled and not hasattr(dense, "moe")
+
+
+# ----------------------------------------------------------------------------- load balancing
+
+
+def moe_part(*, num_layers: int = 2, **fields) -> torch.nn.Module:
+    """A model part whose ``layers`` are MoE blocks over 4 experts (dim 16), initialized."""
+    block = TransformerBlock.Config(
+        attention=Attention.Config(n_heads=2),
+        moe=MoE.Config(**{"num_experts": 4, "top_k": 1, "hidden_dim": 8, **fields}),
+    )
+    part = torch.nn.Module()
+    part.layers = torch.nn.ModuleDict(
+        {
+            str(i): block.build(layer_id=i, dim=DIM, n_layers=num_layers, norm_eps=1e-5)
+            for i in range(num_layers)
+        }
+    )
+    for layer in part.layers.values():
+        layer.init_weights()
+    return part
+
+
+def one_process_dims() -> ParallelDims:
+    """The parallel degrees of a single process."""
+    return ParallelDims.from_config(ParallelismConfig(), world_size=1)
+
+
+def test_expert_bias_update_by_hand():
+    part = moe_part(load_balance_coeff=0.25)
+    first, second = (layer.moe for layer in part.layers.values())
+    first.tokens_per_expert.copy_(torch.tensor([1.0, 1.0, 1.0, 5.0]))
+    second.tokens_per_expert.copy_(torch.tensor([3.0, 1.0, 0.0, 4.0]))
+    optimizers = OptimizersContainer.Config(lr=0.0).build(model_parts=[part])
+    register_moe_load_balancing(
+        optimizers, model_parts=[part], parallel_dims=one_process_dims(), world_mesh=None
+    )
+    optimizers.step()
+    # Layer 0: mean 2, signs (+, +, +, -) * 0.25, minus their mean 0.125.
+    assert first.expert_bias.tolist() == [0.125, 0.125, 0.125, -0.375]
+    # Layer 1: mean 2, signs (-, +, +, -) already centred.
+    assert second.expert_bias.tolist() == [-0.25, 0.25, 0.25, -0.25]
+    assert first.tokens_per_expert.tolist() == second.tokens_per_expert.tolist() == [0.0] * 4
+    optimizers.step()  # no tokens since: every sign is 0, the bias stays
+    assert first.expert_bias.tolist() == [0.125, 0.125, 0.125, -0.375]
+
+
+def test_balancing_is_a_no_op_without_coefficient():
+    part = moe_part(load_balance_coeff=None)
+    optimizers = OptimizersContainer.Config().build(model_parts=[part])
+    register_moe_load_balancing(
+        optimizers, model_parts=[part], parallel_dims=one_process_dims(), world_mesh=None
+    )
+    assert optimizers._step_post_hooks == []
+
+
+def test_forward_counts_tokens_and_the_bias_steers_the_next_forward():
+    part = moe_part(num_layers=1, load_balance_coeff=1.0)
+    layer = part.layers["0"]
+    x = torch.randn(2, 8, DIM, generator=torch.Generator().manual_seed(4))
+    layer.moe(x)
+    counts = layer.moe.tokens_per_expert.clone()
+    assert counts.sum().item() == 16
+    update_expert_bias([layer.moe], dp_mesh=None)
+    assert torch.equal(layer.moe.expert_bias, expert_bias_delta(counts, 1.0))
+    # A bias of +-1 dwarfs sigmoid score gaps (< 1): now only under-used experts are chosen.
+    layer.moe(x)
+    under_used = (counts < counts.mean()).nonzero().view(-1).tolist()
+    assert set(layer.moe.tokens_per_expert.nonzero().view(-1).tolist()) <= set(under_used)
