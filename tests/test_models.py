@@ -97,16 +97,17 @@ def test_model_registry_returns_fresh_equal_independent_specs(family):
 @pytest.mark.parametrize("family", [f for f in SUPPORTED_MODELS if f != "llama3"])
 def test_spec_says_training_has_not_landed(family):
     spec = model_registry(family, flavor_names(family)[0])
-    assert f"does not train {family} yet" in spec.training_status
-    assert "it trains llama3" in spec.training_status
+    reason = spec.capabilities.training_refusal
+    if reason is None:
+        pytest.skip(f"{family} trains now")
+    assert f"does not train {family} yet" in reason
+    assert "it trains llama3" in reason
     assert spec.build_loss_fn is None and spec.parallelize_fn is None
-    with pytest.raises(NotBuildableError, match=f"does not train {family} yet"):
-        spec.resolve("parallelize_fn")
 
 
 def test_llama3_spec_names_its_training_functions():
     spec = model_registry("llama3", "8B")
-    assert spec.training_status is None
+    assert spec.capabilities.training_refusal is None
     assert spec.parallelize_fn == "titan.models.llama3.parallelize:parallelize_llama"
     assert callable(spec.resolve("build_loss_fn")())
     assert spec.resolve("state_dict_adapter").__name__ == "Llama3StateDictAdapter"
@@ -153,10 +154,9 @@ def test_llama3_builds():
     assert sum(p.numel() for p in model.parameters()) == config.num_params()
 
 
-@pytest.mark.parametrize("family", [f for f in SUPPORTED_MODELS if f != "llama3"])
-def test_building_a_later_family_says_so(family):
-    with pytest.raises(NotBuildableError, match=f"cannot build a {family} model: titan-train"):
-        model_registry(family, flavor_names(family)[0]).model.build()
+def test_building_flux_says_so():
+    with pytest.raises(NotBuildableError, match="cannot build a flux model: titan-train"):
+        model_registry("flux", "flux-debug").model.build()
 
 
 def test_building_parts_builds_their_implementation():
@@ -165,8 +165,6 @@ def test_building_parts_builds_their_implementation():
     assert sum(p.numel() for p in attention.parameters()) == Attention.Config().num_params(64)
     with pytest.raises(NotBuildableError, match="has no component to build"):
         BaseAttention.Config().build()
-    with pytest.raises(NotBuildableError, match="mixture-of-experts .* not supported"):
-        MoE.Config().build()
 
 
 # ----------------------------------------------------------------------------- config classes

@@ -76,21 +76,6 @@ def test_leftover_shard_degree_must_divide_evenly():
 
 
 @pytest.mark.parametrize(
-    ("field", "words"),
-    [
-        ("pipeline_parallel_degree", "pipeline parallel"),
-        ("context_parallel_degree", "context parallel"),
-        ("expert_parallel_degree", "expert parallel"),
-    ],
-)
-def test_unsupported_parallelisms_are_refused_by_name(field, words):
-    with pytest.raises(ValueError) as raised:
-        dims(8, **{field: 2})
-    assert str(raised.value).startswith(f"{words} is not supported by titan-train yet")
-    assert f"parallelism.{field} = 2" in str(raised.value)
-
-
-@pytest.mark.parametrize(
     ("degrees", "match"),
     [
         ({"tensor_parallel_degree": 0}, "tensor_parallel_degree must be at least 1, got 0"),

@@ -108,7 +108,10 @@ def _legacy(path: str, overrides: list[str], *, world_size: int, stderr: TextIO)
     if config is not None:
         _refuse_saving_over(config, inputs=[path], key="job.save_config_file")
         locate = _legacy_locator(flags, plan.source, plan.text or "")
-        found = _with_refusals(found, _refusals(config, dump_key="job.dump_folder", locate=locate))
+        found = _with_refusals(
+            found,
+            _refusals(config, dump_key="job.dump_folder", locate=locate, world_size=world_size),
+        )
     if not _report(found, sources, stderr=stderr):
         return LoadedConfig(exit_code=1)
     return LoadedConfig(config=config, form=f"legacy TOML {path}")
@@ -156,29 +159,27 @@ def _registry(
     config, locate = loaded.config, loaded.locate
     _refuse_saving_over(config, inputs=loaded.inputs, key="debug.save_config_file")
     found = check_config(config, ngpu=world_size, locate=locate)
-    found = _with_refusals(found, _refusals(config, dump_key="dump_folder", locate=locate))
+    found = _with_refusals(
+        found, _refusals(config, dump_key="dump_folder", locate=locate, world_size=world_size)
+    )
     if not _report(found, sources, stderr=stderr):
         return LoadedConfig(exit_code=1)
     return LoadedConfig(config=config, form=f"registry config {wanted.config}")
 
 
-def _refusals(config: Any, *, dump_key: str, locate: Locate) -> list[Diagnostic]:
+def _refusals(config: Any, *, dump_key: str, locate: Locate, world_size: int) -> list[Diagnostic]:
     """What titan-train cannot run although titan-validate accepts it; ``dump_key`` is the
     dump folder's key in the user's form (``dump_folder`` or the legacy ``job.dump_folder``)."""
-    from titan.distributed.parallel_dims import UNSUPPORTED_DEGREES
-
     found = []
-    for name, words in UNSUPPORTED_DEGREES:
-        degree, path = getattr(config.parallelism, name), f"parallelism.{name}"
-        if degree != 1:
+    spec = config.model_spec
+    # The parallel degrees the model's capability check refuses; the rest of its refusals come
+    # from titan-train's build, which runs the same check.
+    refused = [] if spec is None else spec.refusals(config, world_size=world_size)
+    for refusal in refused:
+        if refusal.key.startswith("parallelism."):
+            hint = f"{refusal.hint}; titan-validate and titan-migrate still accept the config"
             found.append(
-                _error(
-                    "unsupported-parallelism",
-                    path,
-                    f"{words} is not supported by titan-train yet ({path} = {degree})",
-                    f"set {path} to 1; titan-validate and titan-migrate still accept the config",
-                    locate,
-                )
+                _error("unsupported-parallelism", refusal.key, refusal.message, hint, locate)
             )
     problem = _dump_folder_problem(config.dump_folder)
     if problem is not None:

@@ -14,14 +14,6 @@ if TYPE_CHECKING:
 
     from titan.config.configs import ParallelismConfig
 
-# Degrees titan-train refuses, with the words a user knows them by. Data, not an ``if`` chain, so
-# lifting a refusal is deleting a row.
-UNSUPPORTED_DEGREES: tuple[tuple[str, str], ...] = (
-    ("pipeline_parallel_degree", "pipeline parallel"),
-    ("context_parallel_degree", "context parallel"),
-    ("expert_parallel_degree", "expert parallel"),
-)
-
 # Mesh dimensions in layout order (outermost first): replicas of the model outside, shards of
 # each replica next, tensor parallel innermost so its frequent collectives stay within a host.
 MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "tp")
@@ -68,17 +60,13 @@ class ParallelDims:
     @classmethod
     def from_config(cls, parallelism: ParallelismConfig, *, world_size: int) -> ParallelDims:
         """The degrees of ``parallelism`` for ``world_size`` processes; ``ValueError`` if they
-        cannot run (unsupported parallelism, a degree < 1, or a product other than the world size).
+        cannot run (a degree < 1, or a product other than the world size).
+
+        Pipeline, context and expert parallel degrees are not read: the model's capability
+        check (``ModelSpec.refusals``) refuses them before a run is built.
         """
         if world_size < 1:
             raise ValueError(f"the world size must be at least 1, got {world_size}")
-        for field_name, words in UNSUPPORTED_DEGREES:
-            degree = getattr(parallelism, field_name)
-            if degree != 1:
-                raise ValueError(
-                    f"{words} is not supported by titan-train yet "
-                    f"(parallelism.{field_name} = {degree}); set it to 1"
-                )
         replicate = parallelism.data_parallel_replicate_degree
         shard = parallelism.data_parallel_shard_degree
         tp = parallelism.tensor_parallel_degree

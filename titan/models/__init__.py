@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from titan.protocols.model_spec import ModelSpec
+from titan.protocols.model_spec import Capabilities, ModelSpec
 
 SUPPORTED_MODELS: tuple[str, ...] = ("deepseek_v3", "flux", "gpt_oss", "llama3", "llama4", "qwen3")
 """The model families titan describes, as torchtitan names them."""
@@ -45,8 +45,10 @@ def unsupported_model(name: str, flavor: str) -> ModelSpec:
         name=name,
         flavor=flavor,
         model=BaseModel.Config(),
-        training_status=f"titan has no `{name}` model family; pick one of "
-        + ", ".join(SUPPORTED_MODELS),
+        capabilities=Capabilities(
+            training_refusal=f"titan has no `{name}` model family; pick one of "
+            + ", ".join(SUPPORTED_MODELS)
+        ),
     )
 
 

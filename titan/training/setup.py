@@ -127,10 +127,9 @@ def build_run(config: Any, **runtime: Any) -> RunParts:
     spec = config.model_spec
     if spec is None:
         raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
-    spec.resolve("parallelize_fn")  # refuses a family titan cannot train yet, before any lock
-    spec.resolve("build_loss_fn")
-
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    # Everything the family cannot run is refused here, before any lock or output folder.
+    spec.check_capabilities(config, world_size=world_size)
     parallel_dims = ParallelDims.from_config(config.parallelism, world_size=world_size)
     # Rank 0 locks the output folders before anything is written; the other ranks learn its
     # verdict once the process group exists, so a refused run ends on every rank at once.

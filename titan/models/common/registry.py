@@ -1,4 +1,4 @@
-"""The parts every family's ``model_registry`` shares: flavor lookup, errors, training status."""
+"""The parts every family's ``model_registry`` shares: flavor lookup, errors, capabilities."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from schemas.flavors import flavor, flavor_names
-from titan.protocols.model_spec import ModelSpec
+from titan.protocols.model_spec import Capabilities, ModelSpec
 from titan.protocols.module import BaseModel
 
 
@@ -46,7 +46,7 @@ def check_arg_names(what: str, args: Mapping[str, Any], expected: Iterable[str])
 
 
 def deferred_training(family: str) -> str:
-    """The training status of a family titan-train cannot train."""
+    """Why titan-train cannot train ``family`` yet (its ``Capabilities.training_refusal``)."""
     return (
         f"titan-train does not train {family} yet (it trains llama3); "
         f"{family} configs can still be migrated, validated and compared"
@@ -66,7 +66,7 @@ def flavor_model_spec(
     name: str,
     *,
     config_from_args: Callable[[dict[str, Any]], BaseModel.Config],
-    training_status: str | None,
+    capabilities: Capabilities,
     build_loss_fn: str | None = None,
     parallelize_fn: str | None = None,
     pipelining_fn: str | None = None,
@@ -85,10 +85,10 @@ def flavor_model_spec(
         name=family,
         flavor=name,
         model=config_from_args(found.args),
+        capabilities=capabilities,
         build_loss_fn=build_loss_fn,
         parallelize_fn=parallelize_fn,
         pipelining_fn=pipelining_fn,
         post_optimizer_build_fn=post_optimizer_build_fn,
         state_dict_adapter=state_dict_adapter,
-        training_status=training_status,
     )

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import deferred_training, family_flavors, flavor_model_spec
 from titan.models.deepseek_v3.model_config import (
-    TRAINING_STATUS,
     DeepSeekV3Model,
     DeepSeekV3TransformerBlock,
     MLAttention,
@@ -12,7 +11,7 @@ from titan.models.deepseek_v3.model_config import (
     config_from_args,
     flavor_args,
 )
-from titan.protocols.model_spec import ModelSpec
+from titan.protocols.model_spec import Capabilities, ModelSpec
 
 FLAVORS: tuple[str, ...] = family_flavors("deepseek_v3")
 """Flavor names, in torchtitan's order: debugmodel (+ flex), 16B, 236B, 671B."""
@@ -21,7 +20,10 @@ FLAVORS: tuple[str, ...] = family_flavors("deepseek_v3")
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of deepseek_v3 ``flavor`` (e.g. ``"671B"``); ValueError if unknown."""
     return flavor_model_spec(
-        "deepseek_v3", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+        "deepseek_v3",
+        flavor,
+        config_from_args=config_from_args,
+        capabilities=Capabilities(training_refusal=deferred_training("deepseek_v3")),
     )
 
 

@@ -6,16 +6,15 @@ The trainer, data loader and validator configs of flux live beside this in ``tra
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import deferred_training, family_flavors, flavor_model_spec
 from titan.models.flux.model_config import (
-    TRAINING_STATUS,
     AutoEncoder,
     FluxModel,
     FluxRoPE,
     config_from_args,
     flavor_args,
 )
-from titan.protocols.model_spec import ModelSpec
+from titan.protocols.model_spec import Capabilities, ModelSpec
 
 FLAVORS: tuple[str, ...] = family_flavors("flux")
 """Flavor names, in torchtitan's order: flux-dev, flux-schnell, flux-debug."""
@@ -24,7 +23,10 @@ FLAVORS: tuple[str, ...] = family_flavors("flux")
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of flux ``flavor`` (e.g. ``"flux-dev"``); ``ValueError`` if unknown."""
     return flavor_model_spec(
-        "flux", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+        "flux",
+        flavor,
+        config_from_args=config_from_args,
+        capabilities=Capabilities(training_refusal=deferred_training("flux")),
     )
 
 

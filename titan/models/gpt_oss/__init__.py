@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import deferred_training, family_flavors, flavor_model_spec
 from titan.models.gpt_oss.model_config import (
-    TRAINING_STATUS,
     GptOssAttention,
     GptOssModel,
     GptOssMoE,
@@ -12,7 +11,7 @@ from titan.models.gpt_oss.model_config import (
     config_from_args,
     flavor_args,
 )
-from titan.protocols.model_spec import ModelSpec
+from titan.protocols.model_spec import Capabilities, ModelSpec
 
 FLAVORS: tuple[str, ...] = family_flavors("gpt_oss")
 """Flavor names, in torchtitan's order: debugmodel, 20b, 120b."""
@@ -21,7 +20,10 @@ FLAVORS: tuple[str, ...] = family_flavors("gpt_oss")
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of gpt_oss ``flavor`` (e.g. ``"20b"``); ``ValueError`` if unknown."""
     return flavor_model_spec(
-        "gpt_oss", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+        "gpt_oss",
+        flavor,
+        config_from_args=config_from_args,
+        capabilities=Capabilities(training_refusal=deferred_training("gpt_oss")),
     )
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from titan.models.common.registry import family_flavors, flavor_model_spec
 from titan.models.llama3.model_config import (
-    TRAINING_STATUS,
     Llama3Model,
     config_from_args,
     flavor_args,
 )
-from titan.protocols.model_spec import ModelSpec
+from titan.protocols.model_spec import Capabilities, ModelSpec
 
 FLAVORS: tuple[str, ...] = family_flavors("llama3")
 """Flavor names in torchtitan's order: debugmodel and 8B (each + flex/varlen), 70B, 405B."""
@@ -21,7 +20,16 @@ def model_registry(flavor: str) -> ModelSpec:
         "llama3",
         flavor,
         config_from_args=config_from_args,
-        training_status=TRAINING_STATUS,
+        # PP, CP and EP are not in titan-train; everything else llama3 runs, tests prove it.
+        capabilities=Capabilities(
+            fsdp=True,
+            ddp=True,
+            tp=True,
+            float8=True,
+            compile=True,
+            activation_checkpoint=True,
+            hf_checkpoints=True,
+        ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
         parallelize_fn="titan.models.llama3.parallelize:parallelize_llama",
         state_dict_adapter="titan.models.llama3.state_dict_adapter:Llama3StateDictAdapter",

@@ -17,9 +17,6 @@ from titan.models.common.feed_forward import FeedForward
 from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import LlamaRoPE, llama_rope_from_args, llama_rope_scaling_args
 
-TRAINING_STATUS: str | None = None
-"""llama3 is trained by titan-train: its ``ModelSpec`` names every training function."""
-
 # v0.2.2's TransformerModelArgs fields (llama3/model/args.py), in order.
 ARG_NAMES = (
     "dim",

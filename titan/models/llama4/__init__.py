@@ -6,16 +6,15 @@ legacy config naming one still migrates without loss.
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import deferred_training, family_flavors, flavor_model_spec
 from titan.models.llama4.model_config import (
-    TRAINING_STATUS,
     Llama4Attention,
     Llama4Model,
     Llama4TransformerBlock,
     config_from_args,
     flavor_args,
 )
-from titan.protocols.model_spec import ModelSpec
+from titan.protocols.model_spec import Capabilities, ModelSpec
 
 FLAVORS: tuple[str, ...] = family_flavors("llama4")
 """Flavor names in torchtitan's order: debugmodel, 17bx16e, 17bx128e, then their _irope twins."""
@@ -24,7 +23,10 @@ FLAVORS: tuple[str, ...] = family_flavors("llama4")
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of llama4 ``flavor`` (e.g. ``"17bx16e"``); ValueError if unknown."""
     return flavor_model_spec(
-        "llama4", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+        "llama4",
+        flavor,
+        config_from_args=config_from_args,
+        capabilities=Capabilities(training_refusal=deferred_training("llama4")),
     )
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import deferred_training, family_flavors, flavor_model_spec
 from titan.models.qwen3.model_config import (
-    TRAINING_STATUS,
     Qwen3Attention,
     Qwen3Model,
     config_from_args,
     flavor_args,
 )
-from titan.protocols.model_spec import ModelSpec
+from titan.protocols.model_spec import Capabilities, ModelSpec
 
 FLAVORS: tuple[str, ...] = family_flavors("qwen3")
 """Flavor names, in torchtitan's order: dense debugmodel to 32B, then the MoE ones."""
@@ -19,7 +18,10 @@ FLAVORS: tuple[str, ...] = family_flavors("qwen3")
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of qwen3 ``flavor`` (e.g. ``"30B-A3B"``); ``ValueError`` if unknown."""
     return flavor_model_spec(
-        "qwen3", flavor, config_from_args=config_from_args, training_status=TRAINING_STATUS
+        "qwen3",
+        flavor,
+        config_from_args=config_from_args,
+        capabilities=Capabilities(training_refusal=deferred_training("qwen3")),
     )
 
 

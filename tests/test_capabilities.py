@@ -1,0 +1,186 @@
+"""The capability record on ``ModelSpec`` and the one check that refuses what a family lacks."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from schemas.flavors import flavor_names
+from titan.components.quantization.float8 import Float8LinearConverter
+from titan.config.configurable import NotBuildableError
+from titan.models import SUPPORTED_MODELS, model_registry, unsupported_model
+from titan.models.llama3.config_registry import llama3_debugmodel
+from titan.protocols.model_spec import FEATURES, Capabilities, ModelSpec
+from titan.trainer import Trainer
+
+
+def _config(spec: ModelSpec | None = None, **sections) -> Trainer.Config:
+    """llama3's debug config with ``spec`` as its model and ``sections`` edited in place."""
+    config = llama3_debugmodel()
+    if spec is not None:
+        config.model_spec = spec
+    for path, value in sections.items():
+        section, _, field = path.partition("__")
+        setattr(getattr(config, section), field, value)
+    return config
+
+
+def _with(spec: ModelSpec, **capabilities) -> ModelSpec:
+    return dataclasses.replace(
+        spec, capabilities=dataclasses.replace(spec.capabilities, **capabilities)
+    )
+
+
+def test_every_family_record_is_a_capabilities_record_and_llama3_trains():
+    for family in SUPPORTED_MODELS:
+        spec = model_registry(family, flavor_names(family)[0])
+        assert isinstance(spec.capabilities, Capabilities)
+    llama3 = model_registry("llama3", "debugmodel").capabilities
+    assert llama3.training_refusal is None
+    assert (llama3.fsdp, llama3.ddp, llama3.tp, llama3.compile) == (True, True, True, True)
+    assert not (llama3.pp or llama3.cp or llama3.ep or llama3.etp)
+
+
+def test_a_feature_for_every_capability_field():
+    named = {feature.name for feature in FEATURES}
+    fields = {f.name for f in dataclasses.fields(Capabilities)} - {"training_refusal"}
+    assert named == fields
+
+
+@pytest.mark.parametrize("family", [f for f in SUPPORTED_MODELS if f != "llama3"])
+def test_a_family_that_does_not_train_is_refused_once_with_its_reason(family):
+    spec = model_registry(family, flavor_names(family)[0])
+    if spec.capabilities.training_refusal is None:
+        pytest.skip(f"{family} trains now")
+    config = _config(spec, parallelism__tensor_parallel_degree=2, compile__enable=True)
+    (refusal,) = spec.refusals(config, world_size=2)
+    assert refusal.key == "model_spec"
+    assert f"does not train {family} yet (it trains llama3)" in refusal.message
+    with pytest.raises(NotBuildableError, match=f"{family} '.*': titan-train does not train"):
+        spec.check_capabilities(config, world_size=2)
+
+
+def test_llama3_debug_config_runs_as_it_is():
+    config = _config()
+    assert config.model_spec.refusals(config, world_size=8) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "words"),
+    [
+        ("pipeline_parallel_degree", "pipeline parallel"),
+        ("context_parallel_degree", "context parallel"),
+        ("expert_parallel_degree", "expert parallel"),
+        ("expert_tensor_parallel_degree", "expert tensor parallel"),
+    ],
+)
+def test_degrees_no_family_has_are_refused_by_name(field, words):
+    config = _config(**{f"parallelism__{field}": 2})
+    (refusal,) = config.model_spec.refusals(config, world_size=8)
+    assert refusal.key == f"parallelism.{field}"
+    assert refusal.message.startswith(
+        f"{words} is not supported by titan-train yet (parallelism.{field} = 2)"
+    )
+    assert refusal.hint == f"set parallelism.{field} to 1"
+
+
+def test_a_family_record_without_tp_refuses_tp_and_names_the_key():
+    spec = _with(model_registry("llama3", "debugmodel"), tp=False)
+    config = _config(spec, parallelism__tensor_parallel_degree=2)
+    with pytest.raises(NotBuildableError) as raised:
+        spec.check_capabilities(config, world_size=2)
+    assert str(raised.value) == (
+        "tensor parallel is not supported by titan-train yet "
+        "(parallelism.tensor_parallel_degree = 2) for llama3; "
+        "set parallelism.tensor_parallel_degree to 1"
+    )
+    allowed = _with(spec, tp=True)
+    assert allowed.refusals(config, world_size=2) == []
+
+
+def test_ep_is_one_keyword_away():
+    spec = model_registry("llama3", "debugmodel")
+    config = _config(spec, parallelism__expert_parallel_degree=2)
+    assert [r.key for r in spec.refusals(config, world_size=2)] == [
+        "parallelism.expert_parallel_degree"
+    ]
+    assert _with(spec, ep=True).refusals(config, world_size=2) == []
+
+
+def test_data_parallel_refusals_follow_the_resolved_degrees():
+    spec = _with(model_registry("llama3", "debugmodel"), fsdp=False, ddp=False)
+    leftover = _config(spec)  # data_parallel_shard_degree = -1
+    assert spec.refusals(leftover, world_size=1) == []
+    (fsdp,) = spec.refusals(leftover, world_size=4)
+    assert fsdp.key == "parallelism.data_parallel_shard_degree"
+    assert "(parallelism.data_parallel_shard_degree = 4)" in fsdp.message
+    ddp = _config(
+        spec,
+        parallelism__data_parallel_replicate_degree=2,
+        parallelism__data_parallel_shard_degree=1,
+    )
+    (refusal,) = spec.refusals(ddp, world_size=2)
+    assert refusal.key == "parallelism.data_parallel_replicate_degree"
+    hsdp = _config(
+        _with(spec, fsdp=True),
+        parallelism__data_parallel_replicate_degree=2,
+        parallelism__data_parallel_shard_degree=2,
+    )
+    assert hsdp.model_spec.refusals(hsdp, world_size=4) == []
+
+
+def test_features_are_refused_each_with_its_key():
+    spec = _with(
+        model_registry("llama3", "debugmodel"),
+        float8=False,
+        compile=False,
+        activation_checkpoint=False,
+        hf_checkpoints=False,
+    )
+    config = _config(spec, compile__enable=True, activation_checkpoint__mode="full")
+    config.model_converters.converters = [Float8LinearConverter.Config()]
+    config.checkpoint.last_save_in_hf = True
+    keys = [r.key for r in spec.refusals(config, world_size=1)]
+    assert keys == [
+        "model_converters.converters",
+        "compile.enable",
+        "activation_checkpoint.mode",
+        "checkpoint.last_save_in_hf",
+    ]
+    config.compile.components = ["loss"]  # compiling the loss only is not the model's business
+    assert "compile.enable" not in [r.key for r in spec.refusals(config, world_size=1)]
+
+
+def test_a_model_without_a_family_is_refused_by_name():
+    spec = unsupported_model("vlm", "debugmodel")
+    (refusal,) = spec.refusals(_config(spec), world_size=1)
+    assert "titan has no `vlm` model family" in refusal.message
+
+
+def test_the_capability_check_does_not_import_torch():
+    probe = (
+        "import sys\n"
+        "from titan.models.llama3.config_registry import llama3_debugmodel\n"
+        "config = llama3_debugmodel()\n"
+        "config.parallelism.pipeline_parallel_degree = 2\n"
+        "assert config.model_spec.refusals(config, world_size=2)\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_build_run_refuses_before_any_output_folder_exists(tmp_path):
+    from titan.training.setup import build_run
+
+    spec = model_registry("qwen3", "debugmodel")
+    if spec.capabilities.training_refusal is None:
+        spec = unsupported_model("vlm", "debugmodel")
+    config = _config(spec)
+    config.dump_folder = str(tmp_path / "run")
+    with pytest.raises(NotBuildableError):
+        build_run(config)
+    assert not (tmp_path / "run").exists()
