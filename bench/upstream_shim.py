@@ -254,12 +254,51 @@ def save_hf_weights(trainer: Any, folder: str | os.PathLike[str]) -> Path:
     return out
 
 
+def load_hf_weights(trainer: Any, folder: str | os.PathLike[str]) -> None:
+    """Replace the trainer's weights with the Hugging Face safetensors in ``folder`` (every
+    ``*.safetensors`` file), through 0.3.0's own state-dict adapter, e.g. weights another trainer
+    exported, so that both start from the same numbers.
+
+    Every tensor of the model must be in the folder (strict loading). Each one is laid out as the
+    model holds it (a DTensor on FSDP's mesh) before loading, and the model's load hooks fuse the
+    canonical wq/wk/wv back into its wqkv.
+    """
+    from safetensors.torch import load_file
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    config = trainer.config
+    if config.model_spec.state_dict_adapter is None:
+        raise ValueError(f"{config.model_spec.name} has no Hugging Face state-dict adapter")
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder} holds no *.safetensors files")
+    hf: dict[str, torch.Tensor] = {}
+    for file in files:
+        hf.update(load_file(str(file)))
+    adapter = config.model_spec.state_dict_adapter(trainer.model_config, config.hf_assets_path)
+    [model] = trainer.model_parts
+    current = model.state_dict()
+    loaded = adapter.from_hf(hf)
+    missing, unexpected = sorted(set(current) - set(loaded)), sorted(set(loaded) - set(current))
+    if missing or unexpected:
+        raise KeyError(f"{folder} does not match the model: missing {missing}, extra {unexpected}")
+    state = {}
+    for key, value in loaded.items():
+        like = current[key]
+        value = value.to(dtype=like.dtype)
+        if isinstance(like, DTensor):
+            value = distribute_tensor(value, like.device_mesh, like.placements)
+        state[key] = value
+    model.load_state_dict(state, strict=True)
+
+
 def train(
     config: Any,
     *,
     batches: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None,
     repeat_first_batch: bool = False,
     save_initial_weights: str | os.PathLike[str] | None = None,
+    initial_weights: str | os.PathLike[str] | None = None,
 ) -> Run:
     """Build the trainer of ``config``, train ``training.steps`` steps and return the losses.
 
@@ -268,6 +307,9 @@ def train(
     (as 0.3.0 packed it), so that a falling loss shows the model learns.
     ``save_initial_weights``: a folder to write the freshly initialised weights to (Hugging Face
     safetensors, :func:`save_hf_weights`) before the first step.
+    ``initial_weights``: a folder of Hugging Face safetensors to start from instead of 0.3.0's
+    own initialisation (:func:`load_hf_weights`), loaded after ``save_initial_weights`` is
+    written, so a caller can both compare the two initialisations and train from one.
     """
     if batches is not None and repeat_first_batch:
         raise ValueError("give batches or repeat_first_batch, not both")
@@ -282,6 +324,8 @@ def train(
     try:
         if save_initial_weights is not None:
             save_hf_weights(trainer, save_initial_weights)
+        if initial_weights is not None:
+            load_hf_weights(trainer, initial_weights)
         if batches is not None:
             trainer.dataloader = FixedBatches(batches)
         if repeat_first_batch:
