@@ -6,15 +6,12 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
-from titan.config.configurable import NotBuildableError
 from titan.models.common.attention import BaseAttention
 from titan.models.common.decoder import Decoder, TransformerBlock
 from titan.models.common.feed_forward import FeedForward
 from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
-from titan.models.common.registry import check_arg_names, deferred_training
+from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import RoPE
-
-TRAINING_STATUS = deferred_training("deepseek_v3")
 
 # v0.2.2's DeepSeekV3ModelArgs fields (deepseek_v3/model/args.py), in order.
 ARG_NAMES = (
@@ -144,10 +141,6 @@ class DeepSeekV3Model(Decoder):
         """Batch size of v0.2.2's inference caches; unused in training, kept for migration."""
         expert_parallel_comm_backend: Literal["standard", "deepep"] = "standard"
         """Token dispatch of expert parallelism: all-to-all collectives, or DeepEP kernels."""
-
-        def build(self, **kwargs: Any) -> Any:
-            """Refuse clearly: titan cannot construct a deepseek_v3 model yet."""
-            raise NotBuildableError(f"cannot build a deepseek_v3 model: {TRAINING_STATUS}")
 
 
 def config_from_args(args: dict[str, Any]) -> DeepSeekV3Model.Config:

@@ -1,0 +1,286 @@
+"""Converts deepseek_v3 state dicts between titan's names and Hugging Face's ``DeepseekV3``.
+
+Besides the names, one difference of layout: titan keeps each MoE layer's routed experts as three
+stacked tensors ``moe.experts.w1/w2/w3[E, ...]``, while Hugging Face checkpoints store one
+``mlp.experts.{j}.{gate,up,down}_proj.weight`` per expert (transformers fuses them to
+``gate_up_proj``/``down_proj`` in memory; ``from_hf`` reads that fused form too).
+
+The rotary part of each head needs no permutation: ``DeepseekV3Config.rope_interleave`` (true in
+every DeepSeek checkpoint, and in ``config_json``) makes Hugging Face rotate adjacent pairs, as
+titan does; it writes the rotated pairs back as two halves, but queries and keys alike, so the
+attention scores are the same.
+
+Importing this module does not import torch: the conversions only call tensor methods.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from titan.models.deepseek_v3.model_config import DeepSeekV3Model, MLAttention
+from titan.models.llama3.state_dict_adapter import _read_shard_index
+
+logger = logging.getLogger(__name__)
+
+# titan name -> Hugging Face name, for the keys outside the blocks.
+TOP_LEVEL_KEYS = {
+    "tok_embeddings.weight": "model.embed_tokens.weight",
+    "norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+# titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``.
+LAYER_KEYS = {
+    "attention.wq.weight": "self_attn.q_proj.weight",
+    "attention.wq_a.weight": "self_attn.q_a_proj.weight",
+    "attention.q_norm.weight": "self_attn.q_a_layernorm.weight",
+    "attention.wq_b.weight": "self_attn.q_b_proj.weight",
+    "attention.wkv_a.weight": "self_attn.kv_a_proj_with_mqa.weight",
+    "attention.kv_norm.weight": "self_attn.kv_a_layernorm.weight",
+    "attention.wkv_b.weight": "self_attn.kv_b_proj.weight",
+    "attention.wo.weight": "self_attn.o_proj.weight",
+    "attention_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "feed_forward.w1.weight": "mlp.gate_proj.weight",
+    "feed_forward.w3.weight": "mlp.up_proj.weight",
+    "feed_forward.w2.weight": "mlp.down_proj.weight",
+    "moe.router.gate.weight": "mlp.gate.weight",
+    "moe.expert_bias": "mlp.gate.e_score_correction_bias",
+    "moe.shared_experts.w1.weight": "mlp.shared_experts.gate_proj.weight",
+    "moe.shared_experts.w3.weight": "mlp.shared_experts.up_proj.weight",
+    "moe.shared_experts.w2.weight": "mlp.shared_experts.down_proj.weight",
+}
+# titan's stacked expert weight -> the projection name of one Hugging Face expert.
+EXPERT_KEYS = {
+    "moe.experts.w1": "gate_proj",
+    "moe.experts.w3": "up_proj",
+    "moe.experts.w2": "down_proj",
+}
+_LAYER_OF_HF = {hf: titan for titan, hf in LAYER_KEYS.items()}
+_TOP_LEVEL_OF_HF = {hf: titan for titan, hf in TOP_LEVEL_KEYS.items()}
+_EXPERT_OF_HF = {hf: titan for titan, hf in EXPERT_KEYS.items()}
+_TITAN_LAYER = re.compile(r"layers\.(\d+)\.(.+)")
+_HF_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+_HF_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(\w+)\.weight")
+# transformers' in-memory form: gate and up projections of all experts in one tensor.
+_HF_FUSED_GATE_UP = "mlp.experts.gate_up_proj"
+_HF_FUSED_DOWN = "mlp.experts.down_proj"
+
+
+class DeepSeekV3StateDictAdapter:
+    """Maps a deepseek_v3 model's state dict to Hugging Face ``DeepseekV3`` names and back.
+
+    ``hf_assets_path`` is the folder of a Hugging Face checkpoint; when it holds
+    ``model.safetensors.index.json``, ``fqn_to_index_mapping`` tells an exporter which shard file
+    each Hugging Face key belongs to, so a saved checkpoint keeps the same layout.
+    """
+
+    def __init__(self, *, model_config: DeepSeekV3Model.Config, hf_assets_path: str | None):
+        layer = model_config.layer
+        if not isinstance(layer.attention, MLAttention.Config):
+            raise ValueError("a deepseek_v3 block has multi-head latent attention (MLAttention)")
+        self.model_config = model_config
+        self.hf_assets_path = hf_assets_path
+        self.num_experts = layer.moe.num_experts if layer.moe is not None else 0
+        self.has_expert_bias = layer.moe is not None and layer.moe.load_balance_coeff is not None
+        self.fqn_to_index_mapping = _read_shard_index(hf_assets_path)
+
+    def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
+        """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys.
+
+        A model without an expert bias (``load_balance_coeff`` None) still exports Hugging
+        Face's ``e_score_correction_bias``, as zeros, which routes the same.
+        """
+        hf = {}
+        for key, value in state_dict.items():
+            layer = _TITAN_LAYER.fullmatch(key)
+            if layer is None:
+                hf[_lookup(TOP_LEVEL_KEYS, key, key)] = value
+                continue
+            index, name = layer.groups()
+            prefix = f"model.layers.{index}"
+            projection = EXPERT_KEYS.get(name)
+            if projection is not None:
+                for expert in range(value.shape[0]):
+                    hf[f"{prefix}.mlp.experts.{expert}.{projection}.weight"] = value[expert]
+                continue
+            hf[f"{prefix}.{_lookup(LAYER_KEYS, name, key)}"] = value
+            if name == "moe.router.gate.weight" and not self.has_expert_bias:
+                bias = value.new_zeros(value.shape[0]).float()
+                hf[f"{prefix}.mlp.gate.e_score_correction_bias"] = bias
+        return hf
+
+    def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
+        """titan's state dict of Hugging Face ``hf_state_dict``; ``ValueError`` on unknown keys,
+        on an incomplete set of experts, and on a non-zero expert bias the model has no place for.
+        """
+        state = {}
+        experts: dict[str, dict[int, Any]] = {}
+        for key, value in hf_state_dict.items():
+            layer = _HF_LAYER.fullmatch(key)
+            if layer is None:
+                state[_lookup(_TOP_LEVEL_OF_HF, key, key)] = value
+                continue
+            index, name = layer.groups()
+            prefix = f"layers.{index}"
+            expert = _HF_EXPERT.fullmatch(name)
+            if expert is not None:
+                number, projection = expert.groups()
+                stacked = f"{prefix}.{_lookup(_EXPERT_OF_HF, projection, key)}"
+                experts.setdefault(stacked, {})[int(number)] = value
+            elif name == _HF_FUSED_GATE_UP:
+                hidden = value.shape[1] // 2
+                state[f"{prefix}.moe.experts.w1"] = value[:, :hidden]
+                state[f"{prefix}.moe.experts.w3"] = value[:, hidden:]
+            elif name == _HF_FUSED_DOWN:
+                state[f"{prefix}.moe.experts.w2"] = value
+            elif name == LAYER_KEYS["moe.expert_bias"] and not self.has_expert_bias:
+                if bool(value.any()):
+                    raise ValueError(
+                        f"{key!r} is non-zero but this model has no expert bias; "
+                        "set moe.load_balance_coeff to load it"
+                    )
+            else:
+                state[f"{prefix}.{_lookup(_LAYER_OF_HF, name, key)}"] = value
+        for stacked, by_number in experts.items():
+            state[stacked] = self._stack_experts(stacked, by_number)
+        return state
+
+    def _stack_experts(self, stacked: str, by_number: dict[int, Any]) -> Any:
+        """One ``[E, ...]`` tensor of the per-expert weights ``by_number`` of titan key ``stacked``."""
+        if sorted(by_number) != list(range(self.num_experts)):
+            raise ValueError(
+                f"{stacked} needs experts 0..{self.num_experts - 1}, "
+                f"the checkpoint has {sorted(by_number)}"
+            )
+        first = by_number[0]
+        out = first.new_empty((self.num_experts, *first.shape))
+        for number, weight in by_number.items():
+            out[number].copy_(weight)
+        return out
+
+    def hf_differences(self) -> list[str]:
+        """Why Hugging Face's ``DeepseekV3`` would compute something else than this model."""
+        config = self.model_config
+        moe = config.layer.moe
+        found = []
+        if moe is not None and config.layer.n_dense_layers < config.n_layers:
+            if moe.score_func != "sigmoid":
+                found.append(f"score_func {moe.score_func!r} (Hugging Face routes by sigmoid)")
+            if moe.score_before_experts:
+                found.append("score_before_experts (Hugging Face weighs the experts' outputs)")
+            if moe.gate_bias:
+                found.append("gate_bias (Hugging Face's router has none)")
+            if moe.force_load_balance:
+                found.append("force_load_balance (Hugging Face routes by score)")
+            if moe.num_shared_experts == 0:
+                found.append("no shared experts (Hugging Face always has them)")
+        return found
+
+    def config_json(self, *, torch_dtype: str = "float32") -> dict[str, Any]:
+        """The Hugging Face ``DeepseekV3Config`` of this model, for an export folder's config.json.
+
+        A model Hugging Face's ``DeepseekV3`` cannot reproduce (softmax routing, as the debug,
+        16B and 236B flavors) still gets its closest config, with a warning naming why.
+        """
+        differences = self.hf_differences()
+        if differences:
+            logger.warning(
+                "Hugging Face's DeepseekV3 will not compute what this model computes: %s",
+                "; ".join(differences),
+            )
+        config = self.model_config
+        layer = config.layer
+        attention = layer.attention
+        assert isinstance(attention, MLAttention.Config)  # checked in __init__
+        ffn, moe = layer.feed_forward, layer.moe
+        all_dense = moe is None or layer.n_dense_layers >= config.n_layers
+        hidden = ffn.effective_hidden_dim(config.dim) if ffn is not None else None
+        groups = moe.num_expert_groups if moe is not None else None
+        return {
+            "architectures": ["DeepseekV3ForCausalLM"],
+            "model_type": "deepseek_v3",
+            "vocab_size": config.vocab_size,
+            "hidden_size": config.dim,
+            "intermediate_size": hidden,
+            "moe_intermediate_size": layer.moe_hidden_dim(config.dim) if moe else hidden,
+            "num_hidden_layers": config.n_layers,
+            "first_k_dense_replace": config.n_layers if all_dense else layer.n_dense_layers,
+            "num_attention_heads": attention.n_heads,
+            "num_key_value_heads": attention.n_heads,
+            "q_lora_rank": attention.q_lora_rank or None,
+            "kv_lora_rank": attention.kv_lora_rank,
+            "qk_nope_head_dim": attention.qk_nope_head_dim,
+            "qk_rope_head_dim": attention.qk_rope_head_dim,
+            "v_head_dim": attention.v_head_dim,
+            "n_routed_experts": moe.num_experts if moe is not None else 1,
+            "n_shared_experts": moe.num_shared_experts if moe is not None else 1,
+            "num_experts_per_tok": moe.top_k if moe is not None else 1,
+            "n_group": groups or 1,
+            "topk_group": (moe.num_limited_groups if groups else 1) if moe is not None else 1,
+            "norm_topk_prob": moe.route_norm if moe is not None else False,
+            "routed_scaling_factor": moe.route_scale if moe is not None else 1.0,
+            "max_position_embeddings": config.max_seq_len,
+            "rms_norm_eps": config.norm_eps,
+            "rope_parameters": self._rope_parameters(),
+            "rope_interleave": True,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "tie_word_embeddings": False,
+            "initializer_range": 0.02,
+            "num_nextn_predict_layers": 0,
+            "torch_dtype": torch_dtype,
+        }
+
+    def _rope_parameters(self) -> dict[str, Any]:
+        """Hugging Face's ``rope_parameters``: YaRN exactly when titan's table turns it on.
+
+        titan's ``mscale`` scales the softmax (Hugging Face's ``mscale_all_dim``); setting
+        ``mscale`` to the same value keeps Hugging Face's cos/sin factor at exactly 1.
+        """
+        config = self.model_config
+        rope = config.rope
+        if config.max_seq_len <= rope.original_seq_len:
+            return {"rope_type": "default", "rope_theta": rope.theta}
+        return {
+            "rope_type": "yarn",
+            "rope_theta": rope.theta,
+            "factor": rope.rope_factor,
+            "original_max_position_embeddings": rope.original_seq_len,
+            "beta_fast": rope.beta_fast,
+            "beta_slow": rope.beta_slow,
+            "mscale": rope.mscale,
+            "mscale_all_dim": rope.mscale,
+        }
+
+    def get_hf_storage_reader(self, path: str, from_quantized: bool = False) -> Any:
+        """A DCP reader of the Hugging Face safetensors checkpoint in folder ``path``.
+
+        ``from_quantized`` reads DeepSeek's float8 release (128x128 blocks of scales), dequantized
+        to float32, as torchtitan does for the 671B model.
+        """
+        if from_quantized:
+            import torch
+            from torch.distributed.checkpoint.quantized_hf_storage import (
+                QuantizedHuggingFaceStorageReader,
+            )
+
+            return QuantizedHuggingFaceStorageReader(
+                path=path, target_dtype=torch.float32, block_size=128, thread_count=4
+            )
+        from torch.distributed.checkpoint import HuggingFaceStorageReader
+
+        return HuggingFaceStorageReader(path)
+
+
+def _lookup(table: dict[str, str], name: str, key: str) -> str:
+    """``table[name]``, or a ``ValueError`` naming the full ``key`` that is not a deepseek_v3 key."""
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"{key!r} is not a deepseek_v3 state-dict key") from None
+
+
+__all__ = ["EXPERT_KEYS", "LAYER_KEYS", "TOP_LEVEL_KEYS", "DeepSeekV3StateDictAdapter"]
