@@ -26,6 +26,7 @@ from titan.config.configurable import NotBuildableError
 from titan.models.common.model import (
     BASE_INIT_STD,
     Decoder,
+    TransformerBlock,
     apply_rotary_emb,
     block_init_std,
     repeat_kv,
@@ -111,11 +112,12 @@ class Llama4Attention(nn.Module):
         return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
 
 
-class Llama4TransformerBlock(nn.Module):
+class Llama4TransformerBlock(TransformerBlock):
     """Pre-norm block whose feed-forward is the MoE on interleaved layers, SwiGLU elsewhere.
 
     The MoE layers have a ``moe`` submodule and the others a ``feed_forward`` (torchtitan's
     names); the experts' hidden size is ``config.moe_hidden_dim``, auto-scaled by default.
+    ``init_weights`` and ``forward`` are the shared block's.
     """
 
     Config = model_config.Llama4TransformerBlock.Config
@@ -129,12 +131,14 @@ class Llama4TransformerBlock(nn.Module):
         n_layers: int,
         norm_eps: float,
     ):
-        super().__init__()
+        # Not TransformerBlock.__init__: it builds the attention without the layer index that
+        # decides rope and chunking here; everything else is set up the same way.
+        nn.Module.__init__(self)
         if not isinstance(config.attention, model_config.Llama4Attention.Config):
             raise ValueError("a llama4 block needs Llama4Attention (iRoPE-aware) attention")
         self.layer_id = layer_id
-        self.attention = config.attention.build(dim=dim, layer_id=layer_id)
         self.moe_enabled = config.uses_moe(layer_id)
+        self.attention = config.attention.build(dim=dim, layer_id=layer_id)
         if self.moe_enabled:
             assert config.moe is not None  # uses_moe is False without one
             self.moe = config.moe.build(dim=dim, hidden_dim=config.moe_hidden_dim(dim))
@@ -145,22 +149,6 @@ class Llama4TransformerBlock(nn.Module):
         self.attention_norm = nn.RMSNorm(dim, eps=norm_eps)
         self.ffn_norm = nn.RMSNorm(dim, eps=norm_eps)
         self.weight_init_std = block_init_std(config.init_std, layer_id=layer_id, n_layers=n_layers)
-
-    def init_weights(self, buffer_device: torch.device | str | None = None) -> None:
-        """Norms to ones; attention, MoE (its buffers on ``buffer_device``) or feed-forward."""
-        for norm in (self.attention_norm, self.ffn_norm):
-            norm.reset_parameters()
-        self.attention.init_weights(self.weight_init_std)
-        if self.moe_enabled:
-            self.moe.init_weights(self.weight_init_std, buffer_device=buffer_device)
-        else:
-            self.feed_forward.init_weights(self.weight_init_std)
-
-    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-        """Run the block over ``x`` of shape ``[bs, seq, dim]``."""
-        h = x + self.attention(self.attention_norm(x), freqs_cis)
-        ffn = self.moe if self.moe_enabled else self.feed_forward
-        return h + ffn(self.ffn_norm(h))
 
 
 class Llama4Model(Decoder):
