@@ -126,8 +126,7 @@ class Attention(nn.Module):
         super().__init__()
         refuse_unsupported_attention(config)
         n_kv_heads = config.kv_heads()
-        if dim % config.n_heads:
-            raise ValueError(f"dim {dim} is not divisible by n_heads {config.n_heads}")
+        self.check_width(config, dim)
         if config.n_heads % n_kv_heads:
             raise ValueError(
                 f"n_heads {config.n_heads} is not divisible by n_kv_heads {n_kv_heads}"
@@ -140,6 +139,11 @@ class Attention(nn.Module):
         self.wk = nn.Linear(dim, self.n_kv_heads * self.head_dim, bias=False)
         self.wv = nn.Linear(dim, self.n_kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(self.n_heads * self.head_dim, dim, bias=False)
+
+    def check_width(self, config: attention_config.Attention.Config, dim: int) -> None:
+        """Raise ``ValueError`` unless the heads split the model width evenly."""
+        if dim % config.n_heads:
+            raise ValueError(f"dim {dim} is not divisible by n_heads {config.n_heads}")
 
     def init_weights(self, init_std: float) -> None:
         """q/k/v at std 0.02, the output projection at the block's ``init_std``."""

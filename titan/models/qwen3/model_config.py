@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
-from titan.config.configurable import NotBuildableError
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import (
     DEPTH_INIT_OF_INIT_STD,
@@ -99,10 +98,6 @@ class Qwen3Model(Decoder):
         def output_params(self) -> int:
             """Parameters of the output projection (none when tied to the embeddings)."""
             return 0 if self.enable_weight_tying else self.vocab_size * self.dim
-
-        def build(self, **kwargs: Any) -> Any:
-            """Refuse clearly: titan cannot construct a qwen3 model yet."""
-            raise NotBuildableError(f"cannot build a qwen3 model: {TRAINING_STATUS}")
 
 
 def config_from_args(args: dict[str, Any]) -> Qwen3Model.Config:
