@@ -84,6 +84,10 @@ class MLAttention(BaseAttention):
         v_head_dim: int = 32
         """Per-head width of the values."""
 
+        def flops_head_dims(self, dim: int) -> int | None:
+            """Query/key plus value head width (torchtitan counts nope + rope + v per head)."""
+            return self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim
+
         def num_params(self, dim: int) -> int:
             """Parameters of the query, latent key/value and output projections and norms."""
             qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim

@@ -182,11 +182,12 @@ class DeepSeekV3StateDictAdapter:
         """The Hugging Face ``DeepseekV3Config`` of this model, for an export folder's config.json.
 
         A model Hugging Face's ``DeepseekV3`` cannot reproduce (softmax routing, as the debug,
-        16B and 236B flavors) still gets its closest config, with a warning naming why.
+        16B and 236B flavors) still gets its closest config, with a logged note naming why.
         """
         differences = self.hf_differences()
         if differences:
-            logger.warning(
+            # Info, not a warning: the trainer asks for this config at every start, export or not.
+            logger.info(
                 "Hugging Face's DeepseekV3 will not compute what this model computes: %s",
                 "; ".join(differences),
             )
