@@ -6,14 +6,11 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
-from titan.config.configurable import NotBuildableError
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import Decoder, TransformerBlock
 from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
-from titan.models.common.registry import check_arg_names, deferred_training
+from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import RoPE
-
-TRAINING_STATUS = deferred_training("gpt_oss")
 
 # v0.2.2's GptOssModelArgs fields (gpt_oss/model/args.py), in order.
 ARG_NAMES = (
@@ -106,8 +103,23 @@ class GptOssMoE(MoE):
             return MoE.Config.num_params(self, dim, hidden_dim) + biases
 
 
-def _gpt_oss_block() -> TransformerBlock.Config:
-    return TransformerBlock.Config(
+class GptOssTransformerBlock(TransformerBlock):
+    """A gpt-oss block: its attention slides over a window on even layers, attends fully on odd."""
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Config(TransformerBlock.Config):
+        """A gpt-oss block; the decoder builds it with the layer index, which picks the window."""
+
+        _owner_path = "titan.models.gpt_oss.model:GptOssTransformerBlock"
+
+        def uses_sliding_window(self, layer_id: int) -> bool:
+            """Whether layer ``layer_id`` attends over the sliding window (even layers, as
+            torchtitan's ``layer_id % 2 == 0`` and Hugging Face's ``layer_types``)."""
+            return layer_id % 2 == 0
+
+
+def _gpt_oss_block() -> GptOssTransformerBlock.Config:
+    return GptOssTransformerBlock.Config(
         attention=GptOssAttention.Config(), feed_forward=None, moe=GptOssMoE.Config(hidden_dim=256)
     )
 
@@ -123,16 +135,12 @@ class GptOssModel(Decoder):
 
         rope: GptOssRoPE.Config = field(default_factory=GptOssRoPE.Config)
         """NTK-by-parts rotary embedding."""
-        layer: TransformerBlock.Config = field(default_factory=_gpt_oss_block)
+        layer: GptOssTransformerBlock.Config = field(default_factory=_gpt_oss_block)
         """The block every layer is built from: gpt-oss attention and MoE, no dense feed-forward."""
         max_batch_size: int = 8
         """Batch size of v0.2.2's inference caches; unused in training, kept for migration."""
         dtype: Literal["bf16", "fp8"] = "bf16"
         """Compute dtype listed in v0.2.2's model args, kept so migration is lossless."""
-
-        def build(self, **kwargs: Any) -> Any:
-            """Refuse clearly: titan cannot construct a gpt_oss model yet."""
-            raise NotBuildableError(f"cannot build a gpt_oss model: {TRAINING_STATUS}")
 
 
 def config_from_args(args: dict[str, Any]) -> GptOssModel.Config:
@@ -153,7 +161,7 @@ def config_from_args(args: dict[str, Any]) -> GptOssModel.Config:
             ntk_alpha=args["ntk_alpha"],
             ntk_beta=args["ntk_beta"],
         ),
-        layer=TransformerBlock.Config(
+        layer=GptOssTransformerBlock.Config(
             attention=GptOssAttention.Config(
                 n_heads=args["n_heads"],
                 n_kv_heads=args["n_kv_heads"],

@@ -1,0 +1,348 @@
+"""gpt_oss in titan: every flavor builds, a tiny Hugging Face gpt-oss loads through the adapter and
+gives the same logits, export/import is exact, and the family's special parts compute what
+torchtitan v0.2.2 and Hugging Face compute (masks, sinks, YaRN rope, clamped SwiGLU).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from titan.config.configurable import NotBuildableError
+from titan.models.gpt_oss import FLAVORS, model_registry
+from titan.models.gpt_oss.model import (
+    GptOssRoPE,
+    attention_mask,
+    clamped_swiglu,
+    sink_attention,
+    yarn_correction_range,
+)
+from titan.models.gpt_oss.model_config import (
+    GptOssAttention,
+    GptOssModel,
+    GptOssMoE,
+    GptOssTransformerBlock,
+)
+from titan.models.gpt_oss.model_config import GptOssRoPE as GptOssRoPESpec
+from titan.models.gpt_oss.state_dict_adapter import GptOssStateDictAdapter
+
+transformers = pytest.importorskip("transformers")
+
+# The tiny model both sides build: 2 layers (one sliding, one full), width 64, 4 experts of
+# which each token uses 2, heads of 16 (independent of the width), a window of 8 positions
+# (shorter than the test sequence), and gpt-oss's own YaRN rope (factor 32, theta 150000).
+DIM, LAYERS, VOCAB, HIDDEN, EXPERTS, TOP_K = 64, 2, 128, 32, 4, 2
+HEADS, KV_HEADS, HEAD_DIM, WINDOW, SEQ = 4, 2, 16, 8, 40
+THETA, ORIGINAL_SEQ, FACTOR = 150000.0, 4096, 32.0
+# Small enough that the clamps bind for the weights below (checked in the test).
+SWIGLU_LIMIT = 1.5
+
+
+def tiny_config() -> GptOssModel.Config:
+    """titan's config of the tiny model, with gpt-oss's routing (as every v0.2.2 flavor)."""
+    return GptOssModel.Config(
+        dim=DIM,
+        n_layers=LAYERS,
+        vocab_size=VOCAB,
+        max_seq_len=64,
+        rope=GptOssRoPESpec.Config(theta=THETA, original_seq_len=ORIGINAL_SEQ, rope_factor=FACTOR),
+        layer=GptOssTransformerBlock.Config(
+            attention=GptOssAttention.Config(
+                n_heads=HEADS, n_kv_heads=KV_HEADS, head_dim=HEAD_DIM, sliding_window_size=WINDOW
+            ),
+            feed_forward=None,
+            moe=GptOssMoE.Config(
+                hidden_dim=HIDDEN,
+                num_experts=EXPERTS,
+                top_k=TOP_K,
+                num_shared_experts=0,
+                score_func="softmax",
+                route_norm=True,
+                gate_bias=True,
+                score_before_experts=False,
+                swiglu_limit=SWIGLU_LIMIT,
+            ),
+        ),
+    )
+
+
+def tiny_hf_model():
+    """A random ``GptOssForCausalLM`` of the tiny shape whose every part matters to the logits.
+
+    Hugging Face initializes biases at zero and weights at std 0.02, which would leave the
+    biases, sinks and clamps untested; they are redrawn here at scales where each one moves
+    the logits.
+    """
+    config = transformers.GptOssConfig(
+        num_hidden_layers=LAYERS,
+        num_local_experts=EXPERTS,
+        num_experts_per_tok=TOP_K,
+        vocab_size=VOCAB,
+        hidden_size=DIM,
+        intermediate_size=HIDDEN,
+        head_dim=HEAD_DIM,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        sliding_window=WINDOW,
+        max_position_embeddings=ORIGINAL_SEQ * int(FACTOR),
+        swiglu_limit=SWIGLU_LIMIT,
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": THETA,
+            "factor": FACTOR,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": ORIGINAL_SEQ,
+        },
+    )
+    torch.manual_seed(0)
+    model = transformers.GptOssForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5)
+            elif name.endswith(("bias", "sinks")):
+                param.normal_(0.0, 0.5)
+            elif "experts" in name or "router" in name:
+                param.normal_(0.0, 0.2)
+            else:
+                param.normal_(0.0, 0.1)
+    return model
+
+
+def titan_model(config: GptOssModel.Config) -> torch.nn.Module:
+    """A built, initialized titan model of ``config`` on CPU."""
+    model = config.build()
+    model.init_weights()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    """A ``save_pretrained`` folder (safetensors + config.json) of the tiny HF model."""
+    folder = tmp_path_factory.mktemp("hf_gpt_oss")
+    tiny_hf_model().save_pretrained(folder)
+    return folder
+
+
+def read_safetensors(folder) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def tokens() -> torch.Tensor:
+    return torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
+
+
+# --------------------------------------------------------------------------- flavors
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_every_flavor_builds_on_meta_with_the_config_parameter_count(flavor):
+    config = model_registry(flavor).model
+    with torch.device("meta"):
+        model = config.build()
+    assert sum(p.numel() for p in model.parameters()) == config.num_params()
+    layer = model.layers["0"]
+    assert layer.attention.window == config.layer.attention.sliding_window_size
+    assert model.layers["1"].attention.window is None  # odd layers attend fully
+    assert tuple(layer.moe.experts.mlp1_weight.shape) == (
+        config.layer.moe.num_experts,
+        2 * config.layer.moe.hidden_dim,
+        config.dim,
+    )
+
+
+def test_flavors_keep_flex_attention_and_titan_builds_them():
+    # torchtitan only runs gpt_oss on FlexAttention; titan keeps the flavor's attn_type and
+    # computes the same masks and sink softmax (see titan.models.gpt_oss.model).
+    for flavor in FLAVORS:
+        assert model_registry(flavor).model.layer.attention.attn_type == "flex"
+
+
+def test_block_causal_masks_are_refused_clearly():
+    config = tiny_config()
+    config.layer.attention.attn_mask_type = "block_causal"
+    with pytest.raises(NotBuildableError, match="attn_mask_type 'block_causal'"):
+        config.build()
+
+
+# --------------------------------------------------------------------------- Hugging Face
+
+
+def test_hf_model_loads_through_the_adapter_with_the_same_logits(hf_folder):
+    hf = transformers.GptOssForCausalLM.from_pretrained(hf_folder).eval()
+    config = tiny_config()
+    model = titan_model(config)
+    adapter = GptOssStateDictAdapter(model_config=config, hf_assets_path=str(hf_folder))
+    model.load_state_dict(adapter.from_hf(read_safetensors(hf_folder)), strict=True)
+    with torch.no_grad():
+        ours = model(tokens())
+        theirs = hf(tokens()).logits
+    # Both compute in float32 with the same operations in a different order (softmax over all
+    # experts then renormalised vs softmax over the top-k logits; the sink as an extra column
+    # of the softmax vs last; RMSNorm as torch's fused op vs written out). Each reorder moves a
+    # result by a few float32 ulps (~1e-7 relative), and two layers amplify that by at most a
+    # few; 1e-5 of the logits' scale is 100x that margin and far below any real mismatch
+    # (a wrong mask, rope or clamp moves the logits by > 1e-2 of their scale).
+    scale = theirs.abs().max().item()
+    assert scale > 1.0  # the redrawn weights make every part matter
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5 * scale)
+
+
+def test_the_swiglu_clamps_bind_in_the_compared_model(hf_folder):
+    # Without this the logits comparison above would not test the clamps.
+    hf = transformers.GptOssForCausalLM.from_pretrained(hf_folder).eval()
+    seen = []
+    experts = hf.model.layers[0].mlp.experts
+    hook = experts.register_forward_hook(lambda m, args, out: seen.append(args[0]))
+    with torch.no_grad():
+        hf(tokens())
+    hook.remove()
+    gate_up = seen[0] @ experts.gate_up_proj[0] + experts.gate_up_proj_bias[0]
+    assert (gate_up.abs() > SWIGLU_LIMIT).float().mean() > 0.1
+
+
+def test_export_import_is_bitwise_and_has_hf_names_and_shapes(hf_folder):
+    config = tiny_config()
+    torch.manual_seed(3)
+    model = titan_model(config)
+    adapter = GptOssStateDictAdapter(model_config=config, hf_assets_path=None)
+    state = model.state_dict()
+    hf_state = adapter.to_hf(state)
+    reference = read_safetensors(hf_folder)
+    assert {k: tuple(v.shape) for k, v in hf_state.items()} == {
+        k: tuple(v.shape) for k, v in reference.items()
+    }
+    back = adapter.from_hf(hf_state)
+    assert set(back) == set(state)
+    for key, value in state.items():
+        assert torch.equal(back[key], value), key
+
+
+def test_export_runs_in_hf_from_its_config_json(tmp_path):
+    from safetensors.torch import save_file
+
+    config = tiny_config()
+    torch.manual_seed(4)
+    model = titan_model(config)
+    adapter = GptOssStateDictAdapter(model_config=config, hf_assets_path=None)
+    hf_state = {k: v.contiguous() for k, v in adapter.to_hf(model.state_dict()).items()}
+    save_file(hf_state, str(tmp_path / "model.safetensors"), {"format": "pt"})
+    (tmp_path / "config.json").write_text(json.dumps(adapter.config_json()), encoding="utf-8")
+    hf = transformers.GptOssForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        ours, theirs = model(tokens()), hf(tokens()).logits
+    # Same reasoning and bound as the import test.
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5 * theirs.abs().max().item())
+
+
+def test_import_starts_the_expert_bias_at_zero(hf_folder):
+    config = tiny_config()
+    adapter = GptOssStateDictAdapter(model_config=config, hf_assets_path=None)
+    state = adapter.from_hf(read_safetensors(hf_folder))
+    for layer in range(LAYERS):
+        bias = state[f"layers.{layer}.moe.expert_bias"]
+        assert bias.dtype == torch.float32 and torch.equal(bias, torch.zeros(EXPERTS))
+    config.layer.moe.load_balance_coeff = None
+    unbalanced = GptOssStateDictAdapter(model_config=config, hf_assets_path=None)
+    assert not any("expert_bias" in k for k in unbalanced.from_hf(read_safetensors(hf_folder)))
+
+
+def test_adapter_names_what_it_cannot_convert(caplog):
+    config = tiny_config()
+    adapter = GptOssStateDictAdapter(model_config=config, hf_assets_path=None)
+    with pytest.raises(ValueError, match="'layers.0.moe.experts.w1' is not a gpt_oss"):
+        adapter.to_hf({"layers.0.moe.experts.w1": torch.zeros(1)})
+    with pytest.raises(ValueError, match="MXFP4"):
+        adapter.get_hf_storage_reader("unused", from_quantized=True)
+    assert "would misroute" not in caplog.text
+    adapter.config_json()
+    assert "would misroute" not in caplog.text
+    config.layer.moe.score_func = "sigmoid"
+    adapter.config_json()
+    assert "routes with score_func='softmax'; this model has score_func='sigmoid'" in caplog.text
+
+
+# --------------------------------------------------------------------------- special parts
+
+
+def test_sliding_window_mask_keeps_the_last_window_positions():
+    full = attention_mask(4, window=None, device=torch.device("cpu"))
+    sliding = attention_mask(4, window=2, device=torch.device("cpu"))
+    assert full.int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]
+    # Each query sees itself and the one before it: q - kv < 2.
+    assert sliding.int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+
+
+def test_sink_takes_probability_mass_without_a_value():
+    # One query, two keys with logits 0 (q = 0) and values 1 and 3: without a sink the output is
+    # their mean 2; a sink logit s adds e^s to the denominator: 2 * 2 / (2 + e^s).
+    q = torch.zeros(1, 1, 2, 4)
+    k = torch.randn(1, 1, 2, 4)
+    v = torch.tensor([1.0, 3.0]).view(1, 1, 2, 1).expand(1, 1, 2, 4)
+    mask = attention_mask(2, window=None, device=torch.device("cpu"))
+    for sink in (-30.0, 0.0, math.log(2.0)):
+        out = sink_attention(q, k, v, sinks=torch.tensor([sink]), mask=mask)
+        expected = 2 * 2 / (2 + math.exp(sink))
+        torch.testing.assert_close(out[0, 0, 1], torch.full((4,), expected))
+    # The first query sees only key 0: 1 * 1 / (1 + e^0) with sink 0.
+    out = sink_attention(q, k, v, sinks=torch.tensor([0.0]), mask=mask)
+    torch.testing.assert_close(out[0, 0, 0], torch.full((4,), 0.5))
+
+
+def test_clamped_swiglu_on_hand_computed_values():
+    # Interleaved columns: (gate, up) pairs. limit 7, alpha 1.702.
+    h = torch.tensor([[0.0, 0.0, 1.0, 2.0, 10.0, -10.0, -2.0, 8.0]])
+    out = clamped_swiglu(h, limit=7.0)
+    sig = lambda x: 1 / (1 + math.exp(-1.702 * x))  # noqa: E731
+    expected = [
+        0.0,  # gate 0 -> glu 0
+        1.0 * sig(1.0) * (2.0 + 1),
+        7.0 * sig(7.0) * (-7.0 + 1),  # gate clamped above to 7, up clamped below to -7
+        -2.0 * sig(-2.0) * (7.0 + 1),  # gate not clamped below, up clamped above to 7
+    ]
+    torch.testing.assert_close(out, torch.tensor([expected]))
+
+
+def test_yarn_range_and_concentration_of_the_20b_rope():
+    rope_config = model_registry("20b").model.rope
+    # low = 32 ln(4096 / (32 * 2 pi)) / ln(150000), high = 32 ln(4096 / (1 * 2 pi)) / ln(150000)
+    low, high = yarn_correction_range(rope_config, head_dim=64)
+    assert low == pytest.approx(8.0928, abs=1e-4)
+    assert high == pytest.approx(17.3980, abs=1e-4)
+    rope = GptOssRoPE(config=rope_config, head_dim=64, max_seq_len=4)
+    assert rope.concentration() == pytest.approx(0.1 * math.log(32) + 1)
+    freqs = rope.inverse_frequencies()
+    plain = 1.0 / (150000.0 ** (torch.arange(0, 64, 2).float() / 64))
+    assert torch.equal(freqs[:9], plain[:9])  # bands 0..8, up to low, are kept
+    torch.testing.assert_close(freqs[18:], plain[18:] / 32)  # bands from 18 > high interpolated
+    assert torch.all((freqs[9:18] < plain[9:18]) & (freqs[9:18] > plain[9:18] / 32))
+    cache = rope.rope_cache()
+    assert cache.shape == (4, 128)
+    # Position 0: cos = concentration, sin = 0, for every band.
+    torch.testing.assert_close(cache[0, :64], torch.full((64,), rope.concentration()))
+    assert torch.equal(cache[0, 64:], torch.zeros(64))
+
+
+def test_rope_factor_one_leaves_frequencies_unscaled():
+    config = GptOssRoPESpec.Config(theta=10000.0, rope_factor=1.0)
+    rope = GptOssRoPE(config=config, head_dim=8, max_seq_len=3)
+    expected = 1.0 / (10000.0 ** (torch.arange(0, 8, 2).float() / 8))
+    assert torch.equal(rope.inverse_frequencies(), expected)
+    assert rope.concentration() == 1.0
+    angles = 2 * expected
+    torch.testing.assert_close(
+        rope.rope_cache()[2], torch.cat([angles.cos()] * 2 + [angles.sin()] * 2)
+    )
+
+
+def test_yarn_range_outside_the_head_is_a_clear_error():
+    config = GptOssRoPESpec.Config(theta=10000.0, rope_factor=4.0, original_seq_len=16)
+    with pytest.raises(ValueError, match="YaRN needs 0 < low < high"):
+        GptOssRoPE(config=config, head_dim=16, max_seq_len=4).inverse_frequencies()

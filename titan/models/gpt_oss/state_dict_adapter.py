@@ -1,0 +1,225 @@
+"""Converts gpt_oss state dicts between titan's names and Hugging Face's ``GptOssForCausalLM``.
+
+Besides the names, two differences:
+
+- Hugging Face stores each stacked expert projection input-major, ``gate_up_proj[E, dim,
+  2*hidden]`` and ``down_proj[E, hidden, dim]`` (it computes ``x @ W``), while titan, like
+  torchtitan, stores ``mlp1_weight[E, 2*hidden, dim]`` and ``mlp2_weight[E, dim, hidden]``
+  (``x @ W.T``); the conversion transposes the last two dimensions. Gate and up stay
+  interleaved in both (gate in the even rows of ``mlp1``, even columns of ``gate_up_proj``).
+- Hugging Face's gpt-oss has no auxiliary-loss-free expert bias. An export drops titan's
+  ``moe.expert_bias`` (it only steers routing during training); an import starts it at zero,
+  the value torchtitan initializes it to.
+
+Both rotate the two halves of a head, so q/k rows need no permutation (unlike llama3).
+torchtitan v0.2.2's adapter names the MXFP4-quantized ``*_blocks`` tensors of OpenAI's release;
+this one reads and writes the unquantized checkpoints ``save_pretrained`` writes.
+
+Importing this module does not import torch: the conversions only call tensor methods.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from titan.models.gpt_oss.model_config import GptOssAttention, GptOssModel, GptOssMoE
+from titan.models.llama3.state_dict_adapter import _read_shard_index
+
+logger = logging.getLogger(__name__)
+
+# titan name -> Hugging Face name, for the keys outside the blocks.
+TOP_LEVEL_KEYS = {
+    "tok_embeddings.weight": "model.embed_tokens.weight",
+    "norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+# titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``.
+LAYER_KEYS = {
+    **{
+        f"attention.w{p}.{kind}": f"self_attn.{p}_proj.{kind}"
+        for p in "qkvo"
+        for kind in ("weight", "bias")
+    },
+    "attention.sinks": "self_attn.sinks",
+    "attention_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "moe.router.gate.weight": "mlp.router.weight",
+    "moe.router.gate.bias": "mlp.router.bias",
+    "moe.experts.mlp1_weight": "mlp.experts.gate_up_proj",
+    "moe.experts.mlp1_bias": "mlp.experts.gate_up_proj_bias",
+    "moe.experts.mlp2_weight": "mlp.experts.down_proj",
+    "moe.experts.mlp2_bias": "mlp.experts.down_proj_bias",
+}
+# Stacked expert weights whose last two dimensions are transposed between the two layouts.
+TRANSPOSED = frozenset({"moe.experts.mlp1_weight", "moe.experts.mlp2_weight"})
+# titan's load-balancing state, which Hugging Face's gpt-oss has no place for.
+EXPERT_BIAS = "moe.expert_bias"
+TITAN_ONLY_LAYER_KEYS = (EXPERT_BIAS, "moe.tokens_per_expert")
+
+_TITAN_LAYER = re.compile(r"layers\.(\d+)\.(.+)")
+_HF_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+_FROM_HF_TOP_LEVEL = {hf: titan for titan, hf in TOP_LEVEL_KEYS.items()}
+_FROM_HF_LAYER = {hf: titan for titan, hf in LAYER_KEYS.items()}
+
+
+class GptOssStateDictAdapter:
+    """Maps a gpt_oss model's state dict to Hugging Face gpt-oss names and back.
+
+    ``hf_assets_path`` is the folder of a Hugging Face checkpoint; when it holds
+    ``model.safetensors.index.json``, ``fqn_to_index_mapping`` tells an exporter which shard
+    file each Hugging Face key belongs to, so a saved checkpoint keeps the same layout.
+    """
+
+    def __init__(self, *, model_config: GptOssModel.Config, hf_assets_path: str | None):
+        layer = model_config.layer
+        if not isinstance(layer.attention, GptOssAttention.Config) or not isinstance(
+            layer.moe, GptOssMoE.Config
+        ):
+            raise ValueError("a gpt_oss block has GptOssAttention and a GptOssMoE")
+        self.model_config = model_config
+        self.hf_assets_path = hf_assets_path
+        self.fqn_to_index_mapping = _read_shard_index(hf_assets_path)
+
+    def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
+        """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys.
+
+        ``moe.expert_bias`` is left out: Hugging Face's gpt-oss routes without it.
+        """
+        hf = {}
+        for key, value in state_dict.items():
+            layer = _TITAN_LAYER.fullmatch(key)
+            if layer is None:
+                hf[_lookup(TOP_LEVEL_KEYS, key, key)] = value
+                continue
+            index, name = layer.groups()
+            if name in TITAN_ONLY_LAYER_KEYS:
+                continue
+            if name in TRANSPOSED:
+                value = value.transpose(1, 2)
+            hf[f"model.layers.{index}.{_lookup(LAYER_KEYS, name, key)}"] = value
+        return hf
+
+    def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
+        """titan's state dict of Hugging Face ``hf_state_dict``; ``ValueError`` on unknown keys.
+
+        Each layer's ``moe.expert_bias`` (when the config balances load) starts at zero.
+        """
+        state = {}
+        for key, value in hf_state_dict.items():
+            layer = _HF_LAYER.fullmatch(key)
+            if layer is None:
+                state[_lookup(_FROM_HF_TOP_LEVEL, key, key)] = value
+                continue
+            index, name = layer.groups()
+            titan_name = _lookup(_FROM_HF_LAYER, name, key)
+            if titan_name in TRANSPOSED:
+                value = value.transpose(1, 2)
+            state[f"layers.{index}.{titan_name}"] = value
+            if titan_name == "moe.router.gate.weight" and self._balances_load():
+                # One float32 zero per expert, made from the router weight (no torch import).
+                state[f"layers.{index}.{EXPERT_BIAS}"] = value.new_zeros(value.shape[0]).float()
+        return state
+
+    def _balances_load(self) -> bool:
+        """Whether the model keeps an expert bias (``load_balance_coeff`` set)."""
+        moe = self.model_config.layer.moe
+        return moe is not None and moe.load_balance_coeff is not None
+
+    def config_json(self, *, torch_dtype: str = "float32") -> dict[str, Any]:
+        """The Hugging Face ``GptOssConfig`` of this model, for an export folder's config.json.
+
+        Hugging Face's router computes gpt-oss's routing only (softmax over all experts, top-k
+        renormalised, no shared experts, biased gate, scores applied after the experts); for
+        another routing this logs a warning, since an export would load into Hugging Face but
+        route differently there. (The trainer asks for this at every start, so it cannot raise.)
+        """
+        config = self.model_config
+        layer = config.layer
+        attention, moe, rope = layer.attention, layer.moe, config.rope
+        assert isinstance(attention, GptOssAttention.Config)  # checked in __init__
+        assert isinstance(moe, GptOssMoE.Config)
+        mismatch = hf_routing_mismatch(moe)
+        if mismatch is not None:
+            logger.warning("a Hugging Face export of this model would misroute: %s", mismatch)
+        if rope.rope_factor > 1.0:
+            rope_parameters = {
+                "rope_type": "yarn",
+                "rope_theta": rope.theta,
+                "factor": rope.rope_factor,
+                "beta_fast": rope.ntk_beta,
+                "beta_slow": rope.ntk_alpha,
+                "truncate": False,
+                "original_max_position_embeddings": rope.original_seq_len,
+            }
+        else:
+            rope_parameters = {"rope_type": "default", "rope_theta": rope.theta}
+        return {
+            "architectures": ["GptOssForCausalLM"],
+            "model_type": "gpt_oss",
+            "hidden_size": config.dim,
+            "intermediate_size": layer.moe_hidden_dim(config.dim),
+            "num_hidden_layers": config.n_layers,
+            "num_attention_heads": attention.n_heads,
+            "num_key_value_heads": attention.kv_heads(),
+            "head_dim": attention.head_dim,
+            "num_local_experts": moe.num_experts,
+            "num_experts_per_tok": moe.top_k,
+            "vocab_size": config.vocab_size,
+            "max_position_embeddings": config.max_seq_len,
+            "rms_norm_eps": config.norm_eps,
+            "rope_parameters": rope_parameters,
+            "sliding_window": attention.sliding_window_size,
+            "layer_types": [
+                "sliding_attention" if layer.uses_sliding_window(i) else "full_attention"
+                for i in range(config.n_layers)
+            ],
+            "swiglu_limit": moe.swiglu_limit,
+            "attention_bias": True,
+            "attention_dropout": 0.0,
+            "tie_word_embeddings": False,
+            "initializer_range": 0.02,
+            "torch_dtype": torch_dtype,
+        }
+
+    def get_hf_storage_reader(self, path: str, from_quantized: bool = False) -> Any:
+        """A DCP reader of the unquantized Hugging Face safetensors checkpoint in ``path``."""
+        if from_quantized:
+            raise ValueError(
+                "titan cannot load gpt-oss's MXFP4-quantized experts; load an unquantized "
+                "(bf16/fp32) checkpoint"
+            )
+        from torch.distributed.checkpoint import HuggingFaceStorageReader
+
+        return HuggingFaceStorageReader(path)
+
+
+def hf_routing_mismatch(moe: GptOssMoE.Config) -> str | None:
+    """The first routing setting Hugging Face's gpt-oss cannot express, or ``None``."""
+    expected = {
+        "score_func": "softmax",
+        "route_norm": True,
+        "route_scale": 1.0,
+        "gate_bias": True,
+        "num_shared_experts": 0,
+        "score_before_experts": False,
+    }
+    for name, value in expected.items():
+        if getattr(moe, name) != value:
+            return (
+                f"Hugging Face's gpt-oss routes with {name}={value!r}; this model has "
+                f"{name}={getattr(moe, name)!r}, which no GptOssConfig describes"
+            )
+    return None
+
+
+def _lookup(table: dict[str, str], name: str, key: str) -> str:
+    """``table[name]``, or a ``ValueError`` naming the full ``key`` that is not a gpt_oss key."""
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"{key!r} is not a gpt_oss state-dict key") from None
+
+
+__all__ = ["LAYER_KEYS", "TOP_LEVEL_KEYS", "GptOssStateDictAdapter"]
