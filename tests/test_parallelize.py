@@ -5,6 +5,7 @@ activation checkpointing, compile, autocast and the single-process helpers.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -16,7 +17,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointWrapper,
 )
 
-from tests.dist_scripts.parallel_check import SEQ, VOCAB, build_on_meta
+from tests.dist_scripts.parallel_check import SEQ, VOCAB, build_on_meta, model_config
 from titan.components.loss import cross_entropy_loss
 from titan.config.configs import (
     ActivationCheckpointConfig,
@@ -26,12 +27,15 @@ from titan.config.configs import (
     ParallelismConfig,
     TrainingConfig,
 )
+from titan.distributed.amp import amp_context
 from titan.distributed.determinism import set_determinism
 from titan.distributed.grad_norm import clip_grad_norm_
 from titan.distributed.parallel_dims import ParallelDims
+from titan.distributed.parallelize import parallelize_model
 from titan.distributed.process_group import init_distributed
 from titan.distributed.reductions import dist_max, dist_mean
-from titan.models.llama3.parallelize import amp_context, parallelize_llama
+from titan.models.llama3 import model_registry
+from titan.protocols.model_spec import ModelSpec
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tests" / "dist_scripts" / "parallel_check.py"
@@ -91,10 +95,16 @@ def loss_and_grads(model: torch.nn.Module) -> tuple[float, dict[str, torch.Tenso
     return loss.item(), grads
 
 
+def tiny_spec() -> ModelSpec:
+    """llama3's spec with the tiny model's config (whose heads TP must divide)."""
+    return dataclasses.replace(model_registry("debugmodel"), model=model_config())
+
+
 def parallelize(model, *, world_size=1, parallelism=None, ac=None, compile=None, training=None):
     parallelism = parallelism or ParallelismConfig()
-    return parallelize_llama(
+    return parallelize_model(
         model,
+        spec=tiny_spec(),
         parallel_dims=ParallelDims.from_config(parallelism, world_size=world_size),
         world_mesh=None,
         training=training or TrainingConfig(seq_len=SEQ),

@@ -30,13 +30,14 @@ from titan.config.configs import (
 from titan.distributed.determinism import set_determinism
 from titan.distributed.grad_norm import clip_grad_norm_
 from titan.distributed.parallel_dims import ParallelDims
+from titan.distributed.parallelize import parallelize_model
 from titan.distributed.process_group import init_distributed, set_train_timeout
 from titan.distributed.reductions import dist_max, dist_mean
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import TransformerBlock
 from titan.models.common.feed_forward import FeedForward
+from titan.models.llama3 import model_registry
 from titan.models.llama3.model_config import Llama3Model
-from titan.models.llama3.parallelize import parallelize_llama
 
 BATCH, SEQ, VOCAB = 4, 16, 128
 # A max_norm below the gradient norm, so clipping really scales.
@@ -129,8 +130,9 @@ def run_scenario(
     dims = ParallelDims.from_config(parallelism, world_size=world_size)
     mesh = dims.build_mesh("cpu")
     model = build_on_meta()
-    parallelize_llama(
+    parallelize_model(
         model,
+        spec=dataclasses.replace(model_registry("debugmodel"), model=model_config()),
         parallel_dims=dims,
         world_mesh=mesh,
         training=training,

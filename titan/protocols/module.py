@@ -12,6 +12,16 @@ from typing import Any
 from titan.config.configurable import Configurable
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class AttentionHeads:
+    """How many heads a model's attention has: what tensor parallel must split evenly."""
+
+    n_heads: int
+    """Query heads."""
+    n_kv_heads: int
+    """Key/value heads (equal to ``n_heads`` without grouped-query attention)."""
+
+
 class Module(Configurable):
     """A torch ``nn.Module`` described by its config; only the config is defined here.
 
@@ -39,4 +49,17 @@ class BaseModel(Module):
 
         def num_params(self) -> int | None:
             """The parameter count this config describes, when the family knows how to count."""
+            return None
+
+        def attention_heads(self) -> AttentionHeads | None:
+            """The attention heads of every layer; None when the model has no such heads."""
+            return None
+
+        def has_moe(self) -> bool | None:
+            """Whether some layer is a mixture of experts; None when the family does not say."""
+            return None
+
+        def flops_per_token(self, seq_len: int) -> int | None:
+            """Training FLOPs per token at ``seq_len`` (forward and backward, active parameters
+            only); None when the family does not count them, and MFU is then not reported."""
             return None

@@ -16,16 +16,18 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from titan.config.configurable import NotBuildableError
 from titan.config.serialize import to_json
+from titan.distributed.amp import amp_context
 from titan.distributed.config_agreement import check_same_config
 from titan.distributed.determinism import set_determinism
 from titan.distributed.grad_norm import clip_grad_norm_
 from titan.distributed.parallel_dims import ParallelDims
+from titan.distributed.parallelize import parallelize_model
 from titan.distributed.process_group import (
     destroy_distributed,
     init_distributed,
@@ -43,6 +45,19 @@ from titan.training.dump_lock import (
 from titan.training.state import GarbageCollection, TrainState
 from titan.training.weights import DTYPES, default_dtype, init_weights
 
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from titan.components.checkpoint import CheckpointManager
+    from titan.components.dataloader import BaseDataLoader
+    from titan.components.lr_scheduler import LRSchedulersContainer
+    from titan.components.metrics import MetricsProcessor
+    from titan.components.optimizer import OptimizersContainer
+    from titan.components.validate import Validator
+    from titan.config.configs import CommConfig
+    from titan.protocols.model_converter import ModelConvertersContainer
+    from titan.protocols.model_spec import ModelSpec
+
 log = logging.getLogger("titan")
 
 
@@ -51,34 +66,60 @@ class RunParts:
     """The built pieces of one run, as the training loop uses them."""
 
     log: logging.Logger
+    """The trainer's logger."""
     device: torch.device
+    """This process's training device."""
     parallel_dims: ParallelDims
-    world_mesh: Any
+    """The run's parallel degrees."""
+    world_mesh: DeviceMesh | None
+    """The device mesh over every rank; None for one process."""
     model: torch.nn.Module
+    """The parallelized model with its initial weights."""
     model_parts: list[torch.nn.Module]
+    """The model's parts (one without pipeline parallel), as the optimizers and checkpoints see
+    them."""
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-    dataloader: Any
-    optimizers: Any
-    lr_schedulers: Any
-    checkpointer: Any
-    metrics: Any
-    validator: Any
-    converters: Any
+    """``loss_fn(logits, labels)``: the scalar training loss (compiled when asked)."""
+    dataloader: BaseDataLoader
+    """This data-parallel rank's batches."""
+    optimizers: OptimizersContainer
+    """One optimizer per model part (stepped in backward for the in-backward container)."""
+    lr_schedulers: LRSchedulersContainer
+    """The learning-rate schedule of every optimizer."""
+    checkpointer: CheckpointManager
+    """Saving, loading and exporting checkpoints."""
+    metrics: MetricsProcessor
+    """Logging of losses, throughput and memory to the configured sinks."""
+    validator: Validator | None
+    """The validation loop; None when validation is off."""
+    converters: ModelConvertersContainer
+    """The model converters (float8, MX) and their post-optimizer hooks."""
     train_state: TrainState
+    """Step and token counters, saved with checkpoints."""
     gc: GarbageCollection
+    """Python garbage collection at the configured interval."""
     accumulation_steps: int
+    """Micro-batches per optimizer step."""
     clip_gradients: bool
+    """Whether the loop clips the gradient norm (not when optimizers step in backward)."""
     max_norm: float
+    """The gradient-norm clipping threshold."""
     amp: Callable[[], contextlib.AbstractContextManager]
+    """The forward pass's autocast context."""
     loss_context: Callable[[], contextlib.AbstractContextManager]
+    """The loss's context (loss parallel under TP)."""
     profiler: Callable[[], contextlib.AbstractContextManager]
+    """The profiler context of the training loop."""
     summary: str
-    comm: Any
+    """One line describing the run (model, parameters, degrees, device, batches)."""
+    comm: CommConfig
+    """Collective timeouts (the training one applies after the first step)."""
     locks: list[Any] = dataclasses.field(default_factory=list)
     """The output folders' locks (rank 0), released when the run closes."""
 
     @property
     def dp_degree(self) -> int:
+        """Number of data-parallel ranks."""
         return self.parallel_dims.dp_degree
 
     def dp_mean(self, value: torch.Tensor) -> float:
@@ -100,6 +141,7 @@ class RunParts:
         return [p for part in self.model_parts for p in part.parameters()]
 
     def clip_grad_norm(self) -> torch.Tensor:
+        """Clip every parameter's gradient to ``max_norm`` together; returns the total norm."""
         return clip_grad_norm_(self.parameters, self.max_norm)
 
     def after_first_step(self) -> None:
@@ -150,13 +192,12 @@ def build_run(config: Any, **runtime: Any) -> RunParts:
 def _build(
     config: Any,
     *,
-    spec: Any,
+    spec: ModelSpec,
     parallel_dims: ParallelDims,
     locks: list[Any],
     refusal: BaseException | None,
 ) -> RunParts:
     """Everything after the lock; ``refusal`` is rank 0's failure to take it."""
-    parallelize = spec.resolve("parallelize_fn")
     build_loss = spec.resolve("build_loss_fn")
     training = config.training
     dump_folder = config.dump_folder
@@ -200,8 +241,9 @@ def _build(
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
     )
     converters.convert(model)
-    model = parallelize(
+    model = parallelize_model(
         model,
+        spec=spec,
         parallel_dims=parallel_dims,
         world_mesh=world_mesh,
         training=training,
@@ -223,6 +265,10 @@ def _build(
         model_parts=model_parts, gradient_accumulation_steps=accumulation_steps
     )
     optimizers.register_step_post_hook(lambda *_: converters.post_optimizer_hook(model_parts))
+    if spec.post_optimizer_build_fn is not None:
+        spec.resolve("post_optimizer_build_fn")(
+            optimizers, model_parts=model_parts, parallel_dims=parallel_dims, world_mesh=world_mesh
+        )
     lr_schedulers = config.lr_scheduler.build(optimizers=optimizers, training_steps=training.steps)
     in_backward = type(optimizers).__name__ == "OptimizersInBackwardContainer"
 
@@ -247,7 +293,7 @@ def _build(
         rank=rank,
         is_logging_rank=rank == 0,
         device_type=device.type,
-        num_flops_per_token=_flops_per_token(model_config, training.seq_len),
+        num_flops_per_token=model_config.flops_per_token(training.seq_len),
         peak_flops=None,
         total_steps=training.steps,
         non_data_parallel_size=parallel_dims.non_data_parallel_size,
@@ -328,6 +374,7 @@ def _model_config(config: Any, tokenizer: Any) -> Any:
 
 
 def _model_state(model_parts: list[torch.nn.Module]) -> Any:
+    """The model's checkpoint state (all parts as one state dict)."""
     from titan.components.checkpoint.state import ModelState
 
     return ModelState(model_parts)
@@ -344,7 +391,8 @@ def _hf_assets_path(path: str) -> str:
     return str(found)
 
 
-def _state_dict_adapter(spec: Any, model_config: Any, hf_assets_path: str) -> Any:
+def _state_dict_adapter(spec: ModelSpec, model_config: Any, hf_assets_path: str) -> Any:
+    """The family's HF state-dict adapter for ``model_config``; None when it has none."""
     if spec.state_dict_adapter is None:
         return None
     return spec.resolve("state_dict_adapter")(
@@ -352,19 +400,13 @@ def _state_dict_adapter(spec: Any, model_config: Any, hf_assets_path: str) -> An
     )
 
 
-def _flops_per_token(model_config: Any, seq_len: int) -> int | None:
-    from titan.components.metrics_flops import dense_flops_per_token
-
-    return dense_flops_per_token(model_config, seq_len=seq_len)
-
-
 def _amp(parallel_dims: ParallelDims, training: Any, device: torch.device):
-    from titan.models.llama3.parallelize import amp_context
-
+    """The forward pass's autocast context (a no-op when nothing needs it)."""
     return amp_context(parallel_dims, training=training, device_type=device.type)
 
 
 def _loss_context(parallel_dims: ParallelDims):
+    """Loss parallel under TP (the logits are vocabulary-sharded); otherwise a no-op."""
     if parallel_dims.loss_parallel_enabled:
         from torch.distributed.tensor.parallel import loss_parallel
 
@@ -373,6 +415,7 @@ def _loss_context(parallel_dims: ParallelDims):
 
 
 def _degrees(parallel_dims: ParallelDims) -> str:
+    """The parallelisms in use, in words ("FSDP 4, TP 2"; "one process" when none)."""
     names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP"}
     used = [f"{label} {getattr(parallel_dims, name)}" for name, label in names.items()]
     shown = [text for text in used if not text.endswith(" 1")]

@@ -26,6 +26,15 @@ class BaseAttention(Module):
         attn_mask_type: AttentionMask = "causal"
         """Causal over the whole sequence, or block_causal: causal within each document only."""
 
+        def kv_heads(self) -> int:
+            """Key/value heads: one per query head unless the attention groups them."""
+            return self.n_heads
+
+        def flops_head_dims(self, dim: int) -> int | None:
+            """Query/key plus value head width, the attention FLOPs' width per head in a model
+            of width ``dim``; None when the attention does not say (FLOPs are then unknown)."""
+            return None
+
         def num_params(self, dim: int) -> int:
             """Parameters of one attention module in a model of width ``dim``."""
             # Abstract: the base has no head size, so each concrete attention counts its own
@@ -52,6 +61,10 @@ class Attention(BaseAttention):
         def head_dim_for(self, dim: int) -> int:
             """Width of one head in a model of width ``dim``."""
             return dim // self.n_heads
+
+        def flops_head_dims(self, dim: int) -> int | None:
+            """Query/key and value heads have the same width: twice ``head_dim_for``."""
+            return 2 * self.head_dim_for(dim)
 
         def num_params(self, dim: int) -> int:
             """Parameters of the q, k, v and output projections (no biases)."""

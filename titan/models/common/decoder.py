@@ -11,7 +11,7 @@ from titan.models.common.attention import Attention, BaseAttention
 from titan.models.common.feed_forward import FeedForward
 from titan.models.common.moe import MoE
 from titan.models.common.rope import RoPE
-from titan.protocols.module import BaseModel, Module
+from titan.protocols.module import AttentionHeads, BaseModel, Module
 
 
 class TransformerBlock(Module):
@@ -43,6 +43,20 @@ class TransformerBlock(Module):
             if self.feed_forward is None:
                 raise ValueError("moe.hidden_dim must be set when the block has no feed_forward")
             return self.feed_forward.effective_hidden_dim(dim)
+
+        def expert_params(self, dim: int) -> int:
+            """Parameters of one routed expert (a SwiGLU: w1, w2, w3 without biases)."""
+            return 3 * dim * self.moe_hidden_dim(dim)
+
+        def active_params(self, layer_id: int, dim: int) -> int:
+            """Parameters one token runs through in layer ``layer_id``: all of a dense layer; of
+            an MoE layer the router, the shared experts and ``top_k`` of the routed experts."""
+            total = self.num_params(layer_id, dim)
+            if not self.uses_moe(layer_id):
+                return total
+            assert self.moe is not None
+            idle = self.moe.num_experts - self.moe.top_k
+            return total - idle * self.expert_params(dim)
 
         def num_params(self, layer_id: int, dim: int) -> int:
             """Parameters of layer ``layer_id``: attention, feed-forward or MoE, two norms."""
@@ -97,3 +111,29 @@ class Decoder(BaseModel):
             """Parameters of embeddings, blocks, final norm and output (buffers excluded)."""
             blocks = sum(self.layer.num_params(i, self.dim) for i in range(self.n_layers))
             return self.vocab_size * self.dim + blocks + self.dim + self.output_params()
+
+        def attention_heads(self) -> AttentionHeads | None:
+            """Query and key/value heads of the block's attention (every layer has the same)."""
+            attention = self.layer.attention
+            return AttentionHeads(n_heads=attention.n_heads, n_kv_heads=attention.kv_heads())
+
+        def has_moe(self) -> bool | None:
+            """Whether any layer runs the mixture of experts."""
+            return any(self.layer.uses_moe(i) for i in range(self.n_layers))
+
+        def flops_per_token(self, seq_len: int) -> int | None:
+            """Training FLOPs per token (torchtitan's formula, PaLM appendix B).
+
+            6 per active non-embedding parameter (2 forward, 4 backward), counting of an MoE
+            layer only the experts a token is routed to; attention adds 6·L·H·(qk + v head
+            width)·T (12·L·H·D·T when both widths are D): 2 matmuls forward and 4 backward, 2
+            FLOPs per multiply-add, no causal-mask discount, flash recomputation not counted.
+            Only the token embedding is a lookup; the output projection is a matmul and counts.
+            """
+            head_dims = self.layer.attention.flops_head_dims(self.dim)
+            if head_dims is None:
+                return None
+            blocks = sum(self.layer.active_params(i, self.dim) for i in range(self.n_layers))
+            matmul_params = blocks + self.dim + self.output_params()
+            attention = 6 * self.n_layers * self.layer.attention.n_heads * head_dims * seq_len
+            return 6 * matmul_params + attention

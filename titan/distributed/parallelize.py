@@ -1,0 +1,246 @@
+"""Parallelizing any family's model: the family's TP/EP plan, then AC, compile and FSDP2 / DDP.
+
+The order is torchtitan's: TP rewrites the linears into DTensor shards first, AC wraps the blocks,
+compile traces the wrapped blocks, and FSDP shards last so that it sees the final module tree
+(its all-gathers and reduce-scatters then surround the compiled regions). What a family does
+differently is its TP/EP plan, named by ``ModelSpec.parallelize_fn``, and its FSDP units, which a
+model may give as ``model.fsdp_units()``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+from titan.distributed.activation_checkpoint import (
+    apply_activation_checkpointing,
+    check_activation_checkpoint,
+)
+from titan.distributed.amp import DTYPE_OF_NAME
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from titan.config.configs import (
+        ActivationCheckpointConfig,
+        CompileConfig,
+        ParallelismConfig,
+        TrainingConfig,
+    )
+    from titan.distributed.parallel_dims import ParallelDims
+    from titan.protocols.model_spec import ModelSpec
+
+# fsdp_reshard_after_forward -> fully_shard's reshard_after_forward. "default" means True because
+# titan-train has no pipeline parallel (the one case where torchtitan keeps parameters gathered).
+RESHARD_AFTER_FORWARD = {"default": True, "always": True, "never": False}
+
+# DDP gradient buckets, as torchtitan sizes them.
+DDP_BUCKET_CAP_MB = 100
+
+
+def parallelize_model(
+    model: nn.Module,
+    *,
+    spec: ModelSpec,
+    parallel_dims: ParallelDims,
+    world_mesh: DeviceMesh | None,
+    training: TrainingConfig,
+    parallelism: ParallelismConfig,
+    activation_checkpoint: ActivationCheckpointConfig,
+    compile: CompileConfig,
+    float8_enabled: bool = False,
+    dump_folder: str = ".",
+) -> nn.Module:
+    """Apply the family's TP plan, AC, per-block compile and FSDP2/HSDP or DDP to ``model`` in
+    place, as the config sections say; returns ``model``.
+
+    Call it on the model built on the meta device (after model converters), before
+    ``to_empty``/``init_weights``. ``float8_enabled``: the linears are torchao float8 linears with
+    the *tensorwise* recipe, whose TP shards are all-gathered in float8 (pass False for rowwise
+    recipes: they use plain TP). Raises ``ValueError`` for a combination that cannot run, before
+    the model changes.
+    """
+    model_compile_enabled = compile.enable and "model" in compile.components
+    _refuse_unrunnable(
+        spec,
+        parallel_dims=parallel_dims,
+        training=training,
+        parallelism=parallelism,
+        activation_checkpoint=activation_checkpoint,
+        model_compile_enabled=model_compile_enabled,
+        device_type=None if world_mesh is None else world_mesh.device_type,
+    )
+    if parallel_dims.tp_enabled:
+        assert world_mesh is not None
+        tp_mesh = world_mesh["tp"]
+        spec.resolve("parallelize_fn")(
+            model,
+            tp_mesh=tp_mesh,
+            loss_parallel=parallel_dims.loss_parallel_enabled,
+            float8_enabled=float8_enabled,
+        )
+        if parallelism.enable_async_tensor_parallel:
+            _enable_async_tp(tp_mesh)
+    apply_activation_checkpointing(
+        model,
+        config=activation_checkpoint,
+        model_compile_enabled=model_compile_enabled,
+        dump_folder=dump_folder,
+    )
+    if model_compile_enabled:
+        apply_compile(model, backend=compile.backend)
+    if parallel_dims.fsdp_enabled:
+        assert world_mesh is not None
+        apply_fsdp(
+            model,
+            dp_mesh=world_mesh[parallel_dims.fsdp_mesh_dim_names],
+            param_dtype=DTYPE_OF_NAME[training.mixed_precision_param],
+            reduce_dtype=DTYPE_OF_NAME[training.mixed_precision_reduce],
+            reshard_after_forward=parallelism.fsdp_reshard_after_forward,
+            cpu_offload=training.enable_cpu_offload,
+        )
+    elif parallel_dims.dp_replicate_enabled:
+        assert world_mesh is not None
+        apply_ddp(model, dp_mesh=world_mesh["dp_replicate"], compile_enabled=model_compile_enabled)
+    return model
+
+
+def _refuse_unrunnable(
+    spec: ModelSpec,
+    *,
+    parallel_dims: ParallelDims,
+    training: TrainingConfig,
+    parallelism: ParallelismConfig,
+    activation_checkpoint: ActivationCheckpointConfig,
+    model_compile_enabled: bool,
+    device_type: str | None,
+) -> None:
+    """Raise ``ValueError`` for a combination of settings that cannot run on this model."""
+    check_activation_checkpoint(activation_checkpoint, model_compile_enabled=model_compile_enabled)
+    tp = parallel_dims.tp
+    if parallel_dims.tp_enabled:
+        heads = spec.model.attention_heads()
+        counts = (
+            () if heads is None else (("n_heads", heads.n_heads), ("n_kv_heads", heads.n_kv_heads))
+        )
+        for field_name, count in counts:
+            if count % tp:
+                raise ValueError(
+                    f"tensor_parallel_degree ({tp}) must divide the model's {field_name} "
+                    f"({count}): each TP rank holds whole heads"
+                )
+        if training.seq_len % tp:
+            raise ValueError(
+                f"training.seq_len ({training.seq_len}) must be a multiple of "
+                f"tensor_parallel_degree ({tp}): sequence parallel splits the sequence across it"
+            )
+    if parallelism.enable_async_tensor_parallel:
+        if not parallel_dims.tp_enabled:
+            raise ValueError(
+                "parallelism.enable_async_tensor_parallel needs tensor_parallel_degree > 1"
+            )
+        if not model_compile_enabled:
+            raise ValueError(
+                "async tensor parallel needs torch.compile: set compile.enable = true with "
+                "'model' in compile.components, or turn enable_async_tensor_parallel off"
+            )
+        if device_type != "cuda":
+            raise ValueError(
+                "async tensor parallel needs CUDA (symmetric memory); it is off on CPU"
+            )
+    if (
+        parallel_dims.dp_replicate_enabled
+        and not parallel_dims.fsdp_enabled
+        and parallel_dims.tp_enabled
+    ):
+        raise ValueError(
+            "DDP (data_parallel_replicate_degree > 1 with data_parallel_shard_degree = 1) cannot be "
+            "combined with tensor parallel; hint: use HSDP (data_parallel_shard_degree > 1) or FSDP"
+        )
+    if training.enable_cpu_offload and not parallel_dims.fsdp_enabled:
+        raise ValueError(
+            "training.enable_cpu_offload offloads FSDP shards, so it needs "
+            "data_parallel_shard_degree > 1"
+        )
+
+
+def _enable_async_tp(tp_mesh: DeviceMesh) -> None:
+    """Let inductor overlap TP's collectives with matmuls through symmetric memory."""
+    from torch.distributed._symmetric_memory import enable_symm_mem_for_group
+
+    torch._inductor.config._micro_pipeline_tp = True
+    enable_symm_mem_for_group(tp_mesh.get_group().group_name)
+
+
+def apply_compile(model: nn.Module, *, backend: str) -> None:
+    """Compile each block in place (``Module.compile``, so parameter names do not change).
+
+    Per block, not the whole model: the blocks are identical, so one compilation serves them all,
+    and FSDP's per-block hooks stay outside the graphs.
+    """
+    for block in model.layers.values():
+        block.compile(backend=backend, fullgraph=True)
+
+
+def fsdp_units(model: nn.Module) -> list[list[nn.Module]]:
+    """The module groups FSDP shards one by one: ``model.fsdp_units()`` when the model defines
+    it, else the embeddings, each block, then the final norm with the output projection."""
+    if hasattr(model, "fsdp_units"):
+        return model.fsdp_units()
+    return [
+        [model.tok_embeddings],
+        *([block] for block in model.layers.values()),
+        [model.norm, model.output],
+    ]
+
+
+def apply_fsdp(
+    model: nn.Module,
+    *,
+    dp_mesh: DeviceMesh,
+    param_dtype: torch.dtype,
+    reduce_dtype: torch.dtype,
+    reshard_after_forward: str = "default",
+    cpu_offload: bool = False,
+) -> None:
+    """Shard ``model`` with FSDP2 over ``dp_mesh`` (1-D: FSDP; 2-D replicate x shard: HSDP).
+
+    Units: :func:`fsdp_units`, then the root (which holds what is left, such as the rope buffer).
+    """
+    reshard = RESHARD_AFTER_FORWARD[reshard_after_forward]
+    shard_options: dict[str, Any] = {
+        "mesh": dp_mesh,
+        "mp_policy": MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype),
+    }
+    if cpu_offload:
+        # Pinned host memory needs an accelerator; on a CPU-only host the shards are already in
+        # host memory and only pageable memory exists.
+        shard_options["offload_policy"] = CPUOffloadPolicy(pin_memory=dp_mesh.device_type != "cpu")
+    *units, last = fsdp_units(model)
+    for unit in units:
+        fully_shard(_one_or_group(unit), reshard_after_forward=reshard, **shard_options)
+    # The last unit is needed again at once by backward, so by default it stays gathered.
+    fully_shard(
+        _one_or_group(last),
+        reshard_after_forward=reshard_after_forward == "always",
+        **shard_options,
+    )
+    fully_shard(model, **shard_options)
+
+
+def _one_or_group(unit: list[nn.Module]) -> nn.Module | list[nn.Module]:
+    """What ``fully_shard`` takes for ``unit``: the module itself when it is alone."""
+    return unit[0] if len(unit) == 1 else unit
+
+
+def apply_ddp(model: nn.Module, *, dp_mesh: DeviceMesh, compile_enabled: bool) -> None:
+    """Replicate ``model`` over ``dp_mesh`` with DDP (composable ``replicate``)."""
+    from torch.distributed._composable.replicate import replicate
+
+    if compile_enabled:
+        # Lets dynamo split compiled graphs at DDP bucket boundaries so all-reduces overlap.
+        torch._dynamo.config.optimize_ddp = "ddp_optimizer"
+    replicate(model, device_mesh=dp_mesh, bucket_cap_mb=DDP_BUCKET_CAP_MB)
