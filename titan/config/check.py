@@ -243,7 +243,6 @@ def _suggest(name: str, names: list[str]) -> str | None:
 
 def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.ConfigFacts:
     """The cross-field rules' view of a ``Trainer.Config`` (paths in registry spelling)."""
-    from schemas import flavors
     from titan.components.optimizer import OptimizersInBackwardContainer
     from titan.components.quantization.float8 import Float8LinearConverter
 
@@ -269,7 +268,9 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
     spec = config.model_spec
     family = spec.name if spec is not None else None
     flavor_name = spec.flavor if spec is not None else None
-    found = flavors.flavor(family, flavor_name) if spec is not None else None
+    # The facts come from the config tree itself, so a flavor whose tree was edited (heads, MoE
+    # layers) is checked as it will be built, not as the flavor's name says.
+    heads = spec.model.attention_heads() if spec is not None else None
     fault_tolerance = getattr(config, "fault_tolerance", None)
     in_backward = isinstance(config.optimizer, OptimizersInBackwardContainer.Config)
     return rules.ConfigFacts(
@@ -301,7 +302,7 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
         ),
         model_name=rules.Setting(family, "model_spec.name", locate("model_spec")),
         flavor=rules.Setting(flavor_name, "model_spec.flavor", locate("model_spec")),
-        n_heads=found.n_heads if found else None,
-        n_kv_heads=found.n_kv_heads if found else None,
-        moe=found.moe if found else None,
+        n_heads=heads.n_heads if heads is not None else None,
+        n_kv_heads=heads.n_kv_heads if heads is not None else None,
+        moe=spec.model.has_moe() if spec is not None else None,
     )
