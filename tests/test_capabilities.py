@@ -12,6 +12,7 @@ from schemas.flavors import flavor_names
 from titan.components.quantization.float8 import Float8LinearConverter
 from titan.config.configurable import NotBuildableError
 from titan.models import SUPPORTED_MODELS, model_registry, unsupported_model
+from titan.models.common.registry import deferred_training
 from titan.models.llama3.config_registry import llama3_debugmodel
 from titan.protocols.model_spec import FEATURES, Capabilities, ModelSpec
 from titan.trainer import Trainer
@@ -54,13 +55,19 @@ def test_a_feature_for_every_capability_field():
 def test_a_family_that_does_not_train_is_refused_once_with_its_reason(family):
     spec = model_registry(family, flavor_names(family)[0])
     if spec.capabilities.training_refusal is None:
-        pytest.skip(f"{family} trains now")
+        spec = _with(spec, training_refusal=deferred_training(family))  # as before it landed
     config = _config(spec, parallelism__tensor_parallel_degree=2, compile__enable=True)
     (refusal,) = spec.refusals(config, world_size=2)
     assert refusal.key == "model_spec"
     assert f"does not train {family} yet (it trains llama3)" in refusal.message
     with pytest.raises(NotBuildableError, match=f"{family} '.*': titan-train does not train"):
         spec.check_capabilities(config, world_size=2)
+
+
+def test_flux_does_not_train():
+    spec = model_registry("flux", "flux-debug")
+    assert "does not train flux yet" in spec.capabilities.training_refusal
+    assert spec.parallelize_fn is None and spec.build_loss_fn is None
 
 
 def test_llama3_debug_config_runs_as_it_is():
@@ -173,14 +180,19 @@ def test_the_capability_check_does_not_import_torch():
     assert done.returncode == 0, done.stderr
 
 
-def test_build_run_refuses_before_any_output_folder_exists(tmp_path):
+@pytest.mark.parametrize("missing", ["tp", "training"])
+def test_build_run_refuses_before_any_output_folder_exists(tmp_path, monkeypatch, missing):
     from titan.training.setup import build_run
 
-    spec = model_registry("qwen3", "debugmodel")
-    if spec.capabilities.training_refusal is None:
-        spec = unsupported_model("vlm", "debugmodel")
-    config = _config(spec)
+    spec = model_registry("llama3", "debugmodel")
+    if missing == "tp":
+        spec, key = _with(spec, tp=False), "parallelism.tensor_parallel_degree"
+    else:
+        spec, key = _with(spec, training_refusal="not today"), "'debugmodel': not today"
+    config = _config(spec, parallelism__tensor_parallel_degree=2)
     config.dump_folder = str(tmp_path / "run")
-    with pytest.raises(NotBuildableError):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(NotBuildableError, match=key):
         build_run(config)
     assert not (tmp_path / "run").exists()
