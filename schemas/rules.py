@@ -421,6 +421,42 @@ def world_size(facts: ConfigFacts) -> Iterator[Diagnostic]:
         )
 
 
+def expert_borrowed_degree(*, tp: int, cp: int, etp: int) -> int:
+    """The degree EP always borrows whole: cp, times tp when the experts are not TP-sharded
+    (etp = 1); the rest of EP comes out of dp_shard."""
+    return cp * (tp if etp == 1 else 1)
+
+
+def expert_layout_problem(
+    *, ep: int, etp: int, tp: int, cp: int, dp_shard: int | None
+) -> tuple[str, str, str] | None:
+    """Why an expert-parallel layout (ep > 1) cannot be formed, as ``(fact, message, hint)`` where
+    ``fact`` is "ep" or "etp"; None when it can. ``dp_shard`` is the resolved shard degree (None
+    when unknown). The trainer's ``ParallelDims`` asks the same question before it builds a mesh.
+    """
+    if etp not in (1, tp):
+        return (
+            "etp",
+            f"expert TP degree {etp} must be 1 or equal the TP degree {tp}",
+            f"set expert_tensor_parallel_degree to 1 or {tp}",
+        )
+    borrowed = expert_borrowed_degree(tp=tp, cp=cp, etp=etp)
+    if ep % borrowed:
+        return (
+            "ep",
+            f"expert parallel degree {ep} must be a multiple of {borrowed} (cp{' × tp' if etp == 1 else ''})",
+            f"use a multiple of {borrowed}, e.g. {max(borrowed, ep // borrowed * borrowed)}",
+        )
+    if dp_shard is not None and (dp_shard * borrowed) % ep:
+        return (
+            "ep",
+            f"expert parallel degree {ep} must divide dp_shard × {'cp × tp' if etp == 1 else 'cp'} = {dp_shard * borrowed}",
+            f"use a divisor of {dp_shard * borrowed} that is a multiple of {borrowed}, e.g. "
+            f"{_largest_divisor(dp_shard * borrowed, at_most=ep, multiple_of=borrowed)}",
+        )
+    return None
+
+
 def expert_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """EP needs an MoE model; expert TP is 1 or equal to TP; EP borrows from dp_shard × cp (× tp)."""
     ep, etp, tp, cp = facts.ep, facts.etp, facts.tp, facts.cp
@@ -436,31 +472,12 @@ def expert_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
             f"`{facts.flavor.value}`, which has no experts",
             "use a mixture-of-experts flavor, or set expert_parallel_degree = 1",
         )
-    if etp.value not in (1, tp.value):
-        yield _diag(
-            "expert-parallel",
-            etp,
-            f"expert TP degree {etp.value} must be 1 or equal the TP degree {tp.value}",
-            f"set expert_tensor_parallel_degree to 1 or {tp.value}",
-        )
-        return
-    shard = _resolved_dp_shard(facts)
-    borrowed = cp.value * (tp.value if etp.value == 1 else 1)
-    if ep.value % borrowed:
-        yield _diag(
-            "expert-parallel",
-            ep,
-            f"expert parallel degree {ep.value} must be a multiple of {borrowed} (cp{' × tp' if etp.value == 1 else ''})",
-            f"use a multiple of {borrowed}, e.g. {max(borrowed, ep.value // borrowed * borrowed)}",
-        )
-    elif shard is not None and (shard * borrowed) % ep.value:
-        yield _diag(
-            "expert-parallel",
-            ep,
-            f"expert parallel degree {ep.value} must divide dp_shard × {'cp × tp' if etp.value == 1 else 'cp'} = {shard * borrowed}",
-            f"use a divisor of {shard * borrowed} that is a multiple of {borrowed}, e.g. "
-            f"{_largest_divisor(shard * borrowed, at_most=ep.value, multiple_of=borrowed)}",
-        )
+    problem = expert_layout_problem(
+        ep=ep.value, etp=etp.value, tp=tp.value, cp=cp.value, dp_shard=_resolved_dp_shard(facts)
+    )
+    if problem is not None:
+        fact, message, hint = problem
+        yield _diag("expert-parallel", etp if fact == "etp" else ep, message, hint)
 
 
 def global_batch(facts: ConfigFacts) -> Iterator[Diagnostic]:
