@@ -196,3 +196,28 @@ def test_build_run_refuses_before_any_output_folder_exists(tmp_path, monkeypatch
     with pytest.raises(NotBuildableError, match=key):
         build_run(config)
     assert not (tmp_path / "run").exists()
+
+
+def _config_nodes(node):
+    """``node`` and every config below it in the tree."""
+    yield node
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            yield from _config_nodes(value)
+
+
+@pytest.mark.parametrize("family", SUPPORTED_MODELS)
+def test_a_family_that_trains_has_every_module_its_configs_name(family):
+    from titan.config.configurable import owner_of
+
+    for name in flavor_names(family):
+        spec = model_registry(family, name)
+        if spec.capabilities.training_refusal is not None:
+            assert spec.parallelize_fn is None and spec.build_loss_fn is None
+            continue
+        assert spec.build_loss_fn is not None
+        assert spec.parallelize_fn is not None or not spec.capabilities.tp
+        for node in _config_nodes(spec.model):
+            if type(node)._owner_path is not None:
+                assert owner_of(type(node)).__name__ in type(node)._owner_path
