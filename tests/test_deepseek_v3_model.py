@@ -197,6 +197,23 @@ def test_debugmodel_names_match_torchtitan():
     assert model.norm.eps is None and model.layers["0"].attention_norm.eps == config.norm_eps
 
 
+def test_init_buffers_zeroes_the_token_counts_to_empty_left_unset():
+    """The sharded CPU start-up only calls init_buffers: counts must not keep to_empty's memory."""
+    config = titan_config(hf_config(q_lora_rank=None, yarn=False))
+    with torch.device("meta"):
+        model = config.build()
+    model.to_empty(device="cpu")
+    for layer in model.layers.values():
+        if layer.moe_enabled:
+            layer.moe.tokens_per_expert.fill_(float("nan"))
+    model.init_buffers()
+    counts = [layer.moe.tokens_per_expert for layer in model.layers.values() if layer.moe_enabled]
+    assert len(counts) == 2 and all(torch.equal(c, torch.zeros(8)) for c in counts)
+    assert torch.equal(
+        model.freqs_cis, YaRNRoPE(config=config.rope, head_dim=8, max_seq_len=SEQ).freqs_cis()
+    )
+
+
 # ----------------------------------------------------------------------------- YaRN rope
 
 

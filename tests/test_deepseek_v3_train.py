@@ -1,5 +1,6 @@
 """titan-train trains the deepseek_v3 debug model: the legacy TOML and its migrated registry give
-bit-identical losses, and the loss falls over 20 steps (sequence 64, batch 2, one CPU process).
+bit-identical losses that fall (sequence 64, batch 2), on one CPU process and on two under FSDP2
+(torchrun, gloo); a Hugging Face export of a trained model imports back bit for bit.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from tests.training_runs import REPO, SEED, SMALL, loss_bits, titan_train
 pytestmark = pytest.mark.slow  # every test here trains for real
 
 DEBUG_TOML = REPO / "legacy_configs" / "deepseek_v3" / "debug_model.toml"
-STEPS = ["--training.steps", "20"]
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +32,86 @@ def migrated_registry(tmp_path_factory):
     return target
 
 
-def test_both_forms_train_with_identical_losses_that_fall(migrated_registry, tmp_path):
-    """20 steps of the MoE debug model (softmax top-3 of 8 experts, 2 shared, selective AC)."""
+def both_forms(registry, tmp_path, steps: int, *, nproc: int = 1):
+    """The TOML run and the migrated-registry run of ``steps`` steps on ``nproc`` processes."""
+    flags = [*SMALL, *SEED, "--training.steps", str(steps)]
     toml = titan_train(
-        ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, *STEPS],
+        ["--job.config_file", str(DEBUG_TOML), *flags],
         dump_folder=tmp_path / "toml",
         legacy=True,
+        nproc=nproc,
     ).check()
     code = titan_train(
-        ["--registry", str(migrated_registry), "--config", "deepseek_v3_debugmodel"]
-        + [*SMALL, *SEED, *STEPS],
+        ["--registry", str(registry), "--config", "deepseek_v3_debugmodel", *flags],
         dump_folder=tmp_path / "registry",
         legacy=False,
+        nproc=nproc,
     ).check()
-    assert [m["step"] for m in toml.metrics] == list(range(1, 21))
+    assert [m["step"] for m in toml.metrics] == list(range(1, steps + 1))
+    return toml, code
+
+
+def test_both_forms_train_with_identical_losses_that_fall(migrated_registry, tmp_path):
+    """20 steps of the MoE debug model (softmax top-3 of 8 experts, 2 shared, selective AC)."""
+    toml, code = both_forms(migrated_registry, tmp_path, 20)
     assert loss_bits(toml.losses) == loss_bits(code.losses)
     # Measured: 8.20 at step 1, 5.0 to 6.1 over the last five steps.
     assert sum(toml.losses[-5:]) / 5 < toml.losses[0] - 1.5
+
+
+def test_fsdp_on_two_processes_gives_identical_losses_that_fall(migrated_registry, tmp_path):
+    """FSDP2 over 2 ranks (data_parallel_shard_degree -1 in the TOML), 10 steps."""
+    toml, code = both_forms(migrated_registry, tmp_path, 10, nproc=2)
+    assert "world size 2 (FSDP 2)" in toml.stderr and "world size 2 (FSDP 2)" in code.stderr
+    assert loss_bits(toml.losses) == loss_bits(code.losses)
+    # Measured: 7.93 at step 1, 5.85 at step 10.
+    assert toml.losses[-1] < toml.losses[0] - 1.0
+
+
+def test_hf_export_of_a_trained_model_imports_bit_for_bit(tmp_path, monkeypatch):
+    """3 steps, saved as HF safetensors (per-expert keys) + config.json, loaded by a new run."""
+    import torch
+    from safetensors.torch import load_file
+
+    from titan.models.deepseek_v3.config_registry import deepseek_v3_debugmodel
+
+    monkeypatch.chdir(REPO)  # hf_assets_path is ./tests/assets/tokenizer
+
+    def config(dump: str):
+        c = deepseek_v3_debugmodel()
+        c.dump_folder = str(tmp_path / dump)
+        c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 64, 2
+        c.debug.seed = 7
+        c.checkpoint.enable = True
+        c.checkpoint.interval = 3
+        return c
+
+    exporting = config("export")
+    exporting.checkpoint.last_save_model_only = True
+    exporting.checkpoint.last_save_in_hf = True
+    trainer = exporting.build()
+    try:
+        trainer.train()
+        trained = {k: v.clone() for k, v in trainer.parts.model.state_dict().items()}
+    finally:
+        trainer.close()
+    folder = tmp_path / "export" / "checkpoint" / "step-3"
+    hf = load_file(str(folder / "model.safetensors"))
+    assert "model.layers.1.mlp.experts.7.down_proj.weight" in hf
+    assert "model.layers.1.mlp.gate.e_score_correction_bias" in hf
+    # The expert bias moved during training (load balancing), so the export carries real values.
+    assert bool(trained["layers.1.moe.expert_bias"].any())
+    config_json = (folder / "config.json").read_text(encoding="utf-8")
+    assert '"model_type": "deepseek_v3"' in config_json
+
+    importing = config("import")
+    importing.checkpoint.initial_load_path = str(folder)
+    importing.checkpoint.initial_load_in_hf = True
+    trainer = importing.build()
+    try:
+        assert trainer.parts.checkpointer.load()
+        loaded = trainer.parts.model.state_dict()
+        assert loaded.keys() == trained.keys()
+        assert [k for k in trained if not torch.equal(trained[k], loaded[k])] == []
+    finally:
+        trainer.close()

@@ -268,6 +268,18 @@ class DeepSeekV3Model(Decoder):
         bound = OUTPUT_CUTOFF_STDS * std
         nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
 
+    def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
+        """Recompute the rotary table and zero every MoE layer's token counts.
+
+        Neither is in a checkpoint (``expert_bias`` is, and is loaded over whatever is here), and
+        ``to_empty`` leaves the counts as uninitialized memory that load balancing would read.
+        """
+        super().init_buffers(buffer_device)
+        with torch.device(buffer_device or self.freqs_cis.device):
+            for layer in self.layers.values():
+                if layer.moe_enabled:
+                    layer.moe.tokens_per_expert = layer.moe.zero_counts()
+
 
 __all__ = [
     "DeepSeekV3Model",
