@@ -310,3 +310,23 @@ def test_init_distributed_without_torchrun_is_one_process(monkeypatch):
         init_distributed(CommConfig(mode="local_tensor"), device_type="cpu")
     with pytest.raises(ValueError, match="runs on cpu or cuda, not 'mps'"):
         init_distributed(CommConfig(), device_type="mps")
+
+
+def test_fsdp_units_are_the_models_own_when_it_names_them():
+    from titan.distributed.parallelize import fsdp_units
+
+    model = build_on_meta()
+    default = fsdp_units(model)
+    assert default[0] == [model.tok_embeddings] and default[-1] == [model.norm, model.output]
+    assert [unit[0] for unit in default[1:-1]] == list(model.layers.values())
+
+    class Tied(torch.nn.Module):
+        def __init__(self, base):
+            super().__init__()
+            self.base = base
+
+        def fsdp_units(self):
+            return [[self.base.tok_embeddings, self.base.output]]
+
+    tied = Tied(model)
+    assert fsdp_units(tied) == [[model.tok_embeddings, model.output]]
