@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from schemas.rules import expert_borrowed_degree, expert_layout_problem
+
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
@@ -16,21 +18,30 @@ if TYPE_CHECKING:
 
 # Mesh dimensions in layout order (outermost first): replicas of the model outside, shards of
 # each replica next, tensor parallel innermost so its frequent collectives stay within a host.
-MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "tp")
+# With expert parallel, dp_shard is split into the part EP does not borrow (dp_shard_mod_ep, the
+# FSDP shards of the experts) and the part it borrows (dp_shard_in_ep), which keeps the ranks of
+# one EP group adjacent, as torchtitan v0.2.0 laid them out.
+MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp")
 
 # The flattened dimension of replicate x shard; built only when both are > 1, otherwise "dp" is the
 # one data-parallel dimension that exists (no extra process group).
 FLAT_DP_NAME = "dp"
 
 # What each name ``ParallelDims.mesh`` accepts stands for. Without context parallel, torchtitan's
-# cp-folded names ("dp_shard_cp", "dp_cp") are their plain data-parallel counterparts.
+# cp-folded names ("dp_shard_cp", "dp_cp") are their plain data-parallel counterparts. "dp_shard"
+# is one dimension without EP and the two EP halves of it with EP; "ep" is the borrowed half (and
+# tp when the experts are not TP-sharded); "efsdp" shards the experts with FSDP.
 MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
-    "dp": ("dp_replicate", "dp_shard"),
-    "dp_cp": ("dp_replicate", "dp_shard"),
+    "dp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
+    "dp_cp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
     "dp_replicate": ("dp_replicate",),
-    "dp_shard": ("dp_shard",),
-    "dp_shard_cp": ("dp_shard",),
+    "dp_shard": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
+    "dp_shard_cp": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
     "tp": ("tp",),
+    "ep": ("dp_shard_in_ep", "tp"),
+    "efsdp": ("dp_shard_mod_ep",),
+    "dp_shard_mod_ep": ("dp_shard_mod_ep",),
+    "dp_shard_in_ep": ("dp_shard_in_ep",),
 }
 
 
@@ -49,7 +60,7 @@ class ParallelDims:
     cp: int = 1
     """Context-parallel degree (always 1: titan-train has no context parallel yet)."""
     ep: int = 1
-    """Expert-parallel degree (always 1: titan-train has no expert parallel yet)."""
+    """Expert-parallel degree: the routed experts are split over this many ranks."""
     etp: int = 1
     """Tensor-parallel degree inside experts; only meaningful with expert parallel."""
     world_size: int
@@ -62,8 +73,9 @@ class ParallelDims:
         """The degrees of ``parallelism`` for ``world_size`` processes; ``ValueError`` if they
         cannot run (a degree < 1, or a product other than the world size).
 
-        Pipeline, context and expert parallel degrees are not read: the model's capability
-        check (``ModelSpec.refusals``) refuses them before a run is built.
+        Pipeline and context parallel degrees are not read: the model's capability check
+        (``ModelSpec.refusals``) refuses them before a run is built. An expert-parallel layout is
+        checked with the rule ``titan-validate`` reports (``schemas.rules.expert_layout_problem``).
         """
         if world_size < 1:
             raise ValueError(f"the world size must be at least 1, got {world_size}")
@@ -73,6 +85,8 @@ class ParallelDims:
         for field_name, degree in (
             ("data_parallel_replicate_degree", replicate),
             ("tensor_parallel_degree", tp),
+            ("expert_parallel_degree", parallelism.expert_parallel_degree),
+            ("expert_tensor_parallel_degree", parallelism.expert_tensor_parallel_degree),
         ):
             if degree < 1:
                 raise ValueError(f"parallelism.{field_name} must be at least 1, got {degree}")
@@ -92,11 +106,16 @@ class ParallelDims:
                 f"{world_size}; hint: set data_parallel_shard_degree = -1 to take the ranks left "
                 "over, or launch a matching number of processes"
             )
+        ep = parallelism.expert_parallel_degree
+        etp = parallelism.expert_tensor_parallel_degree
+        if ep > 1:
+            _check_expert_layout(ep=ep, etp=etp, tp=tp, dp_shard=shard)
         return cls(
             dp_replicate=replicate,
             dp_shard=shard,
             tp=tp,
-            etp=parallelism.expert_tensor_parallel_degree,
+            ep=ep,
+            etp=etp,
             world_size=world_size,
             enable_loss_parallel=not parallelism.disable_loss_parallel,
         )
@@ -128,6 +147,38 @@ class ParallelDims:
         return self.tp > 1
 
     @property
+    def ep_enabled(self) -> bool:
+        """Whether the routed experts are split over ranks (expert parallel)."""
+        return self.ep > 1
+
+    @property
+    def etp_enabled(self) -> bool:
+        """Whether tensor parallel also splits each expert (only with expert parallel)."""
+        return self.ep_enabled and self.etp > 1
+
+    @property
+    def dp_shard_in_ep(self) -> int:
+        """The part of dp_shard that expert parallel borrows (1 without EP)."""
+        if not self.ep_enabled:
+            return 1
+        return self.ep // expert_borrowed_degree(tp=self.tp, cp=self.cp, etp=self.etp)
+
+    @property
+    def dp_shard_mod_ep(self) -> int:
+        """The part of dp_shard that EP leaves: the experts' FSDP degree (dp_shard without EP)."""
+        return self.dp_shard // self.dp_shard_in_ep
+
+    @property
+    def fsdp_gradient_divide_factor(self) -> int:
+        """What FSDP divides every gradient by, experts included: the data-parallel degree.
+
+        The experts' FSDP mesh is smaller than the dense one (EP took the rest), but their
+        gradients already sum the tokens of every data-parallel rank through the all-to-all, so
+        they are averaged like all others.
+        """
+        return self.dp_replicate * self.dp_shard * self.cp
+
+    @property
     def loss_parallel_enabled(self) -> bool:
         """Whether the loss runs on vocabulary-sharded logits (TP on, loss parallel not disabled)."""
         return self.tp_enabled and self.enable_loss_parallel
@@ -149,58 +200,127 @@ class ParallelDims:
 
     @property
     def mesh_dim_names(self) -> tuple[str, ...]:
-        """Named dimensions of the world mesh: those whose degree is > 1, in layout order."""
-        degrees = {"dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard, "tp": self.tp}
-        return tuple(name for name in MESH_DIM_ORDER if degrees[name] > 1)
+        """Named dimensions of the world mesh: those whose degree is > 1, in layout order; with
+        EP, dp_shard's two halves, dp_shard_mod_ep always (FSDP wraps the experts even on 1 rank
+        so that they run under the same mixed precision as the rest of the block)."""
+        degrees = self._degrees()
+        return tuple(
+            name
+            for name in MESH_DIM_ORDER
+            if degrees[name] > 1 or (name == "dp_shard_mod_ep" and self.ep_enabled)
+        )
 
     @property
     def fsdp_mesh_dim_names(self) -> tuple[str, ...]:
-        """Mesh dimensions ``fully_shard`` takes: both for HSDP, the shard one alone for FSDP."""
+        """Mesh dimensions ``fully_shard`` takes: both for HSDP, the shard one alone for FSDP
+        (with EP, "dp_shard" is the flattened dimension :meth:`build_mesh` makes)."""
         if self.dp_replicate_enabled:
             return ("dp_replicate", "dp_shard")
         return ("dp_shard",)
+
+    @property
+    def expert_fsdp_mesh_dim_names(self) -> tuple[str, ...]:
+        """Mesh dimensions ``fully_shard`` takes for the routed experts under EP."""
+        if self.dp_replicate_enabled:
+            return ("dp_replicate", "dp_shard_mod_ep")
+        return ("dp_shard_mod_ep",)
+
+    def _degrees(self) -> dict[str, int]:
+        """The degree of each dimension of ``MESH_DIM_ORDER``."""
+        if self.ep_enabled:
+            shard, mod_ep, in_ep = 1, self.dp_shard_mod_ep, self.dp_shard_in_ep
+        else:
+            shard, mod_ep, in_ep = self.dp_shard, 1, 1
+        return {
+            "dp_replicate": self.dp_replicate,
+            "dp_shard": shard,
+            "dp_shard_mod_ep": mod_ep,
+            "dp_shard_in_ep": in_ep,
+            "tp": self.tp,
+        }
 
     # The mesh.
     def build_mesh(self, device_type: str) -> DeviceMesh | None:
         """The world mesh over ``device_type`` ("cpu", "cuda"), or None for a single process.
 
-        When both data-parallel dimensions are > 1, also builds the flattened "dp" dimension used
-        for data loading and the loss all-reduce.
+        Also builds the flattened dimensions the run uses, so that every rank creates their
+        process groups in the same order: "dp" when both data-parallel dimensions are > 1, and
+        with EP "dp_shard" (the dense FSDP dimension) and "ep" when they span several dimensions.
         """
         if self.world_size == 1:
             return None
         from torch.distributed.device_mesh import init_device_mesh
 
         names = self.mesh_dim_names
-        degrees = {"dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard, "tp": self.tp}
+        degrees = self._degrees()
         world_mesh = init_device_mesh(
             device_type, tuple(degrees[name] for name in names), mesh_dim_names=names
         )
-        if self.dp_replicate_enabled and self.dp_shard_enabled:
-            world_mesh["dp_replicate", "dp_shard"]._flatten(FLAT_DP_NAME)
+        for name in ("dp_shard", "dp", "ep"):
+            self.mesh(world_mesh, name)
         return world_mesh
 
     def mesh(self, world_mesh: DeviceMesh | None, name: str) -> DeviceMesh | None:
-        """The sub-mesh ``name`` ("dp", "dp_shard", "dp_replicate", "tp", "dp_shard_cp", "dp_cp")
-        of ``world_mesh``; None when every dimension it stands for has degree 1.
-        """
+        """The sub-mesh ``name`` (a key of ``MESH_NAME_DIMS``) of ``world_mesh``; None when
+        every dimension it stands for has degree 1 ("efsdp" exists, maybe of size 1, with EP)."""
         if name not in MESH_NAME_DIMS:
             raise KeyError(f"unknown mesh name {name!r}; known: {', '.join(MESH_NAME_DIMS)}")
         if world_mesh is None:
             return None
-        present = [dim for dim in MESH_NAME_DIMS[name] if dim in self.mesh_dim_names]
+        present = self._present_dims(name)
         if not present:
             return None
         if len(present) == 1:
             return world_mesh[present[0]]
-        # Idempotent: returns the flattened mesh build_mesh made (slicing "dp" out of the root
-        # mesh instead is deprecated).
-        return world_mesh[tuple(present)]._flatten(FLAT_DP_NAME)
+        # Idempotent: returns the flattened mesh build_mesh made (slicing it out of the root
+        # mesh instead is deprecated). One name per set of dimensions, so "dp" without replicas
+        # is the same process group as "dp_shard".
+        return world_mesh[present]._flatten(_flat_name(present))
+
+    def _present_dims(self, name: str) -> tuple[str, ...]:
+        """The world-mesh dimensions that mesh ``name`` spans in this layout."""
+        dims = MESH_NAME_DIMS[name]
+        if name == "ep":
+            if not self.ep_enabled:
+                return ()  # tp alone is not an expert group
+            if self.etp != 1:
+                dims = ("dp_shard_in_ep",)  # TP shards inside each expert instead
+        return tuple(dim for dim in dims if dim in self.mesh_dim_names)
 
     def dp_rank(self, world_mesh: DeviceMesh | None) -> int:
         """This process's data-parallel rank (which slice of the global batch it loads)."""
         dp_mesh = self.mesh(world_mesh, "dp")
         return 0 if dp_mesh is None else dp_mesh.get_local_rank()
+
+
+def _flat_name(dims: tuple[str, ...]) -> str:
+    """The name of the flattened mesh over ``dims``: data parallel with replicas, the expert
+    group when tp is folded in, else the (EP-split) shard dimension."""
+    if "dp_replicate" in dims:
+        return FLAT_DP_NAME
+    if "tp" in dims:
+        return "ep"
+    return "dp_shard"
+
+
+def _check_expert_layout(*, ep: int, etp: int, tp: int, dp_shard: int) -> None:
+    """Raise ``ValueError`` when expert parallel cannot be laid out on these degrees, with the
+    rule titan-validate reports, or runs with tensor parallel (not in titan-train yet)."""
+    problem = expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=1, dp_shard=dp_shard)
+    if problem is not None:
+        fact, message, hint = problem
+        raise ValueError(f"parallelism.{_EXPERT_FIELDS[fact]}: {message}; hint: {hint}")
+    if tp > 1:
+        raise ValueError(
+            f"expert parallel ({ep}) with tensor parallel ({tp}) is not supported by titan-train "
+            "yet: the experts' token exchange does not split the tokens tensor-parallel ranks "
+            "share (expert_tensor_parallel_degree = 1) nor shard each expert over them "
+            "(= tensor_parallel_degree); hint: set tensor_parallel_degree = 1 and let EP borrow "
+            "from data_parallel_shard_degree"
+        )
+
+
+_EXPERT_FIELDS = {"ep": "expert_parallel_degree", "etp": "expert_tensor_parallel_degree"}
 
 
 def _leftover_shard_degree(*, replicate: int, tp: int, world_size: int) -> int:
