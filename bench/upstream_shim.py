@@ -150,6 +150,52 @@ def _eager_flex_attention() -> None:
     warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
 
 
+def use_causal_sdpa() -> None:
+    """Run 0.3.0's FlexAttention layers as causal ``scaled_dot_product_attention`` instead.
+
+    For timing only, and only with batches whose rows are each one document
+    (:class:`FixedBatches`): there 0.3.0's block-causal mask is plain causal, and SDPA computes
+    the same attention without materialising the scores as the eager flex path does (that
+    path is most of a CPU step at a few hundred tokens). Every new mask is checked to be
+    exactly causal before it is replaced (one check per batch: the layers share the mask), and
+    a score modifier or a request for the log-sum-exp is refused, so the switch can never
+    silently compute something else. Call it after :func:`apply`.
+    """
+    import torch.nn.functional as F
+    from torch.nn.attention.flex_attention import create_mask
+    from torchtitan.models.common import attention
+
+    checked: list[Any] = [None]
+
+    def causal_sdpa(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        score_mod: Any,
+        block_mask: Any,
+        scale: float | None,
+        enable_gqa: bool,
+        return_aux: Any,
+        kernel_options: dict,
+    ) -> tuple[torch.Tensor, None]:
+        if score_mod is not None or return_aux.lse:
+            raise NotImplementedError("causal SDPA stands in for plain masked flex attention only")
+        if checked[0] is not block_mask:
+            batch, _, q_len, kv_len = block_mask.shape
+            dense = create_mask(block_mask.mask_mod, batch, 1, q_len, kv_len, device=q.device)
+            causal = torch.ones(q_len, kv_len, dtype=torch.bool, device=q.device).tril()
+            if not torch.equal(dense, causal.expand_as(dense)):
+                raise ValueError("the attention mask is not plain causal: feed FixedBatches")
+            checked[0] = block_mask
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, scale=scale, enable_gqa=enable_gqa
+        )
+        return out, None
+
+    attention.FlexAttention.compiled_flex_attn = staticmethod(causal_sdpa)
+
+
 def _no_timeout_change() -> None:
     import torchtitan.distributed.utils as dist_utils
 
@@ -224,10 +270,17 @@ class Run:
     grad_norms: list[float]
     step_seconds: list[float]
     """Wall time of each step, up to its loss being logged."""
+    step_cpu_seconds: list[float]
+    """CPU time of the process (all its threads) in each step: on a shared machine it counts
+    only this run's own work, where the wall time also counts waiting for a core."""
     build_seconds: float
     """Building the trainer: process group, model, optimizer, tokenizer, data loader."""
     train_seconds: float
     """All of ``Trainer.train()``, which ends with a fixed 2 s wait for other ranks."""
+
+
+def _intervals(start: float, marks: list[float]) -> list[float]:
+    return [b - a for a, b in zip([start, *marks[:-1]], marks, strict=True)]
 
 
 def save_hf_weights(trainer: Any, folder: str | os.PathLike[str]) -> Path:
@@ -321,6 +374,7 @@ def train(
     losses: list[float] = []
     grad_norms: list[float] = []
     logged_at: list[float] = []
+    cpu_at: list[float] = []
     try:
         if save_initial_weights is not None:
             save_hf_weights(trainer, save_initial_weights)
@@ -345,12 +399,13 @@ def train(
             **kwargs: Any,
         ) -> Any:
             logged_at.append(time.perf_counter())
+            cpu_at.append(time.process_time())
             losses.append(float(global_avg_loss))
             grad_norms.append(float(grad_norm))
             return log(step, global_avg_loss, global_max_loss, grad_norm, *args, **kwargs)
 
         trainer.metrics_processor.log = record
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         trainer.train()
         done = time.perf_counter()
     finally:
@@ -360,7 +415,8 @@ def train(
     return Run(
         losses=losses,
         grad_norms=grad_norms,
-        step_seconds=[b - a for a, b in zip([started, *logged_at[:-1]], logged_at, strict=True)],
+        step_seconds=_intervals(started, logged_at),
+        step_cpu_seconds=_intervals(cpu_started, cpu_at),
         build_seconds=built - begin,
         train_seconds=done - started,
     )

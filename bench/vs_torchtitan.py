@@ -24,7 +24,9 @@ file recomputes every second block: a memory trade, not part of the model), one 
 Printed: every step's loss in both, the largest loss difference (absolute and relative), and the
 step-time ratio titan / torchtitan: the median of each run's steps after ``--warmup``, a step
 being the time from one logged loss to the next (each trainer's own loop and logging, both fed
-from batches in memory). The exit status is 1 when some step's losses differ by more than
+from batches in memory), in wall time and in the process's CPU time. On a shared machine the
+wall time also counts waiting for a core, which hits the two runs (one after the other)
+unevenly; the CPU time counts each run's own work and is the steadier figure. The exit status is 1 when some step's losses differ by more than
 ``--rel-tol`` relative or a run fails, 2 for a usage error, else 0. A family that titan-train does
 not train yet is reported on one line and skipped.
 
@@ -81,6 +83,11 @@ FAMILIES = (
 )
 SHAPES = {"default": (4, 256), "small": (2, 64)}
 """``--shape`` presets: (local batch size, sequence length)."""
+UPSTREAM_ATTENTION = {
+    "flex": "FlexAttention, as 0.3.0 trains language models (eager and dense on CPU)",
+    "sdpa": "causal SDPA in place of flex (upstream_shim.use_causal_sdpa), as titan computes it",
+}
+"""``--upstream-attention`` choices."""
 
 # Files of one family's run folder.
 REQUEST = "request.json"
@@ -113,6 +120,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="largest relative loss difference at any step that still passes",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads in each run")
+    parser.add_argument(
+        "--upstream-attention",
+        choices=list(UPSTREAM_ATTENTION),
+        default="flex",
+        help="how 0.3.0 computes attention: "
+        + "; ".join(f"{name}: {what}" for name, what in UPSTREAM_ATTENTION.items()),
+    )
     parser.add_argument("--keep", metavar="DIR", help="exchange folder to keep (default: temp)")
     parser.add_argument("--worker", choices=["titan", "upstream"], help=argparse.SUPPRESS)
     parser.add_argument("folder", nargs="?", help=argparse.SUPPRESS)
@@ -136,8 +150,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # Workers: each runs in its own environment's interpreter, in a fresh process.
 
 
-def _step_seconds(started: float, logged_at: list[float]) -> list[float]:
-    return [b - a for a, b in zip([started, *logged_at[:-1]], logged_at, strict=True)]
+def _intervals(start: float, marks: list[float]) -> list[float]:
+    return [b - a for a, b in zip([start, *marks[:-1]], marks, strict=True)]
 
 
 def titan_worker(folder: Path) -> None:
@@ -194,15 +208,17 @@ def titan_worker(folder: Path) -> None:
         parts.dataloader = batches
         losses: list[float] = []
         logged_at: list[float] = []
+        cpu_at: list[float] = []
         log = parts.metrics.log
 
         def record(*, step: int, loss: float, **rest: Any) -> None:
             logged_at.append(time.perf_counter())
+            cpu_at.append(time.process_time())
             losses.append(float(loss))
             log(step=step, loss=loss, **rest)
 
         parts.metrics.log = record
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         trainer.train()
         done = time.perf_counter()
     finally:
@@ -210,7 +226,8 @@ def titan_worker(folder: Path) -> None:
     run = {
         "trains": True,
         "losses": losses,
-        "step_seconds": _step_seconds(started, logged_at),
+        "step_seconds": _intervals(started, logged_at),
+        "step_cpu_seconds": _intervals(cpu_started, cpu_at),
         "build_seconds": built - begin,
         "train_seconds": done - started,
     }
@@ -247,6 +264,8 @@ def upstream_worker(folder: Path) -> None:
     request = json.loads((folder / REQUEST).read_text(encoding="utf-8"))
     torch.set_num_threads(request["threads"])
     upstream_shim.apply()
+    if request["upstream_attention"] == "sdpa":
+        upstream_shim.use_causal_sdpa()
     init_logger()
     config = upstream_shim.load_config(folder / UPSTREAM_MODULE, request["function"])
     config.dump_folder = str(folder / "upstream_dump")
@@ -382,10 +401,11 @@ class Comparison:
     def rel_diffs(self) -> list[float]:
         return [d / abs(b) for d, b in zip(self.abs_diffs, self.upstream["losses"], strict=True)]
 
-    def step_time_ratio(self, warmup: int) -> tuple[float, float, float]:
-        """(titan median, 0.3.0 median, titan / 0.3.0) over the steps after ``warmup``."""
-        ours = statistics.median(self.titan["step_seconds"][warmup:])
-        theirs = statistics.median(self.upstream["step_seconds"][warmup:])
+    def step_time_ratio(self, warmup: int, *, clock: str) -> tuple[float, float, float]:
+        """(titan median, 0.3.0 median, titan / 0.3.0) over the steps after ``warmup``;
+        ``clock`` is ``step_seconds`` (wall) or ``step_cpu_seconds`` (the process's CPU)."""
+        ours = statistics.median(self.titan[clock][warmup:])
+        theirs = statistics.median(self.upstream[clock][warmup:])
         return ours, theirs, ours / theirs
 
 
@@ -400,6 +420,7 @@ def compare(family: Family, args: argparse.Namespace, folder: Path) -> Compariso
         "batch": args.batch,
         "seq_len": args.seq_len,
         "threads": args.threads,
+        "upstream_attention": args.upstream_attention,
     }
     (folder / REQUEST).write_text(json.dumps(request, indent=2), encoding="utf-8")
     _start_worker(TITAN_PYTHON, "titan", folder)
@@ -430,12 +451,13 @@ def report(result: Comparison, args: argparse.Namespace) -> bool:
         f"max |loss difference|: {worst_abs:.3g} (relative {worst_rel:.3g}); tolerance "
         f"{args.rel_tol:g} relative at every step: {'ok' if ok else 'EXCEEDED'}"
     )
-    ours, theirs, ratio = result.step_time_ratio(args.warmup)
     timed = f"steps {args.warmup + 1}-{args.steps}"
-    print(
-        f"step time, median of {timed}: titan {ours * 1000:.1f} ms, torchtitan "
-        f"{theirs * 1000:.1f} ms; titan / torchtitan = {ratio:.3f}x"
-    )
+    for clock, name in (("step_seconds", "wall"), ("step_cpu_seconds", "CPU")):
+        ours, theirs, ratio = result.step_time_ratio(args.warmup, clock=clock)
+        print(
+            f"step time ({name}), median of {timed}: titan {ours * 1000:.1f} ms, torchtitan "
+            f"{theirs * 1000:.1f} ms; titan / torchtitan = {ratio:.3f}x"
+        )
     print(
         f"trainer build: titan {titan['build_seconds']:.2f} s, torchtitan "
         f"{upstream['build_seconds']:.2f} s"
@@ -471,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"== {family.name} {family.flavor} ({family.toml}): titan-train vs torchtitan "
                 f"0.3.0, float32, CPU, batch {args.batch} x seq {args.seq_len}, {args.steps} "
-                f"steps, {args.threads} torch thread(s), seed {SEED}"
+                f"steps, {args.threads} torch thread(s), seed {SEED}; torchtitan's attention: "
+                f"{UPSTREAM_ATTENTION[args.upstream_attention]}"
             )
             try:
                 result = compare(family, args, root / family.name)
