@@ -1,10 +1,12 @@
 """titan-train trains the deepseek_v3 debug model: the legacy TOML and its migrated registry give
 bit-identical losses that fall (sequence 64, batch 2), on one CPU process and on two under FSDP2
-(torchrun, gloo); a Hugging Face export of a trained model imports back bit for bit.
+(torchrun, gloo); FSDP/DDP/HSDP gradients equal one process's; a Hugging Face export of a
+trained model imports back bit for bit.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -15,6 +17,9 @@ from tests.training_runs import REPO, SEED, SMALL, loss_bits, titan_train
 pytestmark = pytest.mark.slow  # every test here trains for real
 
 DEBUG_TOML = REPO / "legacy_configs" / "deepseek_v3" / "debug_model.toml"
+PARALLEL_CHECK = REPO / "tests" / "dist_scripts" / "deepseek_v3_parallel_check.py"
+# What the capability record claims for two processes (tests/dist_scripts/parallel_check.py).
+SCENARIOS = ["fsdp", "ddp", "hsdp", "fsdp_cpu_offload", "fsdp_bf16"]
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +71,22 @@ def test_fsdp_on_two_processes_gives_identical_losses_that_fall(migrated_registr
     assert loss_bits(toml.losses) == loss_bits(code.losses)
     # Measured: 7.93 at step 1, 5.85 at step 10.
     assert toml.losses[-1] < toml.losses[0] - 1.0
+
+
+def test_sharded_and_replicated_runs_match_one_process_on_two_processes():
+    """Loss, gradients and clipped norm of FSDP/DDP/HSDP (and offload, bf16) vs one process."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    done = subprocess.run(
+        [*command, str(PARALLEL_CHECK), *SCENARIOS],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    for scenario in SCENARIOS:
+        assert f"OK {scenario}:" in done.stdout
 
 
 def test_hf_export_of_a_trained_model_imports_bit_for_bit(tmp_path, monkeypatch):

@@ -23,10 +23,12 @@ def model_registry(flavor: str) -> ModelSpec:
         "deepseek_v3",
         flavor,
         config_from_args=config_from_args,
-        # Proven by tests/test_deepseek_v3_*.py: one process and FSDP2 over 2 ranks (both forms
-        # bit-identical), activation checkpointing, Hugging Face import/export. No TP/EP plan yet;
-        # DDP, compile and float8 are not tested.
-        capabilities=Capabilities(fsdp=True, activation_checkpoint=True, hf_checkpoints=True),
+        # Proven by tests/test_deepseek_v3_*.py: one process, FSDP2/HSDP/DDP over 2 ranks (the
+        # gradients of one process), activation checkpointing, Hugging Face import/export. No
+        # TP/EP plan yet; compile and float8 are not tested.
+        capabilities=Capabilities(
+            fsdp=True, ddp=True, activation_checkpoint=True, hf_checkpoints=True
+        ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
         # The generic AC/compile/FSDP/DDP steps; deepseek_v3 adds no TP plan (tp stays off).
         parallelize_fn="titan.models.llama3.parallelize:parallelize_llama",
