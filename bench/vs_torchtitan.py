@@ -136,8 +136,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.worker is not None and args.folder is None:
         parser.error("--worker needs the run folder")
     batch, seq_len = SHAPES[args.shape]
-    args.batch = args.batch or batch
-    args.seq_len = args.seq_len or seq_len
+    args.batch = batch if args.batch is None else args.batch
+    args.seq_len = seq_len if args.seq_len is None else args.seq_len
     for name in ("batch", "seq_len", "steps", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
