@@ -172,6 +172,25 @@ def test_block_causal_masks_are_refused_clearly():
         config.build()
 
 
+def test_init_on_meta_then_to_empty_sets_every_tensor_the_same_way_each_time():
+    # The router's gate bias included: torchtitan leaves it as to_empty's memory.
+    def built(seed: int) -> dict[str, torch.Tensor]:
+        with torch.device("meta"):
+            model = tiny_config().build()
+        model.to_empty(device="cpu")
+        for param in model.parameters():
+            param.data.fill_(float("nan"))  # what to_empty leaves is anything, NaN included
+        torch.manual_seed(seed)
+        model.init_weights()
+        return model.state_dict()
+
+    first, again = built(0), built(0)
+    assert all(torch.isfinite(v).all() for v in first.values())
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    gate_bias = first["layers.1.moe.router.gate.bias"]
+    assert 0 < gate_bias.abs().max() < 10 * 0.02 / 4**0.5  # drawn at layer 1's std, 0.01
+
+
 # --------------------------------------------------------------------------- Hugging Face
 
 

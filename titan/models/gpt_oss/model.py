@@ -262,6 +262,19 @@ class GptOssMoE(MoE):
             swiglu_limit=config.swiglu_limit,
         )
 
+    def init_weights(
+        self, init_std: float, buffer_device: torch.device | str | None = None
+    ) -> None:
+        """The shared MoE's init, plus the router's bias at ``init_std``.
+
+        torchtitan v0.2.2 never initializes the gate bias, so after ``to_empty`` it holds
+        whatever memory it got (runs differ from one another); titan draws it like every other
+        gpt-oss bias, from the same truncated normal.
+        """
+        super().init_weights(init_std, buffer_device)
+        if self.router.gate.bias is not None:
+            nn.init.trunc_normal_(self.router.gate.bias, mean=0.0, std=init_std)
+
 
 class GptOssTransformerBlock(nn.Module):
     """Pre-norm block: ``h = x + attention(norm(x))``, ``out = h + moe(norm(h))``."""
