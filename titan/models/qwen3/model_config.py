@@ -15,10 +15,8 @@ from titan.models.common.decoder import (
 )
 from titan.models.common.feed_forward import FeedForward
 from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
-from titan.models.common.registry import check_arg_names, deferred_training
+from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import RoPE
-
-TRAINING_STATUS = deferred_training("qwen3")
 
 # v0.2.2's Qwen3ModelArgs fields (qwen3/model/args.py), in order.
 ARG_NAMES = (
