@@ -18,16 +18,17 @@ model the document boundaries they need.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from titan.config.configurable import NotBuildableError
 from titan.models.common.model import (
-    BASE_INIT_STD,
+    Attention,
     Decoder,
     TransformerBlock,
-    apply_rotary_emb,
     block_init_std,
     repeat_kv,
 )
@@ -52,55 +53,38 @@ def uses_rope(config: model_config.Llama4Attention.Config, layer_id: int) -> boo
     return layer_id % every != 0
 
 
-class Llama4Attention(nn.Module):
+class Llama4Attention(Attention):
     """Grouped-query attention whose layer decides rope on/off and chunked/global masking."""
 
     Config = model_config.Llama4Attention.Config
 
     def __init__(self, *, config: model_config.Llama4Attention.Config, dim: int, layer_id: int):
-        super().__init__()
         if config.attn_type == "varlen":
             raise NotBuildableError(
                 "llama4 has no varlen attention (torchtitan refuses it too); "
                 "use attn_type 'sdpa' or 'flex'"
             )
-        if config.attn_mask_type != "causal":
-            raise NotBuildableError(
-                f"attn_mask_type {config.attn_mask_type!r} is not supported by titan-train yet; "
-                "use attn_mask_type 'causal' (e.g. --model.layer.attention.attn_mask_type causal)"
-            )
-        n_kv_heads = config.kv_heads()
-        if dim % config.n_heads or config.n_heads % n_kv_heads:
-            raise ValueError(
-                f"dim {dim}, n_heads {config.n_heads} and n_kv_heads {n_kv_heads} must divide "
-                "one another"
-            )
-        self.n_rep = config.n_heads // n_kv_heads
-        self.head_dim = config.head_dim_for(dim)
+        # The shared attention refuses flex, which needs FlexAttention; llama4's flex masks are
+        # run with SDPA here, so the projections are built as for sdpa.
+        super().__init__(config=dataclasses.replace(config, attn_type="sdpa"), dim=dim)
         self.use_rope = uses_rope(config, layer_id)
         # Chunking exists only in torchtitan's flex path, and only on rope layers.
         chunked = config.attn_type == "flex" and self.use_rope
         self.chunk_size = config.fixed_attn_block_size if chunked else None
-        self.wq = nn.Linear(dim, config.n_heads * self.head_dim, bias=False)
-        self.wk = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
-        self.wv = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
-        self.wo = nn.Linear(config.n_heads * self.head_dim, dim, bias=False)
 
-    def init_weights(self, init_std: float) -> None:
-        """q/k/v at std 0.02, the output projection at the block's ``init_std``."""
-        for linear in (self.wq, self.wk, self.wv):
-            nn.init.trunc_normal_(linear.weight, mean=0.0, std=BASE_INIT_STD)
-        nn.init.trunc_normal_(self.wo.weight, mean=0.0, std=init_std)
+    def rotate(
+        self, xq: torch.Tensor, xk: torch.Tensor, rotary_table: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate queries and keys on rope layers; NoPE layers leave them as they are."""
+        if not self.use_rope:
+            return xq, xk
+        return super().rotate(xq, xk, rotary_table)
 
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
         """Attend over ``x`` of shape ``[bs, seq, dim]``, causally, within chunks if chunked."""
         bs, seqlen, _ = x.shape
-        # -1, not n_heads: under tensor parallelism each rank holds only its local heads.
-        xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
-        xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
-        xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
-        if self.use_rope:
-            xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        xq, xk, xv = self.project_heads(x)
+        xq, xk = self.rotate(xq, xk, freqs_cis)
         keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
         values = repeat_kv(xv, self.n_rep).transpose(1, 2)
         queries = xq.transpose(1, 2)
