@@ -70,3 +70,62 @@ def test_fsdp_and_ddp_match_one_process_on_two_processes():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     for scenario in SCENARIOS:
         assert f"OK {scenario}:" in done.stdout
+
+
+def test_hf_export_of_a_trained_model_loads_in_hf_and_back(tmp_path, monkeypatch):
+    """titan-train's Hugging Face export (weights + config.json) of 3 trained steps is a
+    Llama4ForCausalLM computing titan's logits, and imports back into titan bit for bit.
+
+    The trained load-balancing bias (expert_bias) only steers routing and Hugging Face's router
+    has none: the export drops it and the import zeroes it, so the logits are compared with the
+    titan model's bias zeroed too.
+    """
+    import torch
+    from transformers import Llama4ForCausalLM
+
+    from titan.models.llama4.config_registry import llama4_debugmodel
+
+    monkeypatch.chdir(REPO)  # hf_assets_path is ./tests/assets/tokenizer
+
+    def config(dump: str):
+        c = llama4_debugmodel()
+        c.dump_folder = str(tmp_path / dump)
+        c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 64, 2
+        c.debug.seed = 7
+        c.checkpoint.enable = True
+        return c
+
+    exporting = config("export")
+    exporting.checkpoint.last_save_model_only = True
+    exporting.checkpoint.last_save_in_hf = True
+    trainer = exporting.build()
+    try:
+        trainer.train()
+        model = trainer.parts.model
+        trained = {k: v.clone() for k, v in model.state_dict().items()}
+        biases = [k for k in trained if k.endswith("moe.expert_bias")]
+        assert biases and any(trained[k].any() for k in biases)  # load balancing moved them
+        with torch.no_grad():
+            for key in biases:
+                model.get_submodule(key.rsplit(".", 1)[0]).expert_bias.zero_()
+            tokens = torch.randint(0, 2048, (2, 64), generator=torch.Generator().manual_seed(1))
+            titan_logits = model(tokens)
+    finally:
+        trainer.close()
+    folder = tmp_path / "export" / "checkpoint" / "step-3"
+    hf = Llama4ForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(tokens).logits, titan_logits, atol=1e-5, rtol=0)
+
+    importing = config("import")
+    importing.checkpoint.initial_load_path = str(folder)
+    importing.checkpoint.initial_load_in_hf = True
+    trainer = importing.build()
+    try:
+        assert trainer.parts.checkpointer.load()
+        loaded = trainer.parts.model.state_dict()
+    finally:
+        trainer.close()
+    assert loaded.keys() == trained.keys()
+    assert [k for k in trained if k not in biases and not torch.equal(trained[k], loaded[k])] == []
+    assert all(not loaded[k].any() for k in biases)
