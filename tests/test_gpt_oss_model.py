@@ -191,6 +191,18 @@ def test_init_on_meta_then_to_empty_sets_every_tensor_the_same_way_each_time():
     assert 0 < gate_bias.abs().max() < 10 * 0.02 / 4**0.5  # drawn at layer 1's std, 0.01
 
 
+def test_init_buffers_alone_zeroes_the_token_counts_to_empty_left():
+    with torch.device("meta"):
+        model = tiny_config().build()
+    model.to_empty(device="cpu")
+    for layer in model.layers.values():
+        layer.moe.tokens_per_expert.fill_(float("nan"))
+    model.init_buffers()
+    for layer in model.layers.values():
+        assert torch.equal(layer.moe.tokens_per_expert, torch.zeros(EXPERTS))
+    assert torch.equal(model.freqs_cis, model.rope.rope_cache())
+
+
 # --------------------------------------------------------------------------- Hugging Face
 
 
