@@ -26,7 +26,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from transformers import Llama4ForCausalLM, Llama4TextConfig
+from transformers import (
+    Llama4Config,
+    Llama4ForCausalLM,
+    Llama4ForConditionalGeneration,
+    Llama4TextConfig,
+    Llama4VisionConfig,
+)
 
 from titan.config.configurable import NotBuildableError
 from titan.models.common.feed_forward import FeedForward
@@ -349,6 +355,40 @@ def test_config_json_matches_the_hand_written_hf_config(hf_pair):
         if key in ("architectures", "torch_dtype", "initializer_range"):
             continue
         assert reference[key] == value, key
+
+
+def test_a_multimodal_checkpoint_loads_its_language_model(tmp_path):
+    # The published Llama 4 checkpoints are Llama4ForConditionalGeneration: the text model under
+    # language_model., beside a vision tower and projector (tiny here) that titan skips.
+    titan_args, hf_layers = SETUPS["flex-irope"]
+    vision = Llama4VisionConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=28,
+        patch_size=14,
+        vision_output_dim=32,
+        projector_input_dim=32,
+        projector_output_dim=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    text = hf_config(**hf_layers)
+    torch.manual_seed(0)
+    hf = Llama4ForConditionalGeneration(
+        Llama4Config(text_config=text.to_dict(), vision_config=vision.to_dict())
+    ).eval()
+    hf.save_pretrained(tmp_path)
+    hf_state = load_file(tmp_path / "model.safetensors")
+    assert "language_model.lm_head.weight" in hf_state
+    assert any(key.startswith("vision_model.") for key in hf_state)
+    config = tiny_config(**titan_args)
+    model = built(config)
+    adapter = Llama4StateDictAdapter(model_config=config, hf_assets_path=None)
+    model.load_state_dict(adapter.from_hf(hf_state), strict=True)
+    with torch.no_grad():
+        expected = hf.language_model(tokens()).logits
+        torch.testing.assert_close(model(tokens()), expected, atol=LOGITS_ATOL, rtol=0)
 
 
 def test_expert_bias_is_dropped_on_export_and_zero_on_import():

@@ -13,10 +13,16 @@ The text-only model's keys (``model.layers.{i}...``, ``lm_head.weight``). Beside
 
 The dense layers' SwiGLU (``feed_forward.w1/w2/w3``), which torchtitan v0.2.2's adapter leaves
 out, maps to Hugging Face's ``feed_forward.gate_proj/down_proj/up_proj``.
+
+Import also reads the published multimodal checkpoints (``Llama4ForConditionalGeneration``,
+e.g. Llama 4 Scout, the layout torchtitan's adapter expects): their text model sits under
+``language_model.`` and their vision tower and projector are skipped. Export writes the
+text-only model.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -51,6 +57,10 @@ LAYER_KEYS = {
 }
 _FROM_HF_LAYER_KEYS = {hf: titan for titan, hf in LAYER_KEYS.items()}
 _FROM_HF_TOP_LEVEL_KEYS = {hf: titan for titan, hf in TOP_LEVEL_KEYS.items()}
+# Where a multimodal checkpoint keeps its text model, and the parts titan has no place for.
+MULTIMODAL_TEXT_PREFIX = "language_model."
+MULTIMODAL_IMAGE_PREFIXES = ("vision_model.", "multi_modal_projector.")
+logger = logging.getLogger(__name__)
 _TITAN_LAYER = re.compile(r"layers\.(\d+)\.(.+)")
 _HF_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
 
@@ -108,10 +118,15 @@ class Llama4StateDictAdapter:
     def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
         """titan's state dict of Hugging Face ``hf_state_dict``; ``ValueError`` on unknown keys."""
         state: dict[str, Any] = {}
-        for key, value in hf_state_dict.items():
+        image_tensors = 0
+        for hf_key, value in hf_state_dict.items():
+            if hf_key.startswith(MULTIMODAL_IMAGE_PREFIXES):
+                image_tensors += 1
+                continue
+            key = hf_key.removeprefix(MULTIMODAL_TEXT_PREFIX)
             layer = _HF_LAYER.fullmatch(key)
             if layer is None:
-                state[_lookup(_FROM_HF_TOP_LEVEL_KEYS, key, key)] = value
+                state[_lookup(_FROM_HF_TOP_LEVEL_KEYS, key, hf_key)] = value
                 continue
             index, name = layer.groups()
             if name == "feed_forward.experts.gate_up_proj":
@@ -128,7 +143,9 @@ class Llama4StateDictAdapter:
                         value.shape[0], dtype=torch.float32
                     )
             else:
-                state[f"layers.{index}.{_lookup(_FROM_HF_LAYER_KEYS, name, key)}"] = value
+                state[f"layers.{index}.{_lookup(_FROM_HF_LAYER_KEYS, name, hf_key)}"] = value
+        if image_tensors:
+            logger.info("skipped %d vision tensors of a multimodal checkpoint", image_tensors)
         return state
 
     def config_json(self, *, torch_dtype: str = "float32") -> dict[str, Any]:
