@@ -54,13 +54,15 @@ bench: $(STAMP)
 	$(PY) bench/validate_registry.py
 	$(PY) bench/migrate_tree.py
 
-# Regenerate the files derived from schemas/legacy.py and titan's config classes (tests fail
-# while they are stale).
+# Regenerate the files derived from schemas/legacy.py, titan's config classes and its families'
+# flavors (tests fail while they are stale).
 schema: $(STAMP)
 	$(PY) -m schemas.spec_codegen
 	$(VENV)/bin/ruff format -q schemas/legacy_spec.py
 	$(PY) -m migrate.target_codegen
 	$(VENV)/bin/ruff format -q migrate/target_spec.py
+	$(PY) -m schemas.flavor_codegen
+	$(VENV)/bin/ruff format -q schemas/flavor_table.py
 	$(VENV)/bin/titan-validate --export-json-schema schemas/json/torchtitan-v0.2.2.schema.json
 
 # Regenerate migrate/upstream_spec_030.py from the torchtitan installed in .venv-upstream

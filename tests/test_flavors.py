@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import pathlib
 import subprocess
 import sys
 
 import pytest
 
+from schemas import flavor_codegen
+from schemas.flavor_table import FLAVOR_TABLE
 from schemas.flavors import FAMILY_ALIASES, FLAVORS, Flavor, flavor, flavor_names
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -60,6 +63,22 @@ MOE = {
     *(("llama4", n) for n in EXPECTED["llama4"]),
     *(("gpt_oss", n) for n in EXPECTED["gpt_oss"]),
 }
+
+
+def test_the_table_is_generated_from_the_families_flavors() -> None:
+    namespace: dict = {}
+    exec(flavor_codegen.generate(), namespace)
+    assert namespace["FLAVOR_TABLE"] == FLAVOR_TABLE, "stale: run `make schema`"
+    assert tuple(FLAVOR_TABLE) == flavor_codegen.FAMILIES
+
+
+@pytest.mark.parametrize("f", ALL, ids=IDS)
+def test_the_args_rebuild_the_config_the_family_defines(f: Flavor) -> None:
+    # The table's args are what a legacy TOML's flavor means; read back through the family's
+    # own converter they must give exactly the config tree its flavor factory builds.
+    family = importlib.import_module(f"titan.models.{f.family}.flavors")
+    model_config = importlib.import_module(f"titan.models.{f.family}.model_config")
+    assert model_config.config_from_args(f.args) == family.FLAVORS[f.name]()
 
 
 def test_every_family_has_exactly_the_v022_flavors() -> None:

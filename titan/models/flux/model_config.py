@@ -9,7 +9,7 @@ from typing import Any
 from titan.config.configurable import Configurable, NotBuildableError
 from titan.models.common.registry import check_arg_names, deferred_training
 from titan.models.common.rope import RoPE
-from titan.protocols.module import BaseModel, Module
+from titan.protocols.module import AttentionHeads, BaseModel, Module
 
 TRAINING_STATUS = deferred_training("flux")
 
@@ -123,6 +123,10 @@ class FluxModel(BaseModel):
         """Rotary embedding of the image and text token positions."""
         autoencoder: AutoEncoder.Config = field(default_factory=AutoEncoder.Config)
         """The autoencoder that maps images to latents and back."""
+
+        def attention_heads(self) -> AttentionHeads | None:
+            """Every block's heads: ``num_heads`` queries, keys and values (no grouping)."""
+            return AttentionHeads(n_heads=self.num_heads, n_kv_heads=self.num_heads)
 
         def build(self, **kwargs: Any) -> Any:
             """Refuse clearly: titan cannot construct a flux model yet."""
