@@ -30,8 +30,6 @@ def model_registry(flavor: str) -> ModelSpec:
             fsdp=True, ddp=True, activation_checkpoint=True, hf_checkpoints=True
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
-        # The generic AC/compile/FSDP/DDP steps; deepseek_v3 adds no TP plan (tp stays off).
-        parallelize_fn="titan.models.llama3.parallelize:parallelize_llama",
         post_optimizer_build_fn="titan.models.common.moe_balance:register_moe_load_balancing",
         state_dict_adapter=(
             "titan.models.deepseek_v3.state_dict_adapter:DeepSeekV3StateDictAdapter"
