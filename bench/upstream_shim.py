@@ -312,9 +312,10 @@ def load_hf_weights(trainer: Any, folder: str | os.PathLike[str]) -> None:
     ``*.safetensors`` file), through 0.3.0's own state-dict adapter, e.g. weights another trainer
     exported, so that both start from the same numbers.
 
-    Every tensor of the model must be in the folder (strict loading). Each one is laid out as the
-    model holds it (a DTensor on FSDP's mesh) before loading, and the model's load hooks fuse the
-    canonical wq/wk/wv back into its wqkv.
+    Every parameter must be in the folder; buffers a Hugging Face checkpoint does not carry (an
+    MoE layer's expert bias) keep their values. Each tensor is laid out as the model holds it (a
+    DTensor on FSDP's mesh) before loading, and the model's load hooks fuse the canonical
+    wq/wk/wv back into its wqkv.
     """
     from safetensors.torch import load_file
     from torch.distributed.tensor import DTensor, distribute_tensor
@@ -332,7 +333,9 @@ def load_hf_weights(trainer: Any, folder: str | os.PathLike[str]) -> None:
     [model] = trainer.model_parts
     current = model.state_dict()
     loaded = adapter.from_hf(hf)
-    missing, unexpected = sorted(set(current) - set(loaded)), sorted(set(loaded) - set(current))
+    buffers = {name for name, _ in model.named_buffers()}
+    missing = sorted(set(current) - set(loaded) - buffers)
+    unexpected = sorted(set(loaded) - set(current))
     if missing or unexpected:
         raise KeyError(f"{folder} does not match the model: missing {missing}, extra {unexpected}")
     state = {}
@@ -342,7 +345,9 @@ def load_hf_weights(trainer: Any, folder: str | os.PathLike[str]) -> None:
         if isinstance(like, DTensor):
             value = distribute_tensor(value, like.device_mesh, like.placements)
         state[key] = value
-    model.load_state_dict(state, strict=True)
+    result = model.load_state_dict(state, strict=False)
+    if result.unexpected_keys or set(result.missing_keys) - buffers:
+        raise KeyError(f"{folder} did not load into the model: {result}")
 
 
 def train(
