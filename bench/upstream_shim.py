@@ -36,6 +36,15 @@ documents. A fixed batch is fed with positions ``0..seq_len-1`` on every row: 0.
 mask then sees one document per row, its block-causal mask is plain causal, and RoPE sees the
 positions titan uses, so both trainers compute the same function of the same tokens.
 
+Identical weights: :func:`save_hf_weights` writes 0.3.0's model as Hugging Face safetensors and
+:func:`load_hf_weights` starts it from such a folder (``train(initial_weights=...)``), e.g. one
+titan-train wrote, through 0.3.0's own state-dict adapter either way.
+
+Timing without eager flex: :func:`use_causal_sdpa` runs 0.3.0's FlexAttention layers as causal
+SDPA, valid only for :class:`FixedBatches` rows (it checks every mask): the same attention
+under the same mask, without materialising the scores (``bench/vs_torchtitan.py
+--upstream-attention sdpa``).
+
 Typical use (in the upstream environment)::
 
     import upstream_shim

@@ -31,12 +31,16 @@ unevenly; the CPU time counts each run's own work and is the steadier figure. Th
 not train yet is reported on one line and skipped.
 
 Not the same code on both sides, by design of 0.3.0: it trains language models only with
-FlexAttention (on CPU the shim runs it eagerly: dense scores and a math backward), always wraps
-the model in FSDP (one rank here: no communication, but its parameter hooks run), and computes
-the loss in chunks. Both are one CPU process in float32: the ratio is a CPU ratio, not a GPU one.
+FlexAttention (on CPU the shim runs it eagerly: dense scores and a math backward, most of a
+step at 4 x 256), always wraps the model in FSDP (one rank here: no communication, but its
+parameter hooks run), fuses wq/wk/wv into one matrix and computes the loss in chunks.
+``--upstream-attention sdpa`` times 0.3.0 with causal SDPA in flex's place (the shim checks that
+every mask is plain causal), which leaves the trainers and the rest of the model to compare.
+Both are one CPU process in float32: the ratio is a CPU ratio, not a GPU one.
 
     .venv/bin/python bench/vs_torchtitan.py [--family llama3|qwen3|all] [--shape default|small]
-        [--steps N] [--warmup N] [--rel-tol X] [--threads N] [--keep DIR]
+        [--batch N] [--seq-len N] [--steps N] [--warmup N] [--rel-tol X] [--threads N]
+        [--upstream-attention flex|sdpa] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import json
 import math
 import os
@@ -178,7 +183,7 @@ def titan_worker(folder: Path) -> None:
         "--activation_checkpoint.mode", "none",
         "--debug.seed", str(SEED),
     ]  # fmt: skip
-    findings = _Findings()
+    findings = io.StringIO()
     loaded = load(flags, world_size=1, stdout=sys.stdout, stderr=findings)
     if loaded.config is None:
         raise SystemExit(f"titan-train refuses the run:\n{findings.getvalue()}")
@@ -234,26 +239,6 @@ def titan_worker(folder: Path) -> None:
     result.write_text(json.dumps(run, indent=2), encoding="utf-8")
 
 
-class _Findings:
-    """Collects what titan's config check writes, to show it if the run is refused."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-
-    def write(self, text: str) -> int:
-        self.parts.append(text)
-        return len(text)
-
-    def flush(self) -> None:
-        """Nothing is buffered."""
-
-    def isatty(self) -> bool:
-        return False
-
-    def getvalue(self) -> str:
-        return "".join(self.parts)
-
-
 def upstream_worker(folder: Path) -> None:
     """0.3.0's side, in ``.venv-upstream``: its own seed-0 weights written for the comparison,
     then a run from titan's weights on titan's batches. Writes ``upstream.json``."""
@@ -295,10 +280,10 @@ class RunFailed(Exception):
     """A worker process failed; the message has its output's tail."""
 
 
-def _start_worker(python: Path, role: str, folder: Path) -> None:
+def _start_worker(python: Path, role: str, folder: Path, *, threads: int) -> None:
     env = dict(os.environ)
     env.update(
-        OMP_NUM_THREADS=str(json.loads((folder / REQUEST).read_text())["threads"]),
+        OMP_NUM_THREADS=str(threads),
         PYTHONHASHSEED="0",
         # 0.3.0's data loader is never read (the batches are titan's), but building it opens
         # c4_test through `datasets`: keep its cache in the run folder and never go online.
@@ -324,7 +309,6 @@ def _migrate(family: Family, folder: Path) -> str:
     """``titan-migrate --target torchtitan==0.3.0 TOML -o FOLDER/upstream_config.py``; the name
     of the function it wrote."""
     import ast
-    import io
 
     from titan.cli import migrate
 
@@ -423,11 +407,11 @@ def compare(family: Family, args: argparse.Namespace, folder: Path) -> Compariso
         "upstream_attention": args.upstream_attention,
     }
     (folder / REQUEST).write_text(json.dumps(request, indent=2), encoding="utf-8")
-    _start_worker(TITAN_PYTHON, "titan", folder)
+    _start_worker(TITAN_PYTHON, "titan", folder, threads=args.threads)
     titan = json.loads((folder / TITAN_RESULT).read_text(encoding="utf-8"))
     if not titan["trains"]:
         return titan["reason"]
-    _start_worker(UPSTREAM_PYTHON, "upstream", folder)
+    _start_worker(UPSTREAM_PYTHON, "upstream", folder, threads=args.threads)
     upstream = json.loads((folder / UPSTREAM_RESULT).read_text(encoding="utf-8"))
     for name, run in (("titan", titan), ("torchtitan", upstream)):
         if len(run["losses"]) != args.steps:
