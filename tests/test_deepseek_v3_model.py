@@ -175,9 +175,12 @@ def test_every_flavor_builds_on_meta_with_its_parameter_count(flavor):
 
 
 def test_flex_flavors_are_refused_with_the_sdpa_hint():
-    """A flavor asking for FlexAttention fails at build time with a message naming sdpa."""
+    """A flavor asking for FlexAttention fails at build time naming the fields to change."""
     config = model_registry("16B").model
-    with pytest.raises(NotBuildableError, match="attn_type 'flex'.*sdpa"):
+    with pytest.raises(
+        NotBuildableError,
+        match="attn_type 'flex' and attn_mask_type 'block_causal'.*attn_type = 'sdpa' and attn_mask_type = 'causal'",
+    ):
         with torch.device("meta"):
             config.build()
 

@@ -17,14 +17,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from titan.config.configurable import NotBuildableError
 from titan.models.common.model import (
     BASE_INIT_STD,
     OUTPUT_CUTOFF_STDS,
+    SUPPORTED_ATTN_TYPES,
+    SUPPORTED_MASK_TYPES,
     Decoder,
     RoPE,
     apply_rotary_emb,
     block_init_std,
-    refuse_unsupported_attention,
 )
 from titan.models.deepseek_v3 import model_config
 
@@ -168,6 +170,23 @@ class MLAttention(nn.Module):
         return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
 
 
+def refuse_unsupported_attention(config: model_config.MLAttention.Config) -> None:
+    """Raise ``NotBuildableError`` for FlexAttention or block-causal masks, naming the fix.
+
+    Only the debug flavor runs SDPA; 16B, 236B and 671B ask for flex with block-causal masks
+    and have no sdpa twin to point at, so the message says which fields to change.
+    """
+    if config.attn_type in SUPPORTED_ATTN_TYPES and config.attn_mask_type in SUPPORTED_MASK_TYPES:
+        return
+    raise NotBuildableError(
+        f"deepseek_v3 attention with attn_type {config.attn_type!r} and attn_mask_type "
+        f"{config.attn_mask_type!r} is not supported by titan-train yet (it runs SDPA with a "
+        "causal mask); the debugmodel flavor uses those, and a registry config can set "
+        "model_spec.model.layer.attention.attn_type = 'sdpa' and attn_mask_type = 'causal' "
+        "(causal over the whole sequence instead of within each document)"
+    )
+
+
 class DeepSeekV3TransformerBlock(nn.Module):
     """Pre-norm block of MLA attention, then the dense SwiGLU (leading layers) or the MoE."""
 
@@ -287,5 +306,6 @@ __all__ = [
     "MLAttention",
     "YaRNRoPE",
     "linear_ramp",
+    "refuse_unsupported_attention",
     "yarn_correction_range",
 ]
