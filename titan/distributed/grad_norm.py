@@ -21,16 +21,57 @@ def clip_grad_norm_(
     ``max_norm``; return that total norm (before clipping) as a plain tensor on the grads' device.
 
     Parameters without a gradient are skipped. Gradients may be DTensors (FSDP shards, TP
-    shards, replicated TP norms): the norm of a DTensor is a partial norm per rank, and
-    ``full_tensor()`` all-reduces it into the norm of the whole unsharded gradient, so every rank
-    clips with the same factor.
+    shards, replicated TP norms, expert-parallel shards): the norm of a DTensor is a partial norm
+    per rank, and ``full_tensor()`` all-reduces it into the norm of the whole unsharded gradient,
+    so every rank clips with the same factor. Gradients on different meshes are normed apart and
+    then combined.
     """
     params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-    grads = [p.grad for p in params if p.grad is not None]
-    total_norm = torch.nn.utils.get_total_norm(
+    groups = _by_mesh([p for p in params if p.grad is not None])
+    norms = [
+        _full_norm(
+            [p.grad for p in group],
+            norm_type=norm_type,
+            error_if_nonfinite=error_if_nonfinite,
+            foreach=foreach,
+        )
+        for group in groups
+    ]
+    if len(norms) == 1:
+        total_norm = norms[0]
+    else:
+        # The norm of the per-mesh norms is the norm of all gradients, for every p (and inf).
+        total_norm = torch.linalg.vector_norm(torch.stack(norms), ord=norm_type)
+    for group in groups:
+        torch.nn.utils.clip_grads_with_norm_(group, max_norm, total_norm, foreach=foreach)
+    return total_norm
+
+
+def _by_mesh(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """``params`` split by the device mesh of their DTensor gradients (plain ones together).
+
+    DTensors on different meshes cannot meet in one DTensor op (a stacked norm, a foreach
+    scale): under expert parallel the experts' gradients live on the (efsdp, ep) mesh, the rest
+    on the FSDP mesh.
+    """
+    groups: list[tuple[object, list[torch.Tensor]]] = []
+    for param in params:
+        grad = param.grad
+        mesh = grad.device_mesh if isinstance(grad, DTensor) else None
+        for key, members in groups:
+            if key == mesh:
+                members.append(param)
+                break
+        else:
+            groups.append((mesh, [param]))
+    return [members for _, members in groups] or [[]]
+
+
+def _full_norm(
+    grads: list[torch.Tensor], *, norm_type: float, error_if_nonfinite: bool, foreach: bool | None
+) -> torch.Tensor:
+    """The ``norm_type``-norm of ``grads`` (one mesh), all-reduced to a plain tensor."""
+    norm = torch.nn.utils.get_total_norm(
         grads, norm_type=norm_type, error_if_nonfinite=error_if_nonfinite, foreach=foreach
     )
-    if isinstance(total_norm, DTensor):
-        total_norm = total_norm.full_tensor()
-    torch.nn.utils.clip_grads_with_norm_(params, max_norm, total_norm, foreach=foreach)
-    return total_norm
+    return norm.full_tensor() if isinstance(norm, DTensor) else norm

@@ -20,6 +20,7 @@ from titan.distributed.activation_checkpoint import (
     check_activation_checkpoint,
 )
 from titan.distributed.amp import DTYPE_OF_NAME
+from titan.distributed.expert_parallel import apply_expert_parallel, shard_experts_with_fsdp
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -84,6 +85,9 @@ def parallelize_model(
         )
         if parallelism.enable_async_tensor_parallel:
             _enable_async_tp(tp_mesh)
+    if parallel_dims.ep_enabled:
+        assert world_mesh is not None
+        apply_expert_parallel(model, ep_mesh=parallel_dims.mesh(world_mesh, "ep"))
     apply_activation_checkpointing(
         model,
         config=activation_checkpoint,
@@ -101,6 +105,13 @@ def parallelize_model(
             reduce_dtype=DTYPE_OF_NAME[training.mixed_precision_reduce],
             reshard_after_forward=parallelism.fsdp_reshard_after_forward,
             cpu_offload=training.enable_cpu_offload,
+            expert_mesh=(
+                world_mesh[parallel_dims.expert_fsdp_mesh_dim_names]
+                if parallel_dims.ep_enabled
+                else None
+            ),
+            ep_degree=parallel_dims.ep,
+            gradient_divide_factor=parallel_dims.fsdp_gradient_divide_factor,
         )
     elif parallel_dims.dp_replicate_enabled:
         assert world_mesh is not None
@@ -205,10 +216,16 @@ def apply_fsdp(
     reduce_dtype: torch.dtype,
     reshard_after_forward: str = "default",
     cpu_offload: bool = False,
+    expert_mesh: DeviceMesh | None = None,
+    ep_degree: int = 1,
+    gradient_divide_factor: int = 1,
 ) -> None:
     """Shard ``model`` with FSDP2 over ``dp_mesh`` (1-D: FSDP; 2-D replicate x shard: HSDP).
 
     Units: :func:`fsdp_units`, then the root (which holds what is left, such as the rope buffer).
+    Under expert parallel (``expert_mesh``: the ranks EP leaves, see ``ParallelDims``), each MoE
+    layer's routed experts are a unit of their own over ``expert_mesh`` first, their gradients
+    divided by ``gradient_divide_factor`` (the data-parallel degree).
     """
     reshard = RESHARD_AFTER_FORWARD[reshard_after_forward]
     shard_options: dict[str, Any] = {
@@ -219,6 +236,14 @@ def apply_fsdp(
         # Pinned host memory needs an accelerator; on a CPU-only host the shards are already in
         # host memory and only pageable memory exists.
         shard_options["offload_policy"] = CPUOffloadPolicy(pin_memory=dp_mesh.device_type != "cpu")
+    if expert_mesh is not None:
+        shard_experts_with_fsdp(
+            model,
+            ep_degree=ep_degree,
+            gradient_divide_factor=gradient_divide_factor,
+            reshard_after_forward=reshard,
+            **{**shard_options, "mesh": expert_mesh},
+        )
     *units, last = fsdp_units(model)
     for unit in units:
         fully_shard(_one_or_group(unit), reshard_after_forward=reshard, **shard_options)
