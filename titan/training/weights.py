@@ -38,8 +38,11 @@ def init_weights(
             set_model_state_dict,
         )
 
-        with torch.device("cpu"), default_dtype(DTYPES[training.dtype]):
+        # Built on meta like the one-process model: building on CPU would run every module's
+        # reset_parameters, drawing from the RNG and shifting init_weights' draws.
+        with torch.device("meta"), default_dtype(DTYPES[training.dtype]):
             full = model_config.build()
+        full.to_empty(device="cpu")
         full.init_weights()
         model.init_buffers(buffer_device)
         set_model_state_dict(
