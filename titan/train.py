@@ -3,10 +3,16 @@
     titan-train --config llama3_debugmodel --training.steps 3
     titan-train --job.config_file legacy_configs/llama3/debug_model.toml --training.steps 3
     torchrun --nproc-per-node 8 -m titan.train --config llama3_8b
+    titan-train --preflight --ngpu 64 --job.config_file llama3_70b.toml
 
-Exit status: 0 the run finished, 1 the config or the run failed (the message says why),
-2 the command line is malformed, 130 interrupted (SIGINT), 143 terminated (SIGTERM). Once
-training runs, either signal stops the run after the current step, saved; a second one at once.
+Exit status: 0 the run finished (--preflight: every check passed), 1 the config or the run
+failed (the message says why), 2 the command line is malformed, 130 interrupted (SIGINT), 143
+terminated (SIGTERM). Once training runs, either signal stops the run after the current step,
+saved; a second one at once.
+
+--preflight makes every check a run makes before it trains, as if launched on --ngpu processes
+(default: WORLD_SIZE, else 1): the config's findings, the model family's refusals, the parallel
+layout and the model built on the meta device. It starts no process group and writes nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ if TYPE_CHECKING:
     from titan.training.errors import RunFailure
 
 _DOC = __doc__.split("\n\n")
-USAGE = f"usage:\n{_DOC[1].rstrip()}\n\n{_DOC[2].rstrip()}\n"
+USAGE = "usage:\n" + "\n\n".join(part.rstrip() for part in _DOC[1:4]) + "\n"
 HELP_FLAGS = ("-h", "--help")
 
 
@@ -50,6 +56,7 @@ _abandoned = False
 def _main(args: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
     # The streams come from titan.cli.console.console: a closed or full standard output ends in a
     # message and exit 74, as in every titan command.
+    from titan.cli.exits import UsageError
     from titan.cli.streams import write
 
     if not args:
@@ -61,9 +68,18 @@ def _main(args: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
     if args[0] in HELP_FLAGS or (legacy and set(args) & set(HELP_FLAGS)):
         write(USAGE, out=stdout)
         return 0
+    from titan.cli.train_preflight import preflight, split_preflight
     from titan.training.errors import RunFailure
 
     failure = RunFailure.from_env()
+    try:
+        request = split_preflight(args)
+    except UsageError as error:
+        failure.report(str(error))
+        return 2
+    if request.enabled:
+        _configure_logging(0)
+        return preflight(request.rest, ngpu=request.ngpu, stdout=stdout, stderr=stderr)
     _configure_logging(failure.rank)
     try:
         return _load_and_run(args, failure=failure)

@@ -1,0 +1,196 @@
+"""``titan-train --preflight --ngpu N``: a run's checks for N processes, in both config forms, with
+nothing started and nothing written.
+
+The checks run in this process (through ``titan.train.main``, as the console script calls it),
+so that the test can see that torch.distributed was never initialised; one case is a real
+process, for the exit code and streams a user sees.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch.distributed
+
+from tests.training_runs import DEBUG_TOML, child_env
+from titan.train import main
+
+TOML = str(DEBUG_TOML)
+FORMS = {
+    "legacy": ["--job.config_file", TOML],
+    "registry": ["--config", "llama3_debugmodel"],
+}
+DUMP_FLAG = {"legacy": "--job.dump_folder", "registry": "--dump_folder"}
+SAVE_CONFIG_FLAG = {"legacy": "--job.save_config_file", "registry": "--debug.save_config_file"}
+
+
+def preflight(capsys, *args: str) -> tuple[int, str, str]:
+    """``titan-train --preflight ARGS`` in this process: (exit code, stdout, stderr)."""
+    code = main(["--preflight", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def empty_cwd(tmp_path, monkeypatch) -> Path:
+    """An empty working folder, so that anything written relative to it is seen."""
+    folder = tmp_path / "cwd"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_layout_that_runs_passes_in_one_line_and_writes_nothing(capsys, empty_cwd, form):
+    dump = empty_cwd.parent / "run"
+    code, out, err = preflight(
+        capsys,
+        "--ngpu",
+        "4",
+        *FORMS[form],
+        DUMP_FLAG[form],
+        str(dump),
+        SAVE_CONFIG_FLAG[form],
+        "config.json",
+    )
+    assert code == 0, err
+    assert out == "pre-flight passed: llama3 debugmodel, 4 GPUs (FSDP 4), 6.2M parameters\n"
+    assert "error" not in err
+    assert not dump.exists()  # no dump folder, no lock, no saved config
+    assert list(empty_cwd.iterdir()) == []
+    assert not torch.distributed.is_initialized()
+
+
+def test_the_world_size_defaults_to_world_size_then_one(capsys, empty_cwd, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    code, out, _ = preflight(
+        capsys, *FORMS["registry"], "--parallelism.tensor_parallel_degree", "2"
+    )
+    assert (code, out) == (
+        0,
+        "pre-flight passed: llama3 debugmodel, 2 GPUs (TP 2), 6.2M parameters\n",
+    )
+    monkeypatch.delenv("WORLD_SIZE")
+    code, out, _ = preflight(capsys, *FORMS["legacy"])
+    assert (code, out) == (
+        0,
+        "pre-flight passed: llama3 debugmodel, 1 GPU (one process), 6.2M parameters\n",
+    )
+    assert not torch.distributed.is_initialized()
+
+
+# (id, arguments, texts stderr must hold): each is what a real run on that many processes says.
+REFUSALS = [
+    (
+        "tp-not-dividing-heads",
+        ["--ngpu", "3", *FORMS["registry"], "--parallelism.tensor_parallel_degree", "3"],
+        ["error[tp-heads] tensor parallel degree 3 does not divide the 16 attention heads"],
+    ),
+    (
+        "pipeline-parallel",
+        ["--ngpu", "2", *FORMS["legacy"], "--parallelism.pipeline_parallel_degree", "2"],
+        [
+            "error[unsupported-parallelism] pipeline parallel is not supported by titan-train "
+            "yet (parallelism.pipeline_parallel_degree = 2) for llama3"
+        ],
+    ),
+    (
+        "degrees-not-the-world-size",
+        ["--ngpu", "8", *FORMS["legacy"], "--parallelism.data_parallel_shard_degree", "2"],
+        ["error[world-size]"],
+    ),
+    (
+        "feature-outside-the-capability-record",
+        ["--config", "llama4_debugmodel", "--compile.enable"],
+        [
+            "titan-train: error: torch.compile of the model is not supported by titan-train yet "
+            "for llama4; set compile.enable = False"
+        ],
+    ),
+    (
+        "family-that-does-not-train",
+        ["--config", "flux_debugmodel"],
+        ["titan-train: error: flux 'flux-debug': titan-train does not train flux yet"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted"), [case[1:] for case in REFUSALS], ids=[case[0] for case in REFUSALS]
+)
+def test_a_layout_a_run_would_refuse_fails_with_the_runs_message(capsys, empty_cwd, args, wanted):
+    code, out, err = preflight(capsys, *args)
+    assert code == 1, err
+    assert out == ""
+    for text in wanted:
+        assert text in err, err
+    assert "Traceback" not in err
+    assert list(empty_cwd.iterdir()) == []
+    assert not torch.distributed.is_initialized()
+
+
+def test_a_model_that_does_not_build_is_found_on_the_meta_device(capsys, empty_cwd):
+    registry = empty_cwd.parent / "config_registry.py"
+    registry.write_text(
+        "from titan.models.llama3.config_registry import llama3_debugmodel\n\n\n"
+        "def uneven_heads():\n"
+        "    config = llama3_debugmodel()\n"
+        "    config.model_spec.model.dim = 100\n"
+        "    return config\n",
+        encoding="utf-8",
+    )
+    code, _, err = preflight(capsys, "--registry", str(registry), "--config", "uneven_heads")
+    assert code == 1
+    assert "titan-train: error: dim 100 is not divisible by n_heads 16" in err
+    assert list(empty_cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted"),
+    [
+        (["--ngpu", "0", *FORMS["registry"]], "--ngpu must be at least 1, got 0"),
+        (["--ngpu", "eight", *FORMS["legacy"]], "--ngpu must be a whole number of GPUs"),
+        ([*FORMS["legacy"], "--ngpu"], "--ngpu requires a number of GPUs"),
+        (["--ngpu", "2", "--ngpu=4", *FORMS["legacy"]], "--ngpu is given twice"),
+        ([], "name a config"),
+    ],
+    ids=["zero", "not-a-number", "no-value", "twice", "no-config"],
+)
+def test_a_malformed_preflight_command_line_exits_2(capsys, empty_cwd, args, wanted):
+    code, out, err = preflight(capsys, *args)
+    assert (code, out) == (2, "")
+    assert wanted in err
+
+
+def test_ngpu_without_preflight_is_a_usage_error(capsys, empty_cwd):
+    code = main(["--ngpu", "8", *FORMS["registry"]])
+    assert code == 2
+    assert "--ngpu is for --preflight" in capsys.readouterr().err
+    assert list(empty_cwd.iterdir()) == []
+
+
+def test_the_command_passes_and_refuses_with_its_exit_codes(tmp_path):
+    def titan_train(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "titan.train", "--preflight", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=child_env(),
+            cwd=tmp_path,
+        )
+
+    passed = titan_train("--ngpu", "8", "--job.config_file", TOML)
+    assert passed.returncode == 0, passed.stderr
+    assert (
+        passed.stdout == "pre-flight passed: llama3 debugmodel, 8 GPUs (FSDP 8), 6.2M parameters\n"
+    )
+    refused = titan_train(
+        "--ngpu", "2", "--config", "llama3_debugmodel", "--parallelism.context_parallel_degree", "2"
+    )
+    assert refused.returncode == 1
+    assert "context parallel is not supported by titan-train yet" in refused.stderr
+    assert list(tmp_path.iterdir()) == []
