@@ -25,13 +25,15 @@ def model_registry(flavor: str) -> ModelSpec:
         flavor,
         config_from_args=config_from_args,
         # Proved by tests/test_gpt_oss_*: one-process training (both config forms, bitwise),
-        # activation checkpointing, Hugging Face import/export. No TP/EP plan yet (torchtitan's
-        # shards heads, sinks and experts); FSDP/DDP/compile/float8 are not tested for gpt_oss.
-        capabilities=Capabilities(activation_checkpoint=True, hf_checkpoints=True),
+        # activation checkpointing, Hugging Face import/export; FSDP/HSDP (also CPU-offloaded
+        # and bf16), TP (heads, sinks and expert hidden units split; also under FSDP) and DDP
+        # against one process on two ranks. No EP plan yet; compile and float8 are not tested
+        # for gpt_oss.
+        capabilities=Capabilities(
+            fsdp=True, ddp=True, tp=True, activation_checkpoint=True, hf_checkpoints=True
+        ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
-        # llama3's function is the generic AC/compile/FSDP until titan.distributed has its own;
-        # its TP plan never runs here, since tp is off in the capabilities.
-        parallelize_fn="titan.models.llama3.parallelize:parallelize_llama",
+        parallelize_fn="titan.models.gpt_oss.parallelize:parallelize_gpt_oss",
         post_optimizer_build_fn="titan.models.common.moe_balance:register_moe_load_balancing",
         state_dict_adapter="titan.models.gpt_oss.state_dict_adapter:GptOssStateDictAdapter",
     )

@@ -27,11 +27,13 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import DTensor, Partial, Replicate
 
 from titan.config.configurable import NotBuildableError
 from titan.models.common.model import Decoder, RoPE, block_init_std, repeat_kv
-from titan.models.common.moe_model import MoE
+from titan.models.common.moe_model import MoE, TokenChoiceTopKRouter, local_tensor
 from titan.models.gpt_oss import model_config
 
 # The sigmoid gain of gpt-oss's SwiGLU (``x * sigmoid(1.702 x)`` approximates GELU); torchtitan
@@ -200,7 +202,9 @@ class GptOssAttention(nn.Module):
         keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
         values = repeat_kv(xv, self.n_rep).transpose(1, 2)
         mask = attention_mask(seqlen, window=self.window, device=x.device)
-        out = sink_attention(xq.transpose(1, 2), keys, values, sinks=self.sinks, mask=mask)
+        # Under tensor parallelism the sinks are sharded by head like wq's rows: the local ones.
+        sinks = local_tensor(self.sinks)
+        out = sink_attention(xq.transpose(1, 2), keys, values, sinks=sinks, mask=mask)
         return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
 
 
@@ -237,19 +241,83 @@ class GptOssGroupedExperts(nn.Module):
     def forward(self, x: torch.Tensor, num_tokens_per_expert: torch.Tensor) -> torch.Tensor:
         """``[N, dim]`` outputs of ``x`` ``[N, dim]``, whose rows are grouped by expert in order
         with ``num_tokens_per_expert[e]`` rows for expert ``e``."""
+        w1, b1, w2, b2 = (
+            local_tensor(p)
+            for p in (self.mlp1_weight, self.mlp1_bias, self.mlp2_weight, self.mlp2_bias)
+        )
+        if isinstance(self.mlp1_weight, DTensor):
+            # Tensor parallel: each rank holds a slice of every expert's hidden units, so its
+            # output (and its gradient for x) is a partial sum over the ranks. The output bias
+            # is replicated: each rank adds its 1/tp share, and the gradient of x is summed.
+            mesh = self.mlp1_weight.device_mesh
+            x = with_summed_grad(x, mesh)
+            b2 = ScaledInForward.apply(b2, 1.0 / mesh.size())
         counts = num_tokens_per_expert.tolist()
         outputs = []
         for expert, rows in enumerate(torch.split(x, counts, dim=0)):
-            h = rows @ self.mlp1_weight[expert].transpose(0, 1) + self.mlp1_bias[expert]
+            h = rows @ w1[expert].transpose(0, 1) + b1[expert]
             h = clamped_swiglu(h, limit=self.swiglu_limit)
-            outputs.append(h @ self.mlp2_weight[expert].transpose(0, 1) + self.mlp2_bias[expert])
+            outputs.append(h @ w2[expert].transpose(0, 1) + b2[expert])
         return torch.cat(outputs, dim=0)
+
+
+def with_summed_grad(x: torch.Tensor, mesh: object) -> torch.Tensor:
+    """``x`` itself forward; backward, its gradient summed over ``mesh``'s ranks (each of which
+    computes a partial one from its shard of the weights)."""
+    replicated = DTensor.from_local(x, mesh, (Replicate(),), run_check=False)
+    return replicated.to_local(grad_placements=(Partial(),))
+
+
+class ScaledInForward(torch.autograd.Function):
+    """``tensor * factor`` forward, the gradient passed through unscaled (torchtitan's
+    ``ScaleBiasForward``): tp ranks each add ``bias / tp`` to a partial sum, and each must see
+    the bias's whole gradient."""
+
+    @staticmethod
+    def forward(ctx: object, tensor: torch.Tensor, factor: float) -> torch.Tensor:
+        """``tensor * factor``."""
+        return tensor * factor
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """The gradient unchanged (none for ``factor``)."""
+        return grad, None
+
+
+class GptOssRouter(TokenChoiceTopKRouter):
+    """The shared router, runnable when tensor parallelism replicates its gate as DTensors.
+
+    Every TP rank routes the same (replicated) tokens with the same gate, but the gradient of
+    the routing scores is partial on each rank (the experts' outputs they weight are), so it is
+    summed over the ranks before it reaches the gate.
+    """
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """``[T, num_experts]`` float32 scores, with the gate's local (replicated) tensors."""
+        bias = None if self.gate.bias is None else local_tensor(self.gate.bias)
+        logits = F.linear(x, local_tensor(self.gate.weight), bias).float()
+        if self.score_func == "sigmoid":
+            return torch.sigmoid(logits)
+        return F.softmax(logits, dim=1)
+
+    def forward(
+        self, x: torch.Tensor, expert_bias: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The shared routing, its scores' gradient summed over the TP ranks under TP."""
+        top_scores, selected, counts = super().forward(x, expert_bias)
+        if isinstance(self.gate.weight, DTensor):
+            top_scores = with_summed_grad(top_scores, self.gate.weight.device_mesh)
+        return top_scores, selected, counts
 
 
 class GptOssMoE(MoE):
     """The shared token-choice MoE with gpt-oss's biased, clamped-SwiGLU experts."""
 
     Config = model_config.GptOssMoE.Config
+
+    def build_router(self, *, config: model_config.GptOssMoE.Config, dim: int) -> GptOssRouter:
+        """The shared router, able to run with a tensor-parallel (replicated) gate."""
+        return GptOssRouter(config=config, dim=dim)
 
     def build_experts(
         self, *, config: model_config.GptOssMoE.Config, dim: int, hidden_dim: int
@@ -348,10 +416,13 @@ __all__ = [
     "GptOssModel",
     "GptOssMoE",
     "GptOssRoPE",
+    "GptOssRouter",
     "GptOssTransformerBlock",
+    "ScaledInForward",
     "apply_rotary_emb",
     "attention_mask",
     "clamped_swiglu",
     "sink_attention",
+    "with_summed_grad",
     "yarn_correction_range",
 ]

@@ -1,0 +1,117 @@
+"""gpt_oss's tensor-parallel plan; the generic steps (AC, compile, FSDP/DDP) are in
+``titan.distributed.parallelize``.
+
+torchtitan v0.2.2's plan: attention as llama3's (heads split over the ranks, sequence parallel
+between blocks) with the sinks split by head too; the router replicated; every expert's hidden
+units split over the ranks (``mlp1`` by its interleaved gate/up rows, ``mlp2`` by its input
+columns), each rank returning a partial sum that is reduce-scattered onto the sequence.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torch import nn
+from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInputOutput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
+
+from titan.distributed.tensor_parallel import tp_styles
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+# Expert tensor -> how it is split over the TP ranks (torchtitan's GptossTensorParallel).
+EXPERT_PLACEMENTS = {
+    "mlp1_weight": Shard(1),
+    "mlp1_bias": Shard(1),
+    "mlp2_weight": Shard(2),
+    "mlp2_bias": Replicate(),
+}
+
+
+def parallelize_gpt_oss(
+    model: nn.Module, *, tp_mesh: DeviceMesh, loss_parallel: bool, float8_enabled: bool
+) -> None:
+    """Shard attention heads, sinks and expert hidden units over ``tp_mesh``, with sequence
+    parallel between them; the router is replicated.
+
+    With ``loss_parallel`` the output logits stay sharded on the vocabulary (a DTensor).
+    ``ValueError`` for an MoE this plan cannot split (shared experts, or scores applied before
+    the experts, which would sum the routing gradient twice): gpt-oss has neither.
+    """
+    for block in model.layers.values():
+        _check_splittable(block.moe, tp_mesh.size())
+    parallelize_module(
+        model,
+        tp_mesh,
+        {
+            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+            "norm": SequenceParallel(),
+            "output": ColwiseParallel(
+                input_layouts=Shard(1),
+                output_layouts=Shard(-1) if loss_parallel else Replicate(),
+                use_local_output=not loss_parallel,
+            ),
+        },
+    )
+    styles = tp_styles(float8_enabled)
+    for block in model.layers.values():
+        parallelize_module(
+            block,
+            tp_mesh,
+            {
+                "attention_norm": SequenceParallel(),
+                # The rope table (the second input) is a plain full tensor: left as it is.
+                "attention": styles.prepare_input(
+                    input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)
+                ),
+                "attention.wq": styles.colwise(),
+                "attention.wk": styles.colwise(),
+                "attention.wv": styles.colwise(),
+                "attention.wo": styles.rowwise(output_layouts=Shard(1)),
+                "ffn_norm": SequenceParallel(),
+                # Tokens gathered from the sequence shards, the partial sums reduce-scattered.
+                "moe": PrepareModuleInputOutput(
+                    input_layouts=(Shard(1),),
+                    desired_input_layouts=(Replicate(),),
+                    use_local_input=True,
+                    output_layouts=(Partial(),),
+                    desired_output_layouts=(Shard(1),),
+                ),
+            },
+        )
+        _distribute(block.attention, {"sinks": Shard(0)}, tp_mesh)
+        _distribute(block.moe.router.gate, {"weight": Replicate(), "bias": Replicate()}, tp_mesh)
+        _distribute(block.moe.experts, EXPERT_PLACEMENTS, tp_mesh)
+
+
+def _check_splittable(moe: nn.Module, tp: int) -> None:
+    """``ValueError`` naming what stops this plan from splitting ``moe`` over ``tp`` ranks."""
+    if moe.shared_experts is not None:
+        raise ValueError("gpt_oss's TP plan has no split for shared experts; set them to 0")
+    if moe.score_before_experts:
+        raise ValueError("gpt_oss's TP plan needs score_before_experts = False (gpt-oss's)")
+    hidden = moe.experts.mlp2_weight.shape[-1]
+    if hidden % tp:
+        raise ValueError(
+            f"tensor_parallel_degree ({tp}) must divide the experts' hidden size ({hidden})"
+        )
+
+
+def _distribute(module: nn.Module, placements: dict, tp_mesh: DeviceMesh) -> None:
+    """Replace each named parameter of ``module`` by a DTensor placed as ``placements`` says."""
+    for name, placement in placements.items():
+        param = getattr(module, name)
+        if param is None:
+            continue
+        sharded = distribute_tensor(param.data, tp_mesh, [placement])
+        module.register_parameter(name, nn.Parameter(sharded, requires_grad=param.requires_grad))
+
+
+__all__ = ["EXPERT_PLACEMENTS", "parallelize_gpt_oss"]
