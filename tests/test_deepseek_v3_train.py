@@ -73,6 +73,38 @@ def test_fsdp_on_two_processes_gives_identical_losses_that_fall(migrated_registr
     assert toml.losses[-1] < toml.losses[0] - 1.0
 
 
+FLOAT8_REGISTRY = """\
+from titan.components.quantization.float8 import Float8LinearConverter
+from titan.models.deepseek_v3.config_registry import deepseek_v3_debugmodel
+from titan.protocols.model_converter import ModelConvertersContainer
+
+
+def deepseek_v3_debugmodel_float8():
+    config = deepseek_v3_debugmodel()
+    config.model_converters = ModelConvertersContainer.Config(
+        converters=[Float8LinearConverter.Config(filter_fqns=["output"], emulate=True)],
+        print_after_conversion=True,
+    )
+    return config
+"""
+
+
+def test_float8_emulated_trains_on_cpu_with_a_falling_loss(tmp_path):
+    """MLA and dense linears become Float8Linear (the 256->8 router gate is left alone)."""
+    registry = tmp_path / "config_registry.py"
+    registry.write_text(FLOAT8_REGISTRY, encoding="utf-8")
+    run = titan_train(
+        ["--registry", str(registry), "--config", "deepseek_v3_debugmodel_float8"]
+        + [*SMALL, *SEED, "--training.steps", "10"],
+        dump_folder=tmp_path / "run",
+        legacy=False,
+    ).check()
+    assert "(wkv_a): Float8Linear" in run.stderr
+    assert "(gate): Linear(in_features=256, out_features=8" in run.stderr
+    # Measured: 8.20 at step 1, 5.82 at step 10.
+    assert run.losses[-1] < run.losses[0] - 1.0
+
+
 def test_sharded_and_replicated_runs_match_one_process_on_two_processes():
     """Loss, gradients and clipped norm of FSDP/DDP/HSDP (and offload, bf16) vs one process."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))

@@ -24,10 +24,10 @@ def model_registry(flavor: str) -> ModelSpec:
         flavor,
         config_from_args=config_from_args,
         # Proven by tests/test_deepseek_v3_*.py: one process, FSDP2/HSDP/DDP over 2 ranks (the
-        # gradients of one process), activation checkpointing, Hugging Face import/export. No
-        # TP/EP plan yet; compile and float8 are not tested.
+        # gradients of one process), float8 linears (emulated), activation checkpointing, Hugging
+        # Face import/export. No TP/EP plan yet; compile is not tested.
         capabilities=Capabilities(
-            fsdp=True, ddp=True, activation_checkpoint=True, hf_checkpoints=True
+            fsdp=True, ddp=True, float8=True, activation_checkpoint=True, hf_checkpoints=True
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
         post_optimizer_build_fn="titan.models.common.moe_balance:register_moe_load_balancing",
