@@ -158,7 +158,7 @@ def test_every_flavor_builds_on_meta_with_the_config_parameter_count(flavor):
     )
 
 
-def test_flavors_keep_flex_attention_and_titan_builds_them():
+def test_every_flavor_keeps_flex_attention_which_titan_computes_with_explicit_masks():
     # torchtitan only runs gpt_oss on FlexAttention; titan keeps the flavor's attn_type and
     # computes the same masks and sink softmax (see titan.models.gpt_oss.model).
     for flavor in FLAVORS:
@@ -377,3 +377,30 @@ def test_yarn_range_outside_the_head_is_a_clear_error():
     config = GptOssRoPESpec.Config(theta=10000.0, rope_factor=4.0, original_seq_len=16)
     with pytest.raises(ValueError, match="YaRN needs 0 < low < high"):
         GptOssRoPE(config=config, head_dim=16, max_seq_len=4).inverse_frequencies()
+
+
+class _TwoRanks:
+    """Stands in for a 2-rank TP mesh: the plan's checks read only its size."""
+
+    def size(self) -> int:
+        return 2
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_shared_experts": 1}, "no split for shared experts"),
+        ({"score_before_experts": True}, "score_before_experts = False"),
+        ({"hidden_dim": 33}, r"tensor_parallel_degree \(2\) must divide the experts' hidden"),
+    ],
+)
+def test_tp_plan_refuses_an_moe_it_cannot_split_before_touching_the_model(change, message):
+    from titan.models.gpt_oss.parallelize import parallelize_gpt_oss
+
+    config = tiny_config()
+    for name, value in change.items():
+        setattr(config.layer.moe, name, value)
+    with torch.device("meta"):
+        model = config.build()
+    with pytest.raises(ValueError, match=message):
+        parallelize_gpt_oss(model, tp_mesh=_TwoRanks(), loss_parallel=True, float8_enabled=False)
