@@ -1,7 +1,7 @@
 """titan-train on the llama4 debug model (MoE every second layer, one shared expert, top-1 sigmoid
 routing with load balancing): the legacy TOML and its ``titan-migrate``d registry give the same
 losses bit for bit over 20 steps, and the loss falls (sequence 64, batch 2, one CPU process).
-Under torchrun (gloo, 2 processes) FSDP and DDP give one process's loss and gradients.
+Under torchrun (gloo, 2 processes) FSDP, DDP and TP give one process's loss and gradients.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # trains for real
 LLAMA4_TOML = REPO / "legacy_configs" / "llama4" / "debug_model.toml"
 PARALLEL_CHECK = REPO / "tests" / "dist_scripts" / "llama4_parallel_check.py"
 # What the capability record claims for two processes (tests/dist_scripts/parallel_check.py).
-SCENARIOS = ["fsdp", "ddp", "fsdp_cpu_offload", "fsdp_bf16"]
+SCENARIOS = ["fsdp", "ddp", "fsdp_cpu_offload", "fsdp_bf16", "tp", "tp_no_loss_parallel"]
 STEPS = ["--training.steps", "20"]
 
 
@@ -57,7 +57,7 @@ def test_both_forms_train_the_debug_moe_with_identical_falling_losses(llama4_reg
     assert sum(toml.losses[-5:]) / 5 < toml.losses[0] - 3.0
 
 
-def test_fsdp_and_ddp_match_one_process_on_two_processes():
+def test_fsdp_ddp_and_tp_match_one_process_on_two_processes():
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
     done = subprocess.run(

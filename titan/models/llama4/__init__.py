@@ -27,14 +27,13 @@ def model_registry(flavor: str) -> ModelSpec:
         flavor,
         config_from_args=config_from_args,
         # Proved by tests/test_llama4_*: one-process training with activation checkpointing;
-        # FSDP (also CPU-offloaded, bf16) and DDP match one process on two; HF import/export.
+        # FSDP (also CPU-offloaded, bf16), DDP and TP (MoE layers replicated) match one process
+        # on two; HF import/export.
         capabilities=Capabilities(
-            fsdp=True, ddp=True, activation_checkpoint=True, hf_checkpoints=True
+            fsdp=True, ddp=True, tp=True, activation_checkpoint=True, hf_checkpoints=True
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
-        # TP stays off: llama4 has no TP plan yet, and a trainable spec must name one, so this
-        # names llama3's, which titan-train never calls while the capabilities refuse TP.
-        parallelize_fn="titan.models.llama3.parallelize:parallelize_llama",
+        parallelize_fn="titan.models.llama4.parallelize:parallelize_llama4",
         post_optimizer_build_fn="titan.models.common.moe_balance:register_moe_load_balancing",
         state_dict_adapter="titan.models.llama4.state_dict_adapter:Llama4StateDictAdapter",
     )
