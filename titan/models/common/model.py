@@ -320,9 +320,18 @@ class Decoder(nn.Module):
         nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
 
     def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
-        """Recompute the buffers (the rotary table), which no checkpoint carries."""
-        with torch.device(buffer_device or self.freqs_cis.device):
+        """Recompute the rotary table and zero the MoE buffers (bias, token counts).
+
+        The rotary table and the token counts are in no checkpoint; a sharded run that loads its
+        weights instead of initializing them calls this, then loads the expert bias.
+        """
+        device = buffer_device or self.freqs_cis.device
+        with torch.device(device):
             self.freqs_cis = self.rotary_table()
+        for layer in self.layers.values():
+            moe = getattr(layer, "moe", None)
+            if moe is not None:
+                moe.init_buffers(device)
 
     def rotary_table(self) -> torch.Tensor:
         """The table every block's attention rotates by: complex ``freqs_cis`` by default."""

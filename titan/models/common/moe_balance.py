@@ -35,8 +35,9 @@ def balanced_moe_layers(model_parts: list[nn.Module]) -> list[nn.Module]:
     for part in model_parts:
         blocks = part.get_submodule("layers")
         for block in blocks.values():
-            if getattr(block, "moe_enabled", False) and block.moe.load_balance_coeff is not None:
-                layers.append(block.moe)
+            moe = getattr(block, "moe", None)
+            if moe is not None and moe.load_balance_coeff is not None:
+                layers.append(moe)
     return layers
 
 

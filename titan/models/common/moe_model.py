@@ -305,6 +305,10 @@ class MoE(nn.Module):
         self.router.init_weights(init_std)
         if self.shared_experts is not None:
             self.shared_experts.init_weights(init_std)
+        self.init_buffers(buffer_device)
+
+    def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
+        """Zero the expert bias and the token counts (``to_empty`` leaves them as garbage)."""
         with torch.device(buffer_device or self.tokens_per_expert.device):
             self.tokens_per_expert = self.zero_counts()
             if self.expert_bias is not None:

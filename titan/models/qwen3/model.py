@@ -88,8 +88,9 @@ class Qwen3Model(Decoder):
     """Qwen3: a dense or mixture-of-experts decoder, its output optionally tied to the embeddings.
 
     With ``enable_weight_tying`` the output projection and the token embeddings share one
-    parameter; ``init_weights`` ties them again after ``to_empty`` (which unties shared
-    parameters), then initializes the shared weight as the output projection (torchtitan's order).
+    parameter; ``init_buffers`` ties them again after ``to_empty`` (which unties shared
+    parameters), and ``init_weights`` initializes the shared weight as the output projection
+    last (torchtitan's order).
     """
 
     Config = model_config.Qwen3Model.Config
@@ -105,10 +106,14 @@ class Qwen3Model(Decoder):
         if self.config.enable_weight_tying:
             self.output.weight = self.tok_embeddings.weight
 
-    def init_weights(self, buffer_device: torch.device | str | None = None) -> None:
-        """Tie (if configured), then initialize as the shared decoder does."""
+    def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
+        """Tie the output to the embeddings again (if configured), then recompute the buffers.
+
+        Both ``init_weights`` and a sharded run that loads its weights call this after
+        ``to_empty``, which unties shared parameters.
+        """
         self.tie_weights()
-        super().init_weights(buffer_device)
+        super().init_buffers(buffer_device)
 
     def rotary_table(self) -> torch.Tensor:
         """``[max_seq_len, 2 * head_dim]``: cos then sin of every position's angles (halves)."""
