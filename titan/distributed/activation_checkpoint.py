@@ -161,6 +161,8 @@ def _op_sac_wrap(
     saved_ops: set[Any],
     recompute_mm_shapes: set[tuple[int, int]],
 ) -> nn.Module:
+    _ignore_profiler_ops_in_sac()
+
     def context_fn():
         # Counted separately in forward and in recomputation, so both pick the same mms.
         mm_counts: defaultdict[str, int] = defaultdict(int)
@@ -169,6 +171,21 @@ def _op_sac_wrap(
         )
 
     return _wrap(block, config=config, context_fn=context_fn)
+
+
+def _ignore_profiler_ops_in_sac() -> None:
+    """Leave the profiler's record-function ops out of per-op SAC's replay.
+
+    FSDP2 hooks run under ``record_function``; with an FSDP unit inside a checkpointed block (the
+    routed experts under expert parallel), torch 2.13 runs those hooks a different number of
+    times in recomputation than in forward, and SAC, which replays ops by their index, fails.
+    The ops carry no tensors, so nothing is lost by not replaying them.
+    """
+    from torch.utils.checkpoint import SAC_IGNORED_OPS
+
+    for name in ("_record_function_enter", "_record_function_enter_new", "_record_function_exit"):
+        packet = getattr(torch.ops.profiler, name)
+        SAC_IGNORED_OPS.update(getattr(packet, overload) for overload in packet.overloads())
 
 
 def _op_policy(
