@@ -387,6 +387,24 @@ def test_adapter_refuses_what_it_cannot_place():
     assert torch.equal(exported[bias], torch.zeros(8))
 
 
+def test_adapter_skips_the_multi_token_prediction_layer():
+    """DeepSeek-V3's layer after the last (eh_proj, enorm, ...) is not titan's: skipped whole."""
+    hf = hf_config(q_lora_rank=None, yarn=False)
+    adapter = DeepSeekV3StateDictAdapter(model_config=titan_config(hf), hf_assets_path=None)
+    norm = torch.ones(DIM)
+    mtp = {
+        "model.layers.3.eh_proj.weight": torch.zeros(DIM, 2 * DIM),
+        "model.layers.3.enorm.weight": norm,
+        "model.layers.3.input_layernorm.weight": norm,
+    }
+    state = adapter.from_hf({"model.layers.0.input_layernorm.weight": norm, **mtp})
+    assert state == {"layers.0.attention_norm.weight": norm}
+    # Without its eh_proj a layer is not a prediction module: its unknown keys are errors.
+    del mtp["model.layers.3.eh_proj.weight"]
+    with pytest.raises(ValueError, match="'model.layers.3.enorm.weight' is not a deepseek_v3"):
+        adapter.from_hf(mtp)
+
+
 def test_config_json_notes_softmax_routing(caplog):
     """The debug flavor routes by softmax, which HF's DeepseekV3 cannot: the log says so."""
     config = model_registry("debugmodel").model

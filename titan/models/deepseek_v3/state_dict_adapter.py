@@ -66,6 +66,8 @@ _HF_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(\w+)\.weight")
 # transformers' in-memory form: gate and up projections of all experts in one tensor.
 _HF_FUSED_GATE_UP = "mlp.experts.gate_up_proj"
 _HF_FUSED_DOWN = "mlp.experts.down_proj"
+# The projection only a multi-token prediction module has (it mixes two hidden states).
+_HF_PREDICTION_MARKER = "eh_proj.weight"
 
 
 class DeepSeekV3StateDictAdapter:
@@ -114,15 +116,23 @@ class DeepSeekV3StateDictAdapter:
     def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
         """titan's state dict of Hugging Face ``hf_state_dict``; ``ValueError`` on unknown keys,
         on an incomplete set of experts, and on a non-zero expert bias the model has no place for.
+
+        DeepSeek's releases append multi-token-prediction modules as extra layers (V3's layer 61,
+        marked by an ``eh_proj``); titan trains no such module, so their keys are skipped.
         """
         state = {}
         experts: dict[str, dict[int, Any]] = {}
+        prediction_layers = _multi_token_prediction_layers(hf_state_dict)
+        if prediction_layers:
+            logger.info("skipping the multi-token prediction layers %s", sorted(prediction_layers))
         for key, value in hf_state_dict.items():
             layer = _HF_LAYER.fullmatch(key)
             if layer is None:
                 state[_lookup(_TOP_LEVEL_OF_HF, key, key)] = value
                 continue
             index, name = layer.groups()
+            if index in prediction_layers:
+                continue
             prefix = f"layers.{index}"
             expert = _HF_EXPERT.fullmatch(name)
             if expert is not None:
@@ -274,6 +284,16 @@ class DeepSeekV3StateDictAdapter:
         from torch.distributed.checkpoint import HuggingFaceStorageReader
 
         return HuggingFaceStorageReader(path)
+
+
+def _multi_token_prediction_layers(hf_state_dict: dict[str, Any]) -> set[str]:
+    """The layer indices of ``hf_state_dict`` that are multi-token prediction modules."""
+    found = set()
+    for key in hf_state_dict:
+        layer = _HF_LAYER.fullmatch(key)
+        if layer is not None and layer.group(2) == _HF_PREDICTION_MARKER:
+            found.add(layer.group(1))
+    return found
 
 
 def _lookup(table: dict[str, str], name: str, key: str) -> str:
