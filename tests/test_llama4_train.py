@@ -1,7 +1,8 @@
 """titan-train on the llama4 debug model (MoE every second layer, one shared expert, top-1 sigmoid
 routing with load balancing): the legacy TOML and its ``titan-migrate``d registry give the same
 losses bit for bit over 20 steps, and the loss falls (sequence 64, batch 2, one CPU process).
-Under torchrun (gloo, 2 processes) FSDP, DDP and TP give one process's loss and gradients.
+Under torchrun (gloo, 2 and 4 processes) FSDP, DDP, TP, FSDP+TP and HSDP give one process's
+loss and gradients.
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ pytestmark = pytest.mark.slow  # trains for real
 
 LLAMA4_TOML = REPO / "legacy_configs" / "llama4" / "debug_model.toml"
 PARALLEL_CHECK = REPO / "tests" / "dist_scripts" / "llama4_parallel_check.py"
-# What the capability record claims for two processes (tests/dist_scripts/parallel_check.py).
-SCENARIOS = ["fsdp", "ddp", "fsdp_cpu_offload", "fsdp_bf16", "tp", "tp_no_loss_parallel"]
+# What the capability record claims (tests/dist_scripts/parallel_check.py's scenarios), by the
+# number of processes each launch runs on.
+LAUNCHES = {
+    2: ["fsdp", "ddp", "fsdp_cpu_offload", "fsdp_bf16", "tp", "tp_no_loss_parallel"],
+    4: ["fsdp_tp", "hsdp"],
+}
 STEPS = ["--training.steps", "20"]
 
 
@@ -57,18 +62,19 @@ def test_both_forms_train_the_debug_moe_with_identical_falling_losses(llama4_reg
     assert sum(toml.losses[-5:]) / 5 < toml.losses[0] - 3.0
 
 
-def test_fsdp_ddp_and_tp_match_one_process_on_two_processes():
+@pytest.mark.parametrize("nproc", sorted(LAUNCHES))
+def test_fsdp_ddp_tp_and_2d_match_one_process(nproc):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     done = subprocess.run(
-        [*command, str(PARALLEL_CHECK), *SCENARIOS],
+        [*command, f"--nproc-per-node={nproc}", str(PARALLEL_CHECK), *LAUNCHES[nproc]],
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    for scenario in SCENARIOS:
+    for scenario in LAUNCHES[nproc]:
         assert f"OK {scenario}:" in done.stdout
 
 
