@@ -27,8 +27,9 @@ def model_registry(flavor: str) -> ModelSpec:
         flavor,
         config_from_args=config_from_args,
         # Proved by tests/test_llama4_*: one-process training with activation checkpointing;
-        # FSDP (also CPU-offloaded, bf16), DDP and TP (MoE layers replicated) match one process
-        # on two; HF import/export.
+        # FSDP (also CPU-offloaded, bf16), DDP, TP (MoE layers replicated), FSDP+TP and HSDP
+        # match one process on 2-4 gloo ranks; HF import/export. No compile (the shared MoE's
+        # grouped GEMM does not trace in float32 on CPU), float8, EP, PP or CP yet.
         capabilities=Capabilities(
             fsdp=True, ddp=True, tp=True, activation_checkpoint=True, hf_checkpoints=True
         ),
