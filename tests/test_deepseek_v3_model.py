@@ -352,6 +352,34 @@ def test_export_loads_in_hugging_face_with_the_same_logits(tmp_path):
     assert all(torch.equal(back[key], value) for key, value in state.items())
 
 
+def test_rope_interleave_false_checkpoints_are_permuted_both_ways(tmp_path):
+    """An HF checkpoint that rotates halves (rope_interleave false in its config.json) gives HF's
+    logits in titan, and the export of that adapter is the checkpoint again, bit for bit."""
+    hf = hf_config(q_lora_rank=24, yarn=True)
+    hf.rope_interleave = False
+    reference = saved_hf_model(tmp_path, hf)
+    config = titan_config(hf)
+    adapter = DeepSeekV3StateDictAdapter(model_config=config, hf_assets_path=str(tmp_path))
+    assert adapter.rope_interleave is False and adapter.config_json()["rope_interleave"] is False
+    saved = load_file(tmp_path / "model.safetensors")
+    with torch.device("meta"):
+        model = config.build()
+    model.to_empty(device="cpu")
+    model.init_weights()
+    model.load_state_dict(adapter.from_hf(saved), strict=True)
+    model.eval().norm.eps = hf.rms_norm_eps  # see test_logits_match_hugging_face
+    with torch.no_grad():
+        expected = reference(tokens()).logits
+        torch.testing.assert_close(model(tokens()), expected, rtol=0, atol=LOGITS_ATOL)
+    back = adapter.to_hf(model.state_dict())
+    assert set(back) == set(saved) and all(torch.equal(back[k], v) for k, v in saved.items())
+    # The interleaved reading of the same file differs: the permutation is not a no-op.
+    plain = DeepSeekV3StateDictAdapter(model_config=config, hf_assets_path=None).from_hf(saved)
+    assert not torch.equal(
+        plain["layers.0.attention.wkv_a.weight"], model.layers["0"].attention.wkv_a.weight
+    )
+
+
 def test_adapter_reads_transformers_fused_experts():
     """transformers' in-memory gate_up_proj/down_proj give the same stacked w1/w3/w2."""
     hf = hf_config(q_lora_rank=None, yarn=False)

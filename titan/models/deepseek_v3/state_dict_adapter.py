@@ -5,17 +5,22 @@ stacked tensors ``moe.experts.w1/w2/w3[E, ...]``, while Hugging Face checkpoints
 ``mlp.experts.{j}.{gate,up,down}_proj.weight`` per expert (transformers fuses them to
 ``gate_up_proj``/``down_proj`` in memory; ``from_hf`` reads that fused form too).
 
-The rotary part of each head needs no permutation: ``DeepseekV3Config.rope_interleave`` (true in
-every DeepSeek checkpoint, and in ``config_json``) makes Hugging Face rotate adjacent pairs, as
-titan does; it writes the rotated pairs back as two halves, but queries and keys alike, so the
-attention scores are the same.
+The rotary part of each head needs no permutation while ``DeepseekV3Config.rope_interleave`` is
+true (DeepSeek's checkpoints, and ``config_json`` unless told otherwise): Hugging Face then rotates
+adjacent pairs, as titan does; it writes the rotated pairs back as two halves, but queries and
+keys alike, so the attention scores are the same. A checkpoint whose ``config.json`` (in
+``hf_assets_path``) says ``rope_interleave: false`` rotates the two halves of the rope part
+instead, and its rope rows of ``q_proj``/``q_b_proj`` and ``kv_a_proj_with_mqa`` are permuted
+between the two layouts, both ways.
 
 Importing this module does not import torch: the conversions only call tensor methods.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 from typing import Any
 
@@ -87,6 +92,16 @@ class DeepSeekV3StateDictAdapter:
         self.num_experts = layer.moe.num_experts if layer.moe is not None else 0
         self.has_expert_bias = layer.moe is not None and layer.moe.load_balance_coeff is not None
         self.fqn_to_index_mapping = _read_shard_index(hf_assets_path)
+        self.rope_interleave = _read_rope_interleave(hf_assets_path)
+        # Rows of each projection whose rope part moves when rope_interleave is off: the head
+        # count and head width of its output, by titan's and by Hugging Face's name.
+        attention = layer.attention
+        query = (attention.n_heads, attention.qk_nope_head_dim + attention.qk_rope_head_dim)
+        latent = (1, attention.kv_lora_rank + attention.qk_rope_head_dim)
+        rope_rows = {"attention.wq.weight": query, "attention.wq_b.weight": query}
+        rope_rows["attention.wkv_a.weight"] = latent
+        self._rope_rows = {**rope_rows, **{LAYER_KEYS[k]: v for k, v in rope_rows.items()}}
+        self._rope_dim = attention.qk_rope_head_dim
 
     def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys.
@@ -107,7 +122,7 @@ class DeepSeekV3StateDictAdapter:
                 for expert in range(value.shape[0]):
                     hf[f"{prefix}.mlp.experts.{expert}.{projection}.weight"] = value[expert]
                 continue
-            hf[f"{prefix}.{_lookup(LAYER_KEYS, name, key)}"] = value
+            hf[f"{prefix}.{_lookup(LAYER_KEYS, name, key)}"] = self._relayout(name, value, True)
             if name == "moe.router.gate.weight" and not self.has_expert_bias:
                 bias = value.new_zeros(value.shape[0]).float()
                 hf[f"{prefix}.mlp.gate.e_score_correction_bias"] = bias
@@ -152,10 +167,32 @@ class DeepSeekV3StateDictAdapter:
                         "set moe.load_balance_coeff to load it"
                     )
             else:
-                state[f"{prefix}.{_lookup(_LAYER_OF_HF, name, key)}"] = value
+                titan_name = _lookup(_LAYER_OF_HF, name, key)
+                state[f"{prefix}.{titan_name}"] = self._relayout(name, value, False)
         for stacked, by_number in experts.items():
             state[stacked] = self._stack_experts(stacked, by_number)
         return state
+
+    def _relayout(self, name: str, weight: Any, to_hf: bool) -> Any:
+        """``weight`` of projection ``name`` with its rope rows in the target's layout.
+
+        titan keeps each head's rope rows as adjacent pairs; a ``rope_interleave: false``
+        checkpoint keeps the even ones first, then the odd ones. Other weights pass unchanged.
+        """
+        shape = self._rope_rows.get(name)
+        if shape is None or self.rope_interleave:
+            return weight
+        heads, head_dim = shape
+        rope, cols = self._rope_dim, weight.shape[-1]
+        by_head = weight.reshape(heads, head_dim, cols)
+        rows = by_head[:, head_dim - rope :]
+        if to_hf:
+            moved = rows.reshape(heads, rope // 2, 2, cols).transpose(1, 2)
+        else:
+            moved = rows.reshape(heads, 2, rope // 2, cols).transpose(1, 2)
+        out = by_head.clone()
+        out[:, head_dim - rope :] = moved.reshape(heads, rope, cols)
+        return out.reshape(weight.shape)
 
     def _stack_experts(self, stacked: str, by_number: dict[int, Any]) -> Any:
         """One ``[E, ...]`` tensor of the per-expert weights ``by_number`` of titan key ``stacked``."""
@@ -235,7 +272,7 @@ class DeepSeekV3StateDictAdapter:
             "max_position_embeddings": config.max_seq_len,
             "rms_norm_eps": config.norm_eps,
             "rope_parameters": self._rope_parameters(),
-            "rope_interleave": True,
+            "rope_interleave": self.rope_interleave,
             "hidden_act": "silu",
             "attention_bias": False,
             "attention_dropout": 0.0,
@@ -284,6 +321,18 @@ class DeepSeekV3StateDictAdapter:
         from torch.distributed.checkpoint import HuggingFaceStorageReader
 
         return HuggingFaceStorageReader(path)
+
+
+def _read_rope_interleave(hf_assets_path: str | None) -> bool:
+    """``rope_interleave`` of the ``config.json`` in ``hf_assets_path``; True without one."""
+    if not hf_assets_path:
+        return True
+    try:
+        with open(os.path.join(hf_assets_path, "config.json")) as f:
+            config = json.load(f)
+    except FileNotFoundError:
+        return True
+    return bool(config.get("rope_interleave", True))
 
 
 def _multi_token_prediction_layers(hf_state_dict: dict[str, Any]) -> set[str]:
