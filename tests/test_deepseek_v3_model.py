@@ -234,8 +234,13 @@ def test_yarn_correction_range_by_hand():
 
 def test_linear_ramp_by_hand():
     """0 up to ``low``, linear to 1 at ``high``; equal bounds are widened, not divided by 0."""
-    assert linear_ramp(1, 3, 5).tolist() == [0.0, 0.0, 0.5, 1.0, 1.0]
-    assert linear_ramp(2, 2, 4).tolist() == [0.0, 0.0, 0.0, 1.0]  # a step just past index 2
+    assert linear_ramp(5, low=1, high=3).tolist() == [0.0, 0.0, 0.5, 1.0, 1.0]
+    assert linear_ramp(4, low=2, high=2).tolist() == [
+        0.0,
+        0.0,
+        0.0,
+        1.0,
+    ]  # a step just past index 2
 
 
 def test_yarn_frequencies_and_temperature_by_hand():

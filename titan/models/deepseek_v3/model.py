@@ -52,7 +52,7 @@ class YaRNRoPE(RoPE):
             return freqs
         low, high = yarn_correction_range(self.config, head_dim=self.head_dim)
         # 1 in the fast bands (kept as they are), 0 in the slow ones (fully interpolated).
-        keep = 1 - linear_ramp(low, high, self.head_dim // 2)
+        keep = 1 - linear_ramp(self.head_dim // 2, low=low, high=high)
         return freqs / self.config.rope_factor * (1 - keep) + freqs * keep
 
     def attention_scale(self) -> float:
@@ -82,7 +82,7 @@ def yarn_correction_range(
     return max(low, 0), min(high, head_dim - 1)
 
 
-def linear_ramp(low: float, high: float, size: int) -> torch.Tensor:
+def linear_ramp(size: int, *, low: float, high: float) -> torch.Tensor:
     """``size`` float32 values rising linearly from 0 at index ``low`` to 1 at ``high``, clamped."""
     if low == high:
         high += 0.001  # a zero-width ramp would divide by zero; torchtitan widens it the same way

@@ -113,7 +113,7 @@ class DeepSeekV3StateDictAdapter:
         for key, value in state_dict.items():
             layer = _TITAN_LAYER.fullmatch(key)
             if layer is None:
-                hf[_lookup(TOP_LEVEL_KEYS, key, key)] = value
+                hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
                 continue
             index, name = layer.groups()
             prefix = f"model.layers.{index}"
@@ -122,7 +122,9 @@ class DeepSeekV3StateDictAdapter:
                 for expert in range(value.shape[0]):
                     hf[f"{prefix}.mlp.experts.{expert}.{projection}.weight"] = value[expert]
                 continue
-            hf[f"{prefix}.{_lookup(LAYER_KEYS, name, key)}"] = self._relayout(name, value, True)
+            hf[f"{prefix}.{_lookup(name, table=LAYER_KEYS, key=key)}"] = self._relayout(
+                value, name=name, to_hf=True
+            )
             if name == "moe.router.gate.weight" and not self.has_expert_bias:
                 bias = value.new_zeros(value.shape[0]).float()
                 hf[f"{prefix}.mlp.gate.e_score_correction_bias"] = bias
@@ -143,7 +145,7 @@ class DeepSeekV3StateDictAdapter:
         for key, value in hf_state_dict.items():
             layer = _HF_LAYER.fullmatch(key)
             if layer is None:
-                state[_lookup(_TOP_LEVEL_OF_HF, key, key)] = value
+                state[_lookup(key, table=_TOP_LEVEL_OF_HF, key=key)] = value
                 continue
             index, name = layer.groups()
             if index in prediction_layers:
@@ -152,7 +154,7 @@ class DeepSeekV3StateDictAdapter:
             expert = _HF_EXPERT.fullmatch(name)
             if expert is not None:
                 number, projection = expert.groups()
-                stacked = f"{prefix}.{_lookup(_EXPERT_OF_HF, projection, key)}"
+                stacked = f"{prefix}.{_lookup(projection, table=_EXPERT_OF_HF, key=key)}"
                 experts.setdefault(stacked, {})[int(number)] = value
             elif name == _HF_FUSED_GATE_UP:
                 hidden = value.shape[1] // 2
@@ -167,13 +169,13 @@ class DeepSeekV3StateDictAdapter:
                         "set moe.load_balance_coeff to load it"
                     )
             else:
-                titan_name = _lookup(_LAYER_OF_HF, name, key)
-                state[f"{prefix}.{titan_name}"] = self._relayout(name, value, False)
+                titan_name = _lookup(name, table=_LAYER_OF_HF, key=key)
+                state[f"{prefix}.{titan_name}"] = self._relayout(value, name=name, to_hf=False)
         for stacked, by_number in experts.items():
-            state[stacked] = self._stack_experts(stacked, by_number)
+            state[stacked] = self._stack_experts(by_number, key=stacked)
         return state
 
-    def _relayout(self, name: str, weight: Any, to_hf: bool) -> Any:
+    def _relayout(self, weight: Any, *, name: str, to_hf: bool) -> Any:
         """``weight`` of projection ``name`` with its rope rows in the target's layout.
 
         titan keeps each head's rope rows as adjacent pairs; a ``rope_interleave: false``
@@ -194,11 +196,11 @@ class DeepSeekV3StateDictAdapter:
         out[:, head_dim - rope :] = moved.reshape(heads, rope, cols)
         return out.reshape(weight.shape)
 
-    def _stack_experts(self, stacked: str, by_number: dict[int, Any]) -> Any:
-        """One ``[E, ...]`` tensor of the per-expert weights ``by_number`` of titan key ``stacked``."""
+    def _stack_experts(self, by_number: dict[int, Any], *, key: str) -> Any:
+        """One ``[E, ...]`` tensor of the per-expert weights ``by_number`` of titan key ``key``."""
         if sorted(by_number) != list(range(self.num_experts)):
             raise ValueError(
-                f"{stacked} needs experts 0..{self.num_experts - 1}, "
+                f"{key} needs experts 0..{self.num_experts - 1}, "
                 f"the checkpoint has {sorted(by_number)}"
             )
         first = by_number[0]
@@ -345,7 +347,7 @@ def _multi_token_prediction_layers(hf_state_dict: dict[str, Any]) -> set[str]:
     return found
 
 
-def _lookup(table: dict[str, str], name: str, key: str) -> str:
+def _lookup(name: str, *, table: dict[str, str], key: str) -> str:
     """``table[name]``, or a ``ValueError`` naming the full ``key`` that is not a deepseek_v3 key."""
     try:
         return table[name]
