@@ -442,10 +442,6 @@ def report(result: Comparison, args: argparse.Namespace) -> bool:
             f"step time ({name}), median of {timed}: titan {ours * 1000:.1f} ms, torchtitan "
             f"{theirs * 1000:.1f} ms; titan / torchtitan = {ratio:.3f}x"
         )
-    print(
-        f"trainer build: titan {titan['build_seconds']:.2f} s, torchtitan "
-        f"{upstream['build_seconds']:.2f} s"
-    )
     return ok
 
 
