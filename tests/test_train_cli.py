@@ -241,8 +241,8 @@ BUILD_REFUSALS = [
     ),
     (
         "model-family-titan-cannot-train",
-        ["--job.config_file", TOML, "--model.name", "qwen3", "--model.flavor", "debugmodel"],
-        ["qwen3 'debugmodel': titan-train does not train qwen3 yet"],
+        ["--job.config_file", TOML, "--model.name", "vlm", "--model.flavor", "debugmodel"],
+        ["vlm 'debugmodel': titan has no `vlm` model family; pick one of"],
     ),
 ]
 

@@ -16,7 +16,9 @@ from titan.config.configurable import NotBuildableError
 from titan.protocols.module import BaseModel
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+# Not frozen: it is a field of the config tree, whose classes refuse unknown attributes with
+# AttributeError, and Python 3.11's frozen+slots dataclasses raise TypeError for them instead.
+@dataclasses.dataclass(kw_only=True, slots=True)
 class Capabilities:
     """What titan-train can run for one model family: training at all, then each feature.
 
