@@ -158,6 +158,22 @@ def test_every_flavor_builds_on_meta_with_the_config_parameter_count(flavor):
     )
 
 
+def test_flops_per_token_count_the_routed_experts_with_their_biases():
+    # torchtitan's count from the module itself: every parameter but the embedding, of the
+    # experts (biases included) only top_k / num_experts, 6 FLOPs each, plus attention's
+    # 6 * layers * heads * (2 * head_dim) * seq.
+    config = tiny_config()
+    with torch.device("meta"):
+        model = config.build()
+    params = dict(model.named_parameters())
+    experts = sum(p.numel() for n, p in params.items() if ".moe.experts." in n)
+    dense = sum(p.numel() for n, p in params.items() if ".moe.experts." not in n)
+    embedding = params["tok_embeddings.weight"].numel()
+    active = dense - embedding + experts * TOP_K // EXPERTS
+    attention = 6 * LAYERS * HEADS * 2 * HEAD_DIM * SEQ
+    assert config.flops_per_token(SEQ) == 6 * active + attention
+
+
 def test_every_flavor_keeps_flex_attention_which_titan_computes_with_explicit_masks():
     # torchtitan only runs gpt_oss on FlexAttention; titan keeps the flavor's attn_type and
     # computes the same masks and sink softmax (see titan.models.gpt_oss.model).

@@ -112,6 +112,11 @@ class GptOssTransformerBlock(TransformerBlock):
 
         _owner_path = "titan.models.gpt_oss.model:GptOssTransformerBlock"
 
+        def expert_params(self, dim: int) -> int:
+            """Parameters of one routed expert: mlp1 (gate and up) and mlp2, with biases."""
+            hidden = self.moe_hidden_dim(dim)
+            return 3 * dim * hidden + 2 * hidden + dim
+
         def uses_sliding_window(self, layer_id: int) -> bool:
             """Whether layer ``layer_id`` attends over the sliding window (even layers, as
             torchtitan's ``layer_id % 2 == 0`` and Hugging Face's ``layer_types``)."""
