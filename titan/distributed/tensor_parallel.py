@@ -1,11 +1,29 @@
-"""The tensor-parallel styles every family's TP plan shards its linears with."""
+"""The tensor-parallel pieces every decoder family's TP plan is made of.
+
+Between blocks the activations are sharded on the sequence (dim 1, sequence parallel); each block
+gathers them before attention and the feed-forward and reduce-scatters after. A family's plan
+(``ModelSpec.parallelize_fn``) applies :func:`parallelize_decoder_ends` once and, per block,
+:func:`attention_plan` and :func:`feed_forward_plan` plus whatever its own modules need.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel
+from torch import nn
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor.parallel import ParallelStyle
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,3 +56,57 @@ def tp_styles(float8_enabled: bool) -> TPStyles:
         rowwise=Float8RowwiseParallel,
         prepare_input=PrepareFloat8ModuleInput,
     )
+
+
+def parallelize_decoder_ends(model: nn.Module, *, tp_mesh: DeviceMesh, loss_parallel: bool) -> None:
+    """Shard the token embeddings (their output sequence-sharded), the final norm (sequence
+    parallel) and the output projection over ``tp_mesh``.
+
+    With ``loss_parallel`` the output logits stay sharded on the vocabulary (a DTensor): compute
+    the loss under ``torch.distributed.tensor.parallel.loss_parallel()``.
+    """
+    parallelize_module(
+        model,
+        tp_mesh,
+        {
+            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+            "norm": SequenceParallel(),
+            "output": ColwiseParallel(
+                input_layouts=Shard(1),
+                output_layouts=Shard(-1) if loss_parallel else Replicate(),
+                use_local_output=not loss_parallel,
+            ),
+        },
+    )
+
+
+def attention_plan(styles: TPStyles) -> dict[str, ParallelStyle]:
+    """A block's plan for its attention norm and grouped-query attention (``wq``, ``wk``, ``wv``
+    column-wise: each rank holds whole heads; ``wo`` row-wise), and for its feed-forward norm."""
+    return {
+        "attention_norm": SequenceParallel(),
+        # The rope table (the second input) is a plain full tensor: left as it is.
+        "attention": styles.prepare_input(
+            input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)
+        ),
+        "attention.wq": styles.colwise(),
+        "attention.wk": styles.colwise(),
+        "attention.wv": styles.colwise(),
+        "attention.wo": styles.rowwise(output_layouts=Shard(1)),
+        "ffn_norm": SequenceParallel(),
+    }
+
+
+def feed_forward_plan(
+    styles: TPStyles, *, prefix: str = "feed_forward"
+) -> dict[str, ParallelStyle]:
+    """The plan of a SwiGLU feed-forward at ``prefix`` (``w1``, ``w3`` column-wise, ``w2``
+    row-wise), its input gathered from the sequence shards."""
+    return {
+        prefix: styles.prepare_input(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+        ),
+        f"{prefix}.w1": styles.colwise(),
+        f"{prefix}.w2": styles.rowwise(output_layouts=Shard(1)),
+        f"{prefix}.w3": styles.colwise(),
+    }
