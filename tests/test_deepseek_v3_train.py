@@ -1,7 +1,7 @@
 """titan-train trains the deepseek_v3 debug model: the legacy TOML and its migrated registry give
-bit-identical losses that fall (sequence 64, batch 2), on one CPU process and on two under FSDP2
-(torchrun, gloo); FSDP/DDP/HSDP gradients equal one process's; a Hugging Face export of a
-trained model imports back bit for bit.
+bit-identical losses that fall (sequence 64, batch 2), on one CPU process and on two (torchrun,
+gloo) under FSDP2 and under TP; FSDP/DDP/HSDP/TP gradients equal one process's; float8 linears
+(emulated) train; a Hugging Face export of a trained model imports back bit for bit.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # every test here trains for real
 DEBUG_TOML = REPO / "legacy_configs" / "deepseek_v3" / "debug_model.toml"
 PARALLEL_CHECK = REPO / "tests" / "dist_scripts" / "deepseek_v3_parallel_check.py"
 # What the capability record claims for two processes (tests/dist_scripts/parallel_check.py).
-SCENARIOS = ["fsdp", "ddp", "hsdp", "fsdp_cpu_offload", "fsdp_bf16"]
+SCENARIOS = ["fsdp", "ddp", "hsdp", "fsdp_cpu_offload", "fsdp_bf16", "tp", "tp_no_loss_parallel"]
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,9 @@ def migrated_registry(tmp_path_factory):
     return target
 
 
-def both_forms(registry, tmp_path, steps: int, *, nproc: int = 1):
+def both_forms(registry, tmp_path, steps: int, *, nproc: int = 1, extra: tuple[str, ...] = ()):
     """The TOML run and the migrated-registry run of ``steps`` steps on ``nproc`` processes."""
-    flags = [*SMALL, *SEED, "--training.steps", str(steps)]
+    flags = [*SMALL, *SEED, "--training.steps", str(steps), *extra]
     toml = titan_train(
         ["--job.config_file", str(DEBUG_TOML), *flags],
         dump_folder=tmp_path / "toml",
@@ -105,8 +105,20 @@ def test_float8_emulated_trains_on_cpu_with_a_falling_loss(tmp_path):
     assert run.losses[-1] < run.losses[0] - 1.0
 
 
+def test_tensor_parallel_on_two_processes_gives_identical_losses_that_fall(
+    migrated_registry, tmp_path
+):
+    """TP 2 (sequence parallel, loss parallel; MoE layers replicated), 10 steps."""
+    tp = ["--parallelism.tensor_parallel_degree", "2"]
+    toml, code = both_forms(migrated_registry, tmp_path, 10, nproc=2, extra=tp)
+    assert "world size 2 (TP 2)" in toml.stderr and "world size 2 (TP 2)" in code.stderr
+    assert loss_bits(toml.losses) == loss_bits(code.losses)
+    assert toml.losses[-1] < toml.losses[0] - 1.0
+
+
 def test_sharded_and_replicated_runs_match_one_process_on_two_processes():
-    """Loss, gradients and clipped norm of FSDP/DDP/HSDP (and offload, bf16) vs one process."""
+    """Loss, gradients and clipped norm of FSDP/DDP/HSDP (and offload, bf16) and TP vs one
+    process."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
     done = subprocess.run(

@@ -23,13 +23,19 @@ def model_registry(flavor: str) -> ModelSpec:
         "deepseek_v3",
         flavor,
         config_from_args=config_from_args,
-        # Proven by tests/test_deepseek_v3_*.py: one process, FSDP2/HSDP/DDP over 2 ranks (the
-        # gradients of one process), float8 linears (emulated), activation checkpointing, Hugging
-        # Face import/export. No TP/EP plan yet; compile is not tested.
+        # Proven by tests/test_deepseek_v3_*.py: one process, FSDP2/HSDP/DDP and TP over 2 ranks
+        # (the gradients of one process), float8 linears (emulated), activation checkpointing,
+        # Hugging Face import/export. No EP plan yet; compile fails in the shared grouped experts.
         capabilities=Capabilities(
-            fsdp=True, ddp=True, float8=True, activation_checkpoint=True, hf_checkpoints=True
+            fsdp=True,
+            ddp=True,
+            tp=True,
+            float8=True,
+            activation_checkpoint=True,
+            hf_checkpoints=True,
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
+        parallelize_fn="titan.models.deepseek_v3.parallelize:parallelize_deepseek_v3",
         post_optimizer_build_fn="titan.models.common.moe_balance:register_moe_load_balancing",
         state_dict_adapter=(
             "titan.models.deepseek_v3.state_dict_adapter:DeepSeekV3StateDictAdapter"

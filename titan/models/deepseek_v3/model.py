@@ -16,6 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import DTensor, Shard
 
 from titan.config.configurable import NotBuildableError
 from titan.models.common.model import (
@@ -147,7 +148,7 @@ class MLAttention(nn.Module):
         """Attend causally over ``x`` of shape ``[bs, seq, dim]``."""
         bs, seqlen, _ = x.shape
         q = self.wq(x) if self.q_lora_rank == 0 else self.wq_b(self.q_norm(self.wq_a(x)))
-        # -1, not n_heads: under tensor parallelism the head projections hold only local heads.
+        # -1 heads: as many as the projection holds (under tensor parallelism a DTensor's view).
         q = q.view(bs, seqlen, -1, self.qk_head_dim)
         q_nope, q_rope = torch.split(q, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)
         latent, k_rope = torch.split(
@@ -160,14 +161,20 @@ class MLAttention(nn.Module):
         )
         k_nope, v = torch.split(kv, [self.qk_nope_head_dim, self.v_head_dim], dim=-1)
         k = torch.cat([k_nope, k_rope.expand(-1, -1, k_nope.shape[2], -1)], dim=-1)
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2),
-            k.transpose(1, 2),
-            v.transpose(1, 2),
-            is_causal=True,
-            scale=self.softmax_scale,
-        )
+        q, k, v = (local_heads(t).transpose(1, 2) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.softmax_scale)
         return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
+
+
+def local_heads(x: torch.Tensor) -> torch.Tensor:
+    """This rank's heads of a ``[bs, seq, heads, d]`` query, key or value.
+
+    Under tensor parallelism (``parallelize.py``) they are DTensors, sharded on the heads or
+    replicated (the key's rope part is shared by all heads); SDPA runs on plain local heads.
+    """
+    if isinstance(x, DTensor):
+        return x.redistribute(placements=[Shard(2)]).to_local()
+    return x
 
 
 def refuse_unsupported_attention(config: model_config.MLAttention.Config) -> None:
@@ -287,18 +294,6 @@ class DeepSeekV3Model(Decoder):
         bound = OUTPUT_CUTOFF_STDS * std
         nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
 
-    def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
-        """Recompute the rotary table and zero every MoE layer's token counts.
-
-        Neither is in a checkpoint (``expert_bias`` is, and is loaded over whatever is here), and
-        ``to_empty`` leaves the counts as uninitialized memory that load balancing would read.
-        """
-        super().init_buffers(buffer_device)
-        with torch.device(buffer_device or self.freqs_cis.device):
-            for layer in self.layers.values():
-                if layer.moe_enabled:
-                    layer.moe.tokens_per_expert = layer.moe.zero_counts()
-
 
 __all__ = [
     "DeepSeekV3Model",
@@ -306,6 +301,7 @@ __all__ = [
     "MLAttention",
     "YaRNRoPE",
     "linear_ramp",
+    "local_heads",
     "refuse_unsupported_attention",
     "yarn_correction_range",
 ]

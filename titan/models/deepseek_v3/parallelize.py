@@ -1,0 +1,101 @@
+"""deepseek_v3's tensor-parallel plan; the generic steps (AC, compile, FSDP/DDP) are in
+``titan.distributed.parallelize``.
+
+Embeddings, the output projection and the dense layers' SwiGLU are sharded as torchtitan v0.2.2's
+``apply_non_moe_tp`` shards them, with sequence parallel between the blocks. Multi-head latent
+attention follows torchtitan too: the head projections (``wq`` or ``wq_b``, ``wkv_b``) are
+column-sharded by heads, ``wo`` row-sharded, while the latent projections and their norms
+(``wq_a``, ``q_norm``, ``wkv_a``, ``kv_norm``) and the key's rope part, shared by all heads, stay
+whole on every rank as replicated DTensors. Inside the attention everything stays a DTensor, so
+the gradients of the replicated parts are summed over the ranks' heads by DTensor's autograd;
+``MLAttention`` hands SDPA the local heads.
+
+The MoE layers run *replicated* across the TP ranks with llama4's plan: each gathers the whole
+sequence, routes it, runs every expert and the shared expert on all of it, and keeps its own
+sequence slice of the output; their parameters are replicated DTensors computed with as local
+tensors. That spends TP ranks' compute on duplicate expert work instead of sharding the experts as
+torchtitan's ``apply_moe_ep_tp`` does, and keeps the MoE exactly the one-process math.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torch import nn
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
+from torch.distributed.tensor.parallel.style import ParallelStyle
+
+from titan.distributed.tensor_parallel import tp_styles
+
+# llama4's replicated MoE plan fits the shared MoE of every family; it should move to
+# titan.distributed.tensor_parallel (asked of its owner).
+from titan.models.llama4.parallelize import ReplicatedParameters, moe_plan
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+
+def parallelize_deepseek_v3(
+    model: nn.Module, *, tp_mesh: DeviceMesh, loss_parallel: bool, float8_enabled: bool
+) -> None:
+    """Shard deepseek_v3's attention and dense matmuls over ``tp_mesh``; replicate its MoE.
+
+    Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
+    logits stay sharded on the vocabulary (a DTensor).
+    """
+    parallelize_module(
+        model,
+        tp_mesh,
+        {
+            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+            "norm": SequenceParallel(),
+            "output": ColwiseParallel(
+                input_layouts=Shard(1),
+                output_layouts=Shard(-1) if loss_parallel else Replicate(),
+                use_local_output=not loss_parallel,
+            ),
+        },
+    )
+    styles = tp_styles(float8_enabled)
+    for block in model.layers.values():
+        attention = block.attention
+        plan: dict[str, ParallelStyle] = {
+            "attention_norm": SequenceParallel(),
+            # The whole sequence as a replicated DTensor, and the rotary table as one too, so
+            # that the rope's products stay DTensor ops.
+            "attention": PrepareModuleInput(
+                input_layouts=(Shard(1), Replicate()),
+                desired_input_layouts=(Replicate(), Replicate()),
+            ),
+            "attention.wkv_a": ReplicatedParameters(local_io=False),
+            "attention.kv_norm": ReplicatedParameters(local_io=False),
+            "attention.wkv_b": styles.colwise(use_local_output=False),
+            "attention.wo": styles.rowwise(output_layouts=Shard(1)),
+            "ffn_norm": SequenceParallel(),
+        }
+        if attention.q_lora_rank == 0:
+            plan["attention.wq"] = styles.colwise(use_local_output=False)
+        else:
+            plan["attention.wq_a"] = ReplicatedParameters(local_io=False)
+            plan["attention.q_norm"] = ReplicatedParameters(local_io=False)
+            plan["attention.wq_b"] = styles.colwise(use_local_output=False)
+        if block.moe_enabled:
+            plan.update(moe_plan(block.moe))
+        else:
+            plan["feed_forward"] = styles.prepare_input(
+                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+            )
+            plan["feed_forward.w1"] = styles.colwise()
+            plan["feed_forward.w2"] = styles.rowwise(output_layouts=Shard(1))
+            plan["feed_forward.w3"] = styles.colwise()
+        parallelize_module(block, tp_mesh, plan)
+
+
+__all__ = ["parallelize_deepseek_v3"]
