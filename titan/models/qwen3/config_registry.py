@@ -11,10 +11,33 @@ from titan.components.lr_scheduler import LRSchedulersContainer
 from titan.components.metrics import MetricsProcessor
 from titan.components.optimizer import OptimizersContainer
 from titan.components.validate import Validator
-from titan.config import ActivationCheckpointConfig, ProfilingConfig, TrainingConfig
+from titan.config import (
+    ActivationCheckpointConfig,
+    ParallelismConfig,
+    ProfilingConfig,
+    TrainingConfig,
+)
 from titan.hf_datasets.text_datasets import HuggingFaceTextDataLoader
 from titan.models.qwen3 import model_registry
 from titan.trainer import Trainer
+
+
+def qwen3_debugmodel() -> Trainer.Config:
+    """Qwen 3 debug training
+
+    Dense ``debugmodel`` smoke run, 10 steps on the tiny ``c4_test`` set; fits on CPU or 1-8 GPUs.
+    """
+    return Trainer.Config(
+        description="Qwen 3 debug training",
+        model_spec=model_registry("debugmodel"),
+        profiling=ProfilingConfig(save_traces_folder="profile_trace"),
+        metrics=MetricsProcessor.Config(log_freq=1),
+        lr_scheduler=LRSchedulersContainer.Config(warmup_steps=2, decay_ratio=0.8),
+        training=TrainingConfig(steps=10),
+        parallelism=ParallelismConfig(pipeline_parallel_schedule="Interleaved1F1B"),
+        checkpoint=CheckpointManager.Config(interval=10, last_save_model_only=False),
+        validator=Validator.Config(freq=5, steps=10),
+    )
 
 
 def qwen3_0_6b() -> Trainer.Config:
