@@ -53,13 +53,16 @@ def codes(found: list[dict], code: str) -> list[dict]:
 def test_every_flavor_states_the_heads_and_experts_its_args_say(family):
     for name in flavor_names(family):
         model = model_registry(family, name).model
-        args = flavor(family, name).args
+        found = flavor(family, name)
+        heads = model.attention_heads()
         if family == "flux":
-            assert model.attention_heads() is None and model.has_moe() is None
+            assert heads == AttentionHeads(n_heads=found.n_heads, n_kv_heads=found.n_heads)
+            assert not model.has_moe()
             continue
+        args = found.args
         n_kv = args.get("n_kv_heads") or args["n_heads"]  # MLA and MHA: one kv head per head
-        assert model.attention_heads() == AttentionHeads(n_heads=args["n_heads"], n_kv_heads=n_kv)
-        assert model.has_moe() == flavor(family, name).moe
+        assert heads == AttentionHeads(n_heads=args["n_heads"], n_kv_heads=n_kv)
+        assert model.has_moe() == found.moe
 
 
 def test_an_edited_tree_states_its_own_facts():
