@@ -416,7 +416,7 @@ def _loss_context(parallel_dims: ParallelDims):
 
 def _degrees(parallel_dims: ParallelDims) -> str:
     """The parallelisms in use, in words ("FSDP 4, TP 2"; "one process" when none)."""
-    names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP"}
+    names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "ep": "EP"}
     used = [f"{label} {getattr(parallel_dims, name)}" for name, label in names.items()]
     shown = [text for text in used if not text.endswith(" 1")]
     return ", ".join(shown) or "one process"
