@@ -94,17 +94,6 @@ def test_model_registry_returns_fresh_equal_independent_specs(family):
     assert flavor(family, name).args == args_before
 
 
-@pytest.mark.parametrize("family", [f for f in SUPPORTED_MODELS if f != "llama3"])
-def test_spec_says_training_has_not_landed(family):
-    spec = model_registry(family, flavor_names(family)[0])
-    reason = spec.capabilities.training_refusal
-    if reason is None:
-        pytest.skip(f"{family} trains now")
-    assert f"does not train {family} yet" in reason
-    assert "it trains llama3" in reason
-    assert spec.build_loss_fn is None and spec.parallelize_fn is None
-
-
 def test_llama3_spec_names_its_training_functions():
     spec = model_registry("llama3", "8B")
     assert spec.capabilities.training_refusal is None
