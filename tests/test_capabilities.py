@@ -59,7 +59,7 @@ def test_a_family_that_does_not_train_is_refused_once_with_its_reason(family):
     config = _config(spec, parallelism__tensor_parallel_degree=2, compile__enable=True)
     (refusal,) = spec.refusals(config, world_size=2)
     assert refusal.key == "model_spec"
-    assert f"does not train {family} yet (it trains llama3)" in refusal.message
+    assert f"does not train {family} yet (it trains the language models: " in refusal.message
     with pytest.raises(NotBuildableError, match=f"{family} '.*': titan-train does not train"):
         spec.check_capabilities(config, world_size=2)
 

@@ -46,10 +46,11 @@ def check_arg_names(what: str, args: Mapping[str, Any], expected: Iterable[str])
 
 
 def deferred_training(family: str) -> str:
-    """Why titan-train cannot train ``family`` yet (its ``Capabilities.training_refusal``)."""
+    """The training refusal of a family titan-train cannot train (flux)."""
     return (
-        f"titan-train does not train {family} yet (it trains llama3); "
-        f"{family} configs can still be migrated, validated and compared"
+        f"titan-train does not train {family} yet (it trains the language models: llama3, "
+        f"llama4, qwen3, deepseek_v3 and gpt_oss); {family} configs can still be migrated, "
+        "validated and compared"
     )
 
 
