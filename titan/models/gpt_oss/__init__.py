@@ -27,10 +27,15 @@ def model_registry(flavor: str) -> ModelSpec:
         # Proved by tests/test_gpt_oss_*: one-process training (both config forms, bitwise),
         # activation checkpointing, Hugging Face import/export; FSDP/HSDP (also CPU-offloaded
         # and bf16), TP (heads, sinks and expert hidden units split; also under FSDP) and DDP
-        # against one process on two ranks. No EP plan yet; compile and float8 are not tested
-        # for gpt_oss.
+        # against one process on two ranks; per-block compile (aot_eager) trains like eager.
+        # No EP plan yet; float8 is not tested for gpt_oss.
         capabilities=Capabilities(
-            fsdp=True, ddp=True, tp=True, activation_checkpoint=True, hf_checkpoints=True
+            fsdp=True,
+            ddp=True,
+            tp=True,
+            compile=True,
+            activation_checkpoint=True,
+            hf_checkpoints=True,
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
         parallelize_fn="titan.models.gpt_oss.parallelize:parallelize_gpt_oss",
