@@ -1,7 +1,8 @@
 """titan-train trains the deepseek_v3 debug model: the legacy TOML and its migrated registry give
 bit-identical losses that fall (sequence 64, batch 2), on one CPU process and on two (torchrun,
-gloo) under FSDP2 and under TP; FSDP/DDP/HSDP/TP gradients equal one process's; float8 linears
-(emulated) train; a Hugging Face export of a trained model imports back bit for bit.
+gloo) under FSDP2 and under TP; FSDP/DDP/HSDP/TP (2 ranks) and FSDP+TP/HSDP (4 ranks) gradients
+equal one process's; float8 linears (emulated) train; a Hugging Face export of a trained model
+imports back bit for bit.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ pytestmark = pytest.mark.slow  # every test here trains for real
 
 DEBUG_TOML = REPO / "legacy_configs" / "deepseek_v3" / "debug_model.toml"
 PARALLEL_CHECK = REPO / "tests" / "dist_scripts" / "deepseek_v3_parallel_check.py"
-# What the capability record claims for two processes (tests/dist_scripts/parallel_check.py).
-SCENARIOS = ["fsdp", "ddp", "hsdp", "fsdp_cpu_offload", "fsdp_bf16", "tp", "tp_no_loss_parallel"]
+# What the capability record claims, by process count (tests/dist_scripts/parallel_check.py).
+SCENARIOS = {
+    2: ["fsdp", "ddp", "hsdp", "fsdp_cpu_offload", "fsdp_bf16", "tp", "tp_no_loss_parallel"],
+    4: ["fsdp_tp", "hsdp"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -116,20 +120,21 @@ def test_tensor_parallel_on_two_processes_gives_identical_losses_that_fall(
     assert toml.losses[-1] < toml.losses[0] - 1.0
 
 
-def test_sharded_and_replicated_runs_match_one_process_on_two_processes():
-    """Loss, gradients and clipped norm of FSDP/DDP/HSDP (and offload, bf16) and TP vs one
-    process."""
+@pytest.mark.parametrize("nproc", sorted(SCENARIOS))
+def test_parallel_runs_match_one_process(nproc):
+    """Loss, gradients and clipped norm of FSDP/DDP/HSDP (and offload, bf16), TP and FSDP+TP
+    against one process."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     done = subprocess.run(
-        [*command, str(PARALLEL_CHECK), *SCENARIOS],
+        [*command, f"--nproc-per-node={nproc}", str(PARALLEL_CHECK), *SCENARIOS[nproc]],
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    for scenario in SCENARIOS:
+    for scenario in SCENARIOS[nproc]:
         assert f"OK {scenario}:" in done.stdout
 
 
