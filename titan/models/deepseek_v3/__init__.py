@@ -25,11 +25,14 @@ def model_registry(flavor: str) -> ModelSpec:
         config_from_args=config_from_args,
         # Proven by tests/test_deepseek_v3_*.py: one process, FSDP2/HSDP/DDP and TP over 2 ranks
         # (the gradients of one process), float8 linears (emulated), activation checkpointing,
-        # Hugging Face import/export. No EP plan yet; compile fails in the shared grouped experts.
+        # Hugging Face import/export; EP (experts split over the FSDP ranks) matches one process
+        # on 2 ranks (tests/test_expert_parallel.py). No expert TP; compile fails in the shared
+        # grouped experts.
         capabilities=Capabilities(
             fsdp=True,
             ddp=True,
             tp=True,
+            ep=True,
             float8=True,
             activation_checkpoint=True,
             hf_checkpoints=True,

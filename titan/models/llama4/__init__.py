@@ -28,10 +28,17 @@ def model_registry(flavor: str) -> ModelSpec:
         config_from_args=config_from_args,
         # Proved by tests/test_llama4_*: one-process training with activation checkpointing;
         # FSDP (also CPU-offloaded, bf16), DDP, TP (MoE layers replicated), FSDP+TP and HSDP
-        # match one process on 2-4 gloo ranks; HF import/export. No compile (the shared MoE's
-        # grouped GEMM does not trace in float32 on CPU), float8, EP, PP or CP yet.
+        # match one process on 2-4 gloo ranks; HF import/export. EP (experts split over the
+        # FSDP ranks, tests/test_expert_parallel.py) matches one process on 2 gloo ranks. No
+        # compile (the shared MoE's grouped GEMM does not trace in float32 on CPU), float8,
+        # expert TP, PP or CP yet.
         capabilities=Capabilities(
-            fsdp=True, ddp=True, tp=True, activation_checkpoint=True, hf_checkpoints=True
+            fsdp=True,
+            ddp=True,
+            tp=True,
+            ep=True,
+            activation_checkpoint=True,
+            hf_checkpoints=True,
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
         parallelize_fn="titan.models.llama4.parallelize:parallelize_llama4",

@@ -1,0 +1,145 @@
+"""Expert parallel (EP): the layout ParallelDims forms (with the rule titan-validate reports), and,
+under torchrun on gloo, MoE models whose experts are split over ranks training like one process.
+
+The fast tests build no process group. The slow ones launch real processes: the tiny MoE of each
+family against one process (``dist_scripts/expert_parallel_check.py``: losses, gradients,
+weights after AdamW, and the load-balancing bias bitwise).
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+
+from schemas.rules import expert_layout_problem
+from tests.training_runs import REPO, child_env
+from titan.cli import validate
+from titan.config.configs import ParallelismConfig
+from titan.distributed.parallel_dims import ParallelDims
+
+CHECK = REPO / "tests" / "dist_scripts" / "expert_parallel_check.py"
+
+
+def dims(world_size: int, **degrees) -> ParallelDims:
+    return ParallelDims.from_config(ParallelismConfig(**degrees), world_size=world_size)
+
+
+@pytest.mark.parametrize(
+    ("world_size", "degrees", "names", "halves"),
+    [
+        # EP takes both FSDP ranks; the experts' FSDP dimension stays, of size 1.
+        (2, {"expert_parallel_degree": 2}, ("dp_shard_mod_ep", "dp_shard_in_ep"), (1, 2)),
+        (8, {"expert_parallel_degree": 2}, ("dp_shard_mod_ep", "dp_shard_in_ep"), (4, 2)),
+        (
+            8,
+            {"expert_parallel_degree": 4, "data_parallel_replicate_degree": 2},
+            ("dp_replicate", "dp_shard_mod_ep", "dp_shard_in_ep"),
+            (1, 4),
+        ),
+    ],
+)
+def test_ep_borrows_from_the_shard_dimension(world_size, degrees, names, halves):
+    got = dims(world_size, **degrees)
+    assert got.ep_enabled and not got.etp_enabled
+    assert got.mesh_dim_names == names
+    assert (got.dp_shard_mod_ep, got.dp_shard_in_ep) == halves
+    assert got.dp_shard_mod_ep * got.dp_shard_in_ep == got.dp_shard
+    # Dense parameters still shard over all of dp_shard; experts over what EP leaves.
+    assert got.fsdp_mesh_dim_names[-1] == "dp_shard"
+    assert got.expert_fsdp_mesh_dim_names[-1] == "dp_shard_mod_ep"
+    assert got.fsdp_gradient_divide_factor == got.dp_degree
+
+
+def test_without_ep_nothing_changes():
+    plain = dims(4, tensor_parallel_degree=2)
+    assert not plain.ep_enabled and plain.mesh_dim_names == ("dp_shard", "tp")
+    assert (plain.dp_shard_mod_ep, plain.dp_shard_in_ep) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("world_size", "degrees", "fact"),
+    [
+        (4, {"expert_parallel_degree": 3}, "ep"),
+        (8, {"expert_parallel_degree": 16}, "ep"),
+        (
+            4,
+            {
+                "expert_parallel_degree": 2,
+                "tensor_parallel_degree": 2,
+                "expert_tensor_parallel_degree": 4,
+            },
+            "etp",
+        ),
+    ],
+)
+def test_a_layout_that_cannot_be_formed_fails_with_the_validators_rule(world_size, degrees, fact):
+    parallelism = ParallelismConfig(**degrees)
+    with pytest.raises(ValueError) as raised:
+        ParallelDims.from_config(parallelism, world_size=world_size)
+    shard = world_size // parallelism.tensor_parallel_degree
+    problem = expert_layout_problem(
+        ep=parallelism.expert_parallel_degree,
+        etp=parallelism.expert_tensor_parallel_degree,
+        tp=parallelism.tensor_parallel_degree,
+        cp=1,
+        dp_shard=shard,
+    )
+    assert problem is not None and problem[0] == fact
+    _, message, hint = problem
+    assert str(raised.value) == (
+        f"parallelism.expert_{'tensor_' if fact == 'etp' else ''}parallel_degree: "
+        f"{message}; hint: {hint}"
+    )
+
+
+def test_ep_with_tp_is_refused_with_a_hint():
+    with pytest.raises(ValueError, match=r"expert parallel \(2\) with tensor parallel \(2\)"):
+        dims(4, expert_parallel_degree=2, tensor_parallel_degree=2)
+
+
+@pytest.mark.parametrize("ep", ["3", "8"])
+def test_titan_validate_reports_the_same_layouts_for_a_registry_config(ep):
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--config", "qwen3_moe_debug", "--ngpu", "4"]
+    code = validate.run([*argv, "--parallelism.expert_parallel_degree", ep], stdout=out, stderr=err)
+    problem = expert_layout_problem(ep=int(ep), etp=1, tp=1, cp=1, dp_shard=4)
+    assert problem is not None
+    assert code == 1
+    assert f"error[expert-parallel] {problem[1]}" in out.getvalue() + err.getvalue()
+
+
+def torchrun_check(nproc: int, family: str, *scenarios: str) -> str:
+    """Run the EP check script on ``nproc`` gloo processes; its output (it fails on a mismatch)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        + [f"--nproc-per-node={nproc}", str(CHECK), family, *scenarios],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=child_env(),
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-6000:]
+    return done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("family", "scenarios"),
+    [("qwen3", ("ep2", "ep2_sac_op")), ("llama4", ("ep2",)), ("deepseek_v3", ("ep2",))],
+)
+def test_two_ep_ranks_train_like_one_process(family, scenarios):
+    out = torchrun_check(2, family, *scenarios)
+    for scenario in scenarios:
+        assert f"OK {family} {scenario}:" in out
+
+
+@pytest.mark.slow
+def test_ep_with_fsdp_of_the_experts_and_hsdp_on_four_ranks():
+    scenarios = ("ep2_efsdp2", "ep4", "hsdp_ep2")
+    out = torchrun_check(4, "qwen3", *scenarios)
+    for scenario in scenarios:
+        assert f"OK qwen3 {scenario}:" in out
