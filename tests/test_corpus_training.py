@@ -178,7 +178,7 @@ def shrunk(name: str, folder: Path) -> Path:
       ``debugmodel_moe``), with the test tokenizer and the bundled ``c4_test`` set;
     - every parallel degree > 1 becomes 2, the others keep 1 or -1 (the ranks left over);
     - sequence 64, local batch 2 (global batch unset), 2 steps, 1 warm-up step, a loss every step;
-    - no checkpoint, no compile, no validation, no TensorBoard/W&B, and no model converters (the
+    - no checkpoint, no compile (so no async tensor parallel, which needs it), no validation, no TensorBoard/W&B, and no model converters (the
       corpus names only float8, which these files do not need to train).
     """
     with corpus_path(name).open("rb") as handle:
@@ -193,6 +193,8 @@ def shrunk(name: str, folder: Path) -> Path:
     for key in DEGREES:
         if parallelism.get(key, 1) > 1:
             parallelism[key] = 2
+    if "enable_async_tensor_parallel" in parallelism:
+        parallelism["enable_async_tensor_parallel"] = False
     training = document.setdefault("training", {})
     training.update(seq_len=64, local_batch_size=2, steps=2, dataset="c4_test")
     training.pop("dataset_path", None)
