@@ -283,6 +283,8 @@ def test_export_runs_in_hf_from_its_config_json(tmp_path):
     save_file(hf_state, str(tmp_path / "model.safetensors"), {"format": "pt"})
     (tmp_path / "config.json").write_text(json.dumps(adapter.config_json()), encoding="utf-8")
     hf = transformers.GptOssForCausalLM.from_pretrained(tmp_path).eval()
+    assert hf.config.max_position_embeddings == ORIGINAL_SEQ * FACTOR
+    assert hf.config.layer_types == ["sliding_attention", "full_attention"]
     with torch.no_grad():
         ours, theirs = model(tokens()), hf(tokens()).logits
     # Same reasoning and bound as the import test.

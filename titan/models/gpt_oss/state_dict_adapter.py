@@ -143,7 +143,11 @@ class GptOssStateDictAdapter:
         mismatch = hf_routing_mismatch(moe)
         if mismatch is not None:
             logger.warning("a Hugging Face export of this model would misroute: %s", mismatch)
+        # The context the model serves: YaRN's extended one (131072 for gpt-oss, as OpenAI's
+        # config.json says), not the training sequence length titan's max_seq_len holds.
+        max_positions = config.max_seq_len
         if rope.rope_factor > 1.0:
+            max_positions = int(rope.original_seq_len * rope.rope_factor)
             rope_parameters = {
                 "rope_type": "yarn",
                 "rope_theta": rope.theta,
@@ -167,7 +171,7 @@ class GptOssStateDictAdapter:
             "num_local_experts": moe.num_experts,
             "num_experts_per_tok": moe.top_k,
             "vocab_size": config.vocab_size,
-            "max_position_embeddings": config.max_seq_len,
+            "max_position_embeddings": max_positions,
             "rms_norm_eps": config.norm_eps,
             "rope_parameters": rope_parameters,
             "sliding_window": attention.sliding_window_size,
