@@ -221,8 +221,10 @@ class GptOssGroupedExperts(nn.Module):
     ``mlp1_weight[E, 2*hidden, dim]`` (gate/up rows interleaved), ``mlp1_bias[E, 2*hidden]``,
     ``mlp2_weight[E, dim, hidden]``, ``mlp2_bias[E, dim]``.
 
-    Runs one loop over the experts; the loop is exact in every dtype and its per-expert matmuls
-    are the same products a grouped GEMM would compute.
+    Runs one loop over the experts whatever ``use_grouped_mm`` says (the field stays in the
+    config for migration): torchtitan's grouped-GEMM path for gpt_oss casts the experts to
+    bfloat16, so its numbers differ from its own loop; the loop computes in the model's dtype,
+    which the Hugging Face comparison in float32 needs.
     """
 
     def __init__(self, *, dim: int, hidden_dim: int, num_experts: int, swiglu_limit: float):
