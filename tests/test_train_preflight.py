@@ -82,6 +82,22 @@ def test_the_world_size_defaults_to_world_size_then_one(capsys, empty_cwd, monke
     assert not torch.distributed.is_initialized()
 
 
+def test_an_expert_parallel_layout_is_summarised(capsys, empty_cwd):
+    code, out, err = preflight(
+        capsys,
+        "--ngpu",
+        "4",
+        "--config",
+        "llama4_debugmodel",
+        "--parallelism.expert_parallel_degree",
+        "4",
+    )
+    assert (code, out) == (
+        0,
+        "pre-flight passed: llama4 debugmodel, 4 GPUs (FSDP 4, EP 4), 15.0M parameters\n",
+    ), err
+
+
 # (id, arguments, texts stderr must hold): each is what a real run on that many processes says.
 REFUSALS = [
     (
@@ -101,6 +117,36 @@ REFUSALS = [
         "degrees-not-the-world-size",
         ["--ngpu", "8", *FORMS["legacy"], "--parallelism.data_parallel_shard_degree", "2"],
         ["error[world-size]"],
+    ),
+    (
+        "expert-parallel-layout-that-does-not-form",
+        [
+            "--ngpu",
+            "4",
+            "--config",
+            "llama4_debugmodel",
+            "--parallelism.expert_parallel_degree",
+            "3",
+        ],
+        ["error[expert-parallel] expert parallel degree 3 must divide dp_shard × cp × tp = 4"],
+    ),
+    (
+        "ddp-with-tensor-parallel",
+        [
+            "--ngpu",
+            "4",
+            *FORMS["registry"],
+            "--parallelism.data_parallel_replicate_degree",
+            "2",
+            "--parallelism.data_parallel_shard_degree",
+            "1",
+            "--parallelism.tensor_parallel_degree",
+            "2",
+        ],
+        [
+            "titan-train: error: DDP (data_parallel_replicate_degree > 1 with "
+            "data_parallel_shard_degree = 1) cannot be combined with tensor parallel"
+        ],
     ),
     (
         "feature-outside-the-capability-record",

@@ -8,7 +8,12 @@ What is checked, in the order a real run meets it:
 2. the family's capability record (``ModelSpec.refusals``) for every other feature;
 3. the parallel layout: ``ParallelDims`` for N processes, the expert-parallel rule included;
 4. the model built on the meta device with its converters, so a shape that does not build, or
-   a converter that cannot run here, is found.
+   a converter that cannot run here, is found;
+5. the combinations the generic parallelization refuses before it touches the model (tensor
+   parallel vs heads and sequence length, DDP with TP, CPU offload without FSDP, async TP).
+
+Checks that depend on the hardware (float8's GPU, async tensor parallel's CUDA) judge this
+machine, as a run here would: run pre-flight where the job will run to have them judged there.
 
 Nothing is started or written: no process group, no device mesh, no dump folder, no lock, no
 log file. The dataset and tokenizer files are not read (they may exist only where the job runs).
@@ -142,6 +147,8 @@ def _check_run(config: Any, *, ngpu: int) -> str:
 
     from titan.config.configurable import NotBuildableError
     from titan.distributed.parallel_dims import ParallelDims
+    from titan.distributed.parallelize import _refuse_unrunnable
+    from titan.distributed.process_group import default_device_type
     from titan.training.weights import DTYPES, default_dtype
 
     spec = config.model_spec
@@ -158,6 +165,16 @@ def _check_run(config: Any, *, ngpu: int) -> str:
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
     )
     converters.convert(model)
+    _refuse_unrunnable(
+        spec,
+        parallel_dims=parallel_dims,
+        training=config.training,
+        parallelism=config.parallelism,
+        activation_checkpoint=config.activation_checkpoint,
+        model_compile_enabled=compile_model,
+        # A run has a device mesh, and so a device type, only with several processes.
+        device_type=default_device_type() if ngpu > 1 else None,
+    )
     parameters = sum(p.numel() for p in model.parameters())
     gpus = f"{ngpu} GPU" if ngpu == 1 else f"{ngpu} GPUs"
     return (
