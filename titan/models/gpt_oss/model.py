@@ -33,7 +33,13 @@ from torch.distributed.tensor import DTensor, Partial, Replicate
 
 from titan.config.configurable import NotBuildableError
 from titan.models.common.model import Decoder, RoPE, block_init_std, repeat_kv
-from titan.models.common.moe_model import MoE, TokenChoiceTopKRouter, local_tensor
+from titan.models.common.moe_model import (
+    MoE,
+    TokenChoiceTopKRouter,
+    aligned_groups,
+    grouped_mm_usable,
+    local_tensor,
+)
 from titan.models.gpt_oss import model_config
 
 # The sigmoid gain of gpt-oss's SwiGLU (``x * sigmoid(1.702 x)`` approximates GELU); torchtitan
@@ -221,15 +227,23 @@ class GptOssGroupedExperts(nn.Module):
     ``mlp1_weight[E, 2*hidden, dim]`` (gate/up rows interleaved), ``mlp1_bias[E, 2*hidden]``,
     ``mlp2_weight[E, dim, hidden]``, ``mlp2_bias[E, dim]``.
 
-    Runs one loop over the experts whatever ``use_grouped_mm`` says (the field stays in the
-    config for migration): torchtitan's grouped-GEMM path for gpt_oss casts the experts to
-    bfloat16, so its numbers differ from its own loop; the loop computes in the model's dtype,
-    which the Hugging Face comparison in float32 needs.
+    With ``use_grouped_mm`` and operands ``torch._grouped_mm`` accepts, all experts run in two
+    grouped GEMMs; otherwise one loop over the experts. Both compute in the model's dtype
+    (torchtitan's grouped path for gpt_oss casts to bfloat16 whatever the model's dtype).
     """
 
-    def __init__(self, *, dim: int, hidden_dim: int, num_experts: int, swiglu_limit: float):
+    def __init__(
+        self,
+        *,
+        dim: int,
+        hidden_dim: int,
+        num_experts: int,
+        swiglu_limit: float,
+        use_grouped_mm: bool,
+    ):
         super().__init__()
         self.swiglu_limit = swiglu_limit
+        self.use_grouped_mm = use_grouped_mm
         self.mlp1_weight = nn.Parameter(torch.empty(num_experts, 2 * hidden_dim, dim))
         self.mlp1_bias = nn.Parameter(torch.empty(num_experts, 2 * hidden_dim))
         self.mlp2_weight = nn.Parameter(torch.empty(num_experts, dim, hidden_dim))
@@ -254,6 +268,8 @@ class GptOssGroupedExperts(nn.Module):
             mesh = self.mlp1_weight.device_mesh
             x = with_summed_grad(x, mesh)
             b2 = ScaledInForward.apply(b2, 1.0 / mesh.size())
+        if self.use_grouped_mm and grouped_mm_usable(x, w1, w2):
+            return self.run_grouped_mm(w1, b1, w2, b2, x, num_tokens_per_expert)
         counts = num_tokens_per_expert.tolist()
         outputs = []
         for expert, rows in enumerate(torch.split(x, counts, dim=0)):
@@ -261,6 +277,30 @@ class GptOssGroupedExperts(nn.Module):
             h = clamped_swiglu(h, limit=self.swiglu_limit)
             outputs.append(h @ w2[expert].transpose(0, 1) + b2[expert])
         return torch.cat(outputs, dim=0)
+
+    def run_grouped_mm(
+        self,
+        w1: torch.Tensor,
+        b1: torch.Tensor,
+        w2: torch.Tensor,
+        b2: torch.Tensor,
+        x: torch.Tensor,
+        num_tokens_per_expert: torch.Tensor,
+    ) -> torch.Tensor:
+        """All experts in two grouped GEMMs over the shared MoE's padded groups (no host sync);
+        each padded row gets its expert's biases, and the padding rows are dropped at the end."""
+        rows, offsets, destinations = aligned_groups(num_tokens_per_expert, x.shape[0])
+        padded = x.new_zeros(rows, x.shape[-1]).index_copy(0, destinations, x)
+        # The expert of each padded row. Rows past the last group belong to no expert: grouped
+        # GEMMs leave them as whatever memory they got (NaN included), so they take a constant
+        # zero bias (index E) that no gradient flows back from.
+        expert = torch.searchsorted(offsets, torch.arange(rows, device=x.device), right=True)
+        b1 = torch.cat([b1, b1.new_zeros(1, b1.shape[-1])])
+        b2 = torch.cat([b2, b2.new_zeros(1, b2.shape[-1])])
+        h = torch._grouped_mm(padded, w1.transpose(-2, -1), offs=offsets) + b1[expert]
+        h = clamped_swiglu(h, limit=self.swiglu_limit)
+        out = torch._grouped_mm(h, w2.transpose(-2, -1), offs=offsets) + b2[expert]
+        return out.index_select(0, destinations)
 
 
 def with_summed_grad(x: torch.Tensor, mesh: object) -> torch.Tensor:
@@ -330,6 +370,7 @@ class GptOssMoE(MoE):
             hidden_dim=hidden_dim,
             num_experts=config.num_experts,
             swiglu_limit=config.swiglu_limit,
+            use_grouped_mm=config.use_grouped_mm,
         )
 
     def init_weights(
