@@ -178,19 +178,37 @@ def test_a_layout_a_run_would_refuse_fails_with_the_runs_message(capsys, empty_c
     assert not torch.distributed.is_initialized()
 
 
-def test_a_model_that_does_not_build_is_found_on_the_meta_device(capsys, empty_cwd):
+BROKEN_REGISTRY = """\
+from titan.models.llama3.config_registry import llama3_debugmodel
+
+
+def uneven_heads():
+    config = llama3_debugmodel()
+    config.model_spec.model.dim = 100
+    return config
+
+
+def no_loss():
+    config = llama3_debugmodel()
+    config.model_spec.build_loss_fn = None
+    return config
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "wanted"),
+    [
+        ("uneven_heads", "titan-train: error: dim 100 is not divisible by n_heads 16"),
+        ("no_loss", "titan-train: error: llama3 'debugmodel' has no build_loss_fn"),
+    ],
+    ids=["model-does-not-build", "no-loss-function"],
+)
+def test_what_the_run_would_build_is_built_on_the_meta_device(capsys, empty_cwd, name, wanted):
     registry = empty_cwd.parent / "config_registry.py"
-    registry.write_text(
-        "from titan.models.llama3.config_registry import llama3_debugmodel\n\n\n"
-        "def uneven_heads():\n"
-        "    config = llama3_debugmodel()\n"
-        "    config.model_spec.model.dim = 100\n"
-        "    return config\n",
-        encoding="utf-8",
-    )
-    code, _, err = preflight(capsys, "--registry", str(registry), "--config", "uneven_heads")
+    registry.write_text(BROKEN_REGISTRY, encoding="utf-8")
+    code, _, err = preflight(capsys, "--registry", str(registry), "--config", name)
     assert code == 1
-    assert "titan-train: error: dim 100 is not divisible by n_heads 16" in err
+    assert wanted in err
     assert list(empty_cwd.iterdir()) == []
 
 

@@ -6,7 +6,8 @@ What is checked, in the order a real run meets it:
 1. the config's findings at world size N (titan-validate's rules and titan-train's refusals of
    parallel degrees and of a dump folder it could not write), rendered as a run renders them;
 2. the family's capability record (``ModelSpec.refusals``) for every other feature;
-3. the parallel layout: ``ParallelDims`` for N processes, the expert-parallel rule included;
+3. the parallel layout: ``ParallelDims`` for N processes, the expert-parallel rule included,
+   and the family's functions the run imports (loss, TP plan, MoE hook, HF adapter);
 4. the model built on the meta device with its converters, so a shape that does not build, or
    a converter that cannot run here, is found;
 5. the combinations the generic parallelization refuses before it touches the model (tensor
@@ -156,6 +157,12 @@ def _check_run(config: Any, *, ngpu: int) -> str:
         raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
     spec.check_capabilities(config, world_size=ngpu)
     parallel_dims = ParallelDims.from_config(config.parallelism, world_size=ngpu)
+    # The family's functions the run imports (the loss always, the TP plan under TP, the others
+    # when named), so that a missing one is found here too.
+    needed = ["build_loss_fn", *(["parallelize_fn"] if parallel_dims.tp_enabled else [])]
+    named = [f for f in ("post_optimizer_build_fn", "state_dict_adapter") if getattr(spec, f)]
+    for field in needed + named:
+        spec.resolve(field)
     model_config = spec.model
     model_config.update_from_config(trainer_config=config)
     with torch.device("meta"), default_dtype(DTYPES[config.training.dtype]):
