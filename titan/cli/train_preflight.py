@@ -150,6 +150,7 @@ def _check_run(config: Any, *, ngpu: int) -> str:
     from titan.distributed.parallel_dims import ParallelDims
     from titan.distributed.parallelize import _refuse_unrunnable
     from titan.distributed.process_group import default_device_type
+    from titan.training.setup import _degrees
     from titan.training.weights import DTYPES, default_dtype
 
     spec = config.model_spec
@@ -184,35 +185,11 @@ def _check_run(config: Any, *, ngpu: int) -> str:
     )
     parameters = sum(p.numel() for p in model.parameters())
     gpus = f"{ngpu} GPU" if ngpu == 1 else f"{ngpu} GPUs"
+    # The degrees in the words of the run's own summary line.
     return (
-        f"{spec.name} {spec.flavor}, {gpus} ({_layout_words(parallel_dims)}), "
+        f"{spec.name} {spec.flavor}, {gpus} ({_degrees(parallel_dims)}), "
         f"{_amount(parameters)} parameters"
     )
-
-
-def _layout_words(parallel_dims: Any) -> str:
-    """The parallelisms of a ``ParallelDims`` in words ("FSDP 8, EP 8"; "one process")."""
-    if parallel_dims.dp_replicate > 1 and parallel_dims.dp_shard > 1:
-        data = [f"HSDP {parallel_dims.dp_replicate}x{parallel_dims.dp_shard}"]
-    else:
-        data = [
-            f"{label} {degree}"
-            for label, degree in (
-                ("DDP", parallel_dims.dp_replicate),
-                ("FSDP", parallel_dims.dp_shard),
-            )
-            if degree > 1
-        ]
-    model = [
-        f"{label} {degree}"
-        for label, degree in (
-            ("TP", parallel_dims.tp),
-            ("EP", parallel_dims.ep),
-            ("ETP", parallel_dims.etp if parallel_dims.ep > 1 else 1),
-        )
-        if degree > 1
-    ]
-    return ", ".join(data + model) or "one process"
 
 
 def _amount(count: int) -> str:
