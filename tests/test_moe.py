@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -304,3 +309,19 @@ def test_forward_counts_tokens_and_the_bias_steers_the_next_forward():
     layer.moe(x)
     under_used = (counts < counts.mean()).nonzero().view(-1).tolist()
     assert set(layer.moe.tokens_per_expert.nonzero().view(-1).tolist()) <= set(under_used)
+
+
+@pytest.mark.slow  # starts two processes
+def test_balancing_pools_the_counts_of_every_data_parallel_rank():
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+        + [str(repo / "tests" / "dist_scripts" / "moe_balance_check.py")],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip().endswith("OK")
