@@ -26,9 +26,17 @@ step-time ratio titan / torchtitan: the median of each run's steps after ``--war
 being the time from one logged loss to the next (each trainer's own loop and logging, both fed
 from batches in memory), in wall time and in the process's CPU time. On a shared machine the
 wall time also counts waiting for a core, which hits the two runs (one after the other)
-unevenly; the CPU time counts each run's own work and is the steadier figure. The exit status is 1 when some step's losses differ by more than
-``--rel-tol`` relative or a run fails, 2 for a usage error, else 0. A family that titan-train does
-not train yet is reported on one line and skipped.
+unevenly; the CPU time counts each run's own work and is the steadier figure.
+
+Tolerances (as ``tests/upstream/test_upstream_train.py`` holds the same comparison): the first
+step's loss is one float32 forward of the same function of the same numbers through other
+kernels, so it must agree to ``--rel-tol`` (1e-5 relative; rounding alone is near 1e-7). Later
+steps also go through clipping, AdamW and the schedule, whose rounding the next forward
+amplifies (and in an MoE a rounding difference can move a token to another expert), so they are
+held to ``--later-rel-tol`` (1e-4). A wrong label shift, mask, position or shape moves a
+debug-model loss near 8 by far more from the first step. The exit status is 1 when a tolerance
+is exceeded or a run fails, 2 for a usage error, else 0. A family that titan-train does not
+train yet is reported on one line and skipped.
 
 Not the same code on both sides, by design of 0.3.0: it trains language models only with
 FlexAttention (on CPU the shim runs it eagerly: dense scores and a math backward, most of a
@@ -39,8 +47,8 @@ every mask is plain causal), which leaves the trainers and the rest of the model
 Both are one CPU process in float32: the ratio is a CPU ratio, not a GPU one.
 
     .venv/bin/python bench/vs_torchtitan.py [--family llama3|qwen3|all] [--shape default|small]
-        [--batch N] [--seq-len N] [--steps N] [--warmup N] [--rel-tol X] [--threads N]
-        [--upstream-attention flex|sdpa] [--keep DIR]
+        [--batch N] [--seq-len N] [--steps N] [--warmup N] [--rel-tol X] [--later-rel-tol X]
+        [--threads N] [--upstream-attention flex|sdpa] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -66,7 +74,8 @@ UPSTREAM_PYTHON = REPO / ".venv-upstream" / "bin" / "python"
 UPSTREAM_MAKE = "make .venv-upstream/.titan-upstream-installed"
 TARGET = "torchtitan==0.3.0"
 SEED = 0
-DEFAULT_REL_TOL = 1e-5
+FIRST_STEP_REL_TOL = 1e-5
+LATER_STEPS_REL_TOL = 1e-4
 WORKER_TIMEOUT_S = 3600
 
 
@@ -121,8 +130,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rel-tol",
         type=float,
-        default=DEFAULT_REL_TOL,
-        help="largest relative loss difference at any step that still passes",
+        default=FIRST_STEP_REL_TOL,
+        help="largest relative loss difference at the first step that still passes",
+    )
+    parser.add_argument(
+        "--later-rel-tol",
+        type=float,
+        default=LATER_STEPS_REL_TOL,
+        help="largest relative loss difference at any later step that still passes",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads in each run")
     parser.add_argument(
@@ -429,11 +444,14 @@ def report(result: Comparison, args: argparse.Namespace) -> bool:
         start=1,
     ):
         print(f"{step:>4}  {ours:<20.17g}  {theirs:<20.17g}  {diff:<12.3g}  {rel:.3g}")
-    worst_abs, worst_rel = max(result.abs_diffs), max(result.rel_diffs)
-    ok = worst_rel <= args.rel_tol
+    first, *later = result.rel_diffs
+    worst_later = max(later, default=0.0)
+    ok = first <= args.rel_tol and worst_later <= args.later_rel_tol
     print(
-        f"max |loss difference|: {worst_abs:.3g} (relative {worst_rel:.3g}); tolerance "
-        f"{args.rel_tol:g} relative at every step: {'ok' if ok else 'EXCEEDED'}"
+        f"max |loss difference|: {max(result.abs_diffs):.3g} (relative "
+        f"{max(result.rel_diffs):.3g}); step 1: {first:.3g} relative, tolerance "
+        f"{args.rel_tol:g}; later steps: {worst_later:.3g}, tolerance {args.later_rel_tol:g}: "
+        f"{'ok' if ok else 'EXCEEDED'}"
     )
     timed = f"steps {args.warmup + 1}-{args.steps}"
     for clock, name in (("step_seconds", "wall"), ("step_cpu_seconds", "CPU")):
