@@ -18,15 +18,18 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_module
 from torch.distributed.tensor.parallel import (
-    ColwiseParallel,
     ParallelStyle,
     PrepareModuleInputOutput,
-    RowwiseParallel,
     SequenceParallel,
     parallelize_module,
 )
 
-from titan.distributed.tensor_parallel import tp_styles
+from titan.distributed.tensor_parallel import (
+    attention_plan,
+    feed_forward_plan,
+    parallelize_decoder_ends,
+    tp_styles,
+)
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -77,64 +80,43 @@ def parallelize_qwen3(
 
     Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
     logits stay sharded on the vocabulary (a DTensor). With tied embeddings both the embedding
-    and the output projection shard the vocabulary rows, so ``init_weights`` can tie them again.
+    and the output projection shard the vocabulary rows, so ``init_buffers`` can tie them again.
     """
-    parallelize_module(
-        model,
-        tp_mesh,
-        {
-            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
-            "norm": SequenceParallel(),
-            "output": ColwiseParallel(
-                input_layouts=Shard(1),
-                output_layouts=Shard(-1) if loss_parallel else Replicate(),
-                use_local_output=not loss_parallel,
-            ),
-        },
-    )
+    parallelize_decoder_ends(model, tp_mesh=tp_mesh, loss_parallel=loss_parallel)
     styles = tp_styles(float8_enabled)
     for block in model.layers.values():
-        plan = {
-            "attention_norm": SequenceParallel(),
-            # The rotary table (the second input) is a plain full tensor: left as it is.
-            "attention": styles.prepare_input(
-                input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)
-            ),
-            "attention.wq": styles.colwise(),
-            "attention.wk": styles.colwise(),
-            "attention.wv": styles.colwise(),
-            "attention.wo": styles.rowwise(output_layouts=Shard(1)),
-            "ffn_norm": SequenceParallel(),
-        }
+        plan = attention_plan(styles)
         if block.attention.q_norm is not None:
-            plan["attention.q_norm"] = SequenceParallel(
-                sequence_dim=HEADS_DIM, use_local_output=True
-            )
-            plan["attention.k_norm"] = SequenceParallel(
-                sequence_dim=HEADS_DIM, use_local_output=True
-            )
+            for norm in ("attention.q_norm", "attention.k_norm"):
+                plan[norm] = SequenceParallel(sequence_dim=HEADS_DIM, use_local_output=True)
         if block.moe_enabled:
-            plan["moe"] = PrepareModuleInputOutput(
-                input_layouts=(Shard(1),),
-                desired_input_layouts=(Replicate(),),
-                use_local_input=True,
-                output_layouts=(Replicate(),),
-                desired_output_layouts=(Shard(1),),
-                use_local_output=True,
+            plan.update(
+                replicated_moe_plan(has_shared_experts=block.moe.shared_experts is not None)
             )
-            plan["moe.router.gate"] = ReplicatedCompute()
-            plan["moe.experts"] = ReplicatedCompute(wrap_io=False)
-            if block.moe.shared_experts is not None:
-                for name in ("w1", "w2", "w3"):
-                    plan[f"moe.shared_experts.{name}"] = ReplicatedCompute()
         else:
-            plan["feed_forward"] = styles.prepare_input(
-                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
-            )
-            plan["feed_forward.w1"] = styles.colwise()
-            plan["feed_forward.w2"] = styles.rowwise(output_layouts=Shard(1))
-            plan["feed_forward.w3"] = styles.colwise()
+            plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)
 
 
-__all__ = ["parallelize_qwen3"]
+def replicated_moe_plan(*, has_shared_experts: bool) -> dict[str, ParallelStyle]:
+    """The plan of a block's MoE run whole on every TP rank: input gathered from the sequence
+    shards, output cut back to this rank's sequence slice, parameters replicated."""
+    plan: dict[str, ParallelStyle] = {
+        "moe": PrepareModuleInputOutput(
+            input_layouts=(Shard(1),),
+            desired_input_layouts=(Replicate(),),
+            use_local_input=True,
+            output_layouts=(Replicate(),),
+            desired_output_layouts=(Shard(1),),
+            use_local_output=True,
+        ),
+        "moe.router.gate": ReplicatedCompute(),
+        "moe.experts": ReplicatedCompute(wrap_io=False),
+    }
+    if has_shared_experts:
+        for name in ("w1", "w2", "w3"):
+            plan[f"moe.shared_experts.{name}"] = ReplicatedCompute()
+    return plan
+
+
+__all__ = ["ReplicatedCompute", "parallelize_qwen3", "replicated_moe_plan"]
