@@ -2,7 +2,8 @@
 ``titan.distributed.parallelize``.
 
 Embeddings, the output projection and the dense layers' SwiGLU are sharded as torchtitan v0.2.2's
-``apply_non_moe_tp`` shards them, with sequence parallel between the blocks. Multi-head latent
+``apply_non_moe_tp`` shards them (``titan.distributed.tensor_parallel``'s shared plans), with
+sequence parallel between the blocks. Multi-head latent
 attention follows torchtitan too: the head projections (``wq`` or ``wq_b``, ``wkv_b``) are
 column-sharded by heads, ``wo`` row-sharded, while the latent projections and their norms
 (``wq_a``, ``q_norm``, ``wkv_a``, ``kv_norm``) and the key's rope part, shared by all heads, stay
@@ -24,15 +25,13 @@ from typing import TYPE_CHECKING
 from torch import nn
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
-    ColwiseParallel,
     PrepareModuleInput,
-    RowwiseParallel,
     SequenceParallel,
     parallelize_module,
 )
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
-from titan.distributed.tensor_parallel import tp_styles
+from titan.distributed.tensor_parallel import feed_forward_plan, parallelize_decoder_ends, tp_styles
 
 # llama4's replicated MoE plan fits the shared MoE of every family; it should move to
 # titan.distributed.tensor_parallel (asked of its owner).
@@ -50,19 +49,7 @@ def parallelize_deepseek_v3(
     Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
     logits stay sharded on the vocabulary (a DTensor).
     """
-    parallelize_module(
-        model,
-        tp_mesh,
-        {
-            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
-            "norm": SequenceParallel(),
-            "output": ColwiseParallel(
-                input_layouts=Shard(1),
-                output_layouts=Shard(-1) if loss_parallel else Replicate(),
-                use_local_output=not loss_parallel,
-            ),
-        },
-    )
+    parallelize_decoder_ends(model, tp_mesh=tp_mesh, loss_parallel=loss_parallel)
     styles = tp_styles(float8_enabled)
     for block in model.layers.values():
         attention = block.attention
@@ -89,12 +76,7 @@ def parallelize_deepseek_v3(
         if block.moe_enabled:
             plan.update(moe_plan(block.moe))
         else:
-            plan["feed_forward"] = styles.prepare_input(
-                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
-            )
-            plan["feed_forward.w1"] = styles.colwise()
-            plan["feed_forward.w2"] = styles.rowwise(output_layouts=Shard(1))
-            plan["feed_forward.w3"] = styles.colwise()
+            plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)
 
 
