@@ -24,9 +24,16 @@ def model_registry(flavor: str) -> ModelSpec:
         # Proved by tests/test_qwen3_*: the dense and MoE debug models train in one process
         # (activation checkpointing, bitwise resume), TP=2 matches one process and FSDP=2
         # matches DDP=2 (torchrun, gloo), Hugging Face import/export. Under TP the MoE layers
-        # run replicated (parallelize.py); EP, PP, CP, compile and float8 are not proved.
+        # run replicated (parallelize.py). EP=2 matches one process and FSDP=2 and resumes
+        # bitwise (tests/test_expert_parallel.py); expert TP, PP, CP, compile and float8 are
+        # not proved.
         capabilities=Capabilities(
-            fsdp=True, ddp=True, tp=True, activation_checkpoint=True, hf_checkpoints=True
+            fsdp=True,
+            ddp=True,
+            tp=True,
+            ep=True,
+            activation_checkpoint=True,
+            hf_checkpoints=True,
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
         parallelize_fn="titan.models.qwen3.parallelize:parallelize_qwen3",
