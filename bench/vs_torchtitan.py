@@ -348,11 +348,11 @@ class Weights:
     max_abs_diff: float
 
     def describe(self) -> str:
-        """One line for the report."""
+        """What the two initialisations have in common, to follow "titan's and 0.3.0's"."""
         if not self.differing:
-            return f"bitwise identical ({self.tensors} tensors)"
+            return f"are bitwise identical ({self.tensors} tensors)"
         return (
-            f"{len(self.differing)} of {self.tensors} tensors differ (max |difference| "
+            f"differ in {len(self.differing)} of {self.tensors} tensors (max |difference| "
             f"{self.max_abs_diff:.3g}, e.g. {self.differing[0]})"
         )
 
@@ -504,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"titan does not train {family.name} yet, so nothing is compared: {result}")
                 continue
             print(
-                f"initial weights (seed {SEED}, HF layout): titan's and torchtitan's are "
+                f"initial weights (seed {SEED}, HF layout): titan's and torchtitan's "
                 f"{result.weights.describe()}; torchtitan starts from titan's"
             )
             failed |= not report(result, args)
