@@ -17,7 +17,6 @@ from safetensors.torch import load_file, save_file
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
 
-from titan.config.configurable import NotBuildableError
 from titan.models.common import FeedForward, MoE
 from titan.models.common.moe_model import TokenChoiceTopKRouter
 from titan.models.deepseek_v3 import FLAVORS, model_registry
@@ -160,29 +159,19 @@ def tokens(seed: int = 1) -> torch.Tensor:
 def test_every_flavor_builds_on_meta_with_its_parameter_count(flavor):
     """Each v0.2.2 flavor's modules hold exactly the parameters its config counts.
 
-    The flex flavors are built with their attention switched to sdpa (titan's kernel); the
-    parameters do not depend on the kernel.
+    The flex flavors (block-causal masks) build as they are: titan runs their masks on SDPA.
     """
     config = model_registry(flavor).model
-    attention = config.layer.attention
-    if attention.attn_type != "sdpa":
-        config.layer.attention = dataclasses.replace(
-            attention, attn_type="sdpa", attn_mask_type="causal"
-        )
     with torch.device("meta"):
         model = config.build()
     assert sum(p.numel() for p in model.parameters()) == config.num_params()
 
 
-def test_flex_flavors_are_refused_with_the_sdpa_hint():
-    """A flavor asking for FlexAttention fails at build time naming the fields to change."""
-    config = model_registry("16B").model
-    with pytest.raises(
-        NotBuildableError,
-        match="attn_type 'flex' and attn_mask_type 'block_causal'.*attn_type = 'sdpa' and attn_mask_type = 'causal'",
-    ):
-        with torch.device("meta"):
-            config.build()
+def test_flex_flavors_mask_every_layer_by_document():
+    """16B asks for FlexAttention with block-causal masks: every MLA layer masks by document."""
+    with torch.device("meta"):
+        model = model_registry("16B").model.build()
+    assert all(spec.documents for spec in model.mask_specs)
 
 
 def test_debugmodel_names_match_torchtitan():

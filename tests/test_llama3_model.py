@@ -127,16 +127,15 @@ def test_gqa_matches_an_explicit_reference(model):
     torch.testing.assert_close(attention(x, model.freqs_cis), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_unsupported_attention_refuses_clearly():
-    for flavor, kind in (("debugmodel_flex_attn", "flex"), ("8B_varlen", "varlen")):
-        with (
-            pytest.raises(NotBuildableError, match=f"attn_type '{kind}' is not supported"),
-            torch.device("meta"),
-        ):
-            model_registry("llama3", flavor).model.build()
-    mask = Attention.Config(attn_mask_type="block_causal")
-    with pytest.raises(NotBuildableError, match="attn_mask_type 'block_causal'"):
-        mask.build(dim=DIM)
+def test_flex_and_varlen_flavors_build_with_document_masks():
+    # Their block_causal masks run on SDPA (tests/test_block_causal.py checks the numbers).
+    for flavor in ("debugmodel_flex_attn", "8B_varlen"):
+        with torch.device("meta"):
+            model = model_registry("llama3", flavor).model.build()
+        assert model.needs_documents()
+    causal_varlen = Attention.Config(attn_type="varlen", attn_mask_type="causal")
+    with pytest.raises(NotBuildableError, match="'varlen' runs only attn_mask_type 'block_causal'"):
+        causal_varlen.build(dim=DIM)
 
 
 def test_head_counts_must_divide():

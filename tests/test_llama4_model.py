@@ -35,12 +35,13 @@ from transformers import (
 )
 
 from titan.config.configurable import NotBuildableError
+from titan.models.common.attention_masks import MaskSpec
 from titan.models.common.feed_forward import FeedForward
 from titan.models.common.model import LlamaRoPE as LlamaRoPEModule
 from titan.models.common.moe import MoE
 from titan.models.common.rope import LlamaRoPE
 from titan.models.llama4 import FLAVORS, model_registry
-from titan.models.llama4.model import Llama4Model, chunked_causal_mask, uses_rope
+from titan.models.llama4.model import Llama4Model, uses_rope
 from titan.models.llama4.model_config import Llama4Attention, Llama4TransformerBlock
 from titan.models.llama4.state_dict_adapter import Llama4StateDictAdapter
 
@@ -179,20 +180,18 @@ def hf_pair(request, tmp_path_factory):
 @pytest.mark.parametrize("name", FLAVORS)
 def test_every_flavor_builds_on_meta_with_the_configs_parameter_count(name):
     config = model_registry(name).model
-    if config.layer.attention.attn_mask_type == "block_causal":
-        # The *_irope flavors' document masks are refused (see the next test); the parameters
-        # do not depend on the mask, so the count is checked with a causal one.
-        config = copy.deepcopy(config)
-        config.layer.attention.attn_mask_type = "causal"
     with torch.device("meta"):
         model = config.build()
     assert sum(p.numel() for p in model.parameters()) == config.num_params()
 
 
-def test_document_masks_and_varlen_are_refused_clearly():
-    with pytest.raises(NotBuildableError, match="attn_mask_type 'block_causal'.*use attn_mask"):
-        with torch.device("meta"):
-            model_registry("debugmodel_irope").model.build()
+def test_irope_flavors_mask_by_document_and_varlen_is_refused_clearly():
+    with torch.device("meta"):
+        model = model_registry("debugmodel_irope").model.build()
+    # NoPE layers (every 4th from 0): documents only; rope layers: documents and chunks.
+    chunks = [spec.chunk_size for spec in model.mask_specs]
+    assert all(spec.documents for spec in model.mask_specs)
+    assert chunks == [None if i % 4 == 0 else 256 for i in range(len(chunks))]
     config = tiny_config()
     config.layer.attention.attn_type = "varlen"
     with pytest.raises(NotBuildableError, match="no varlen attention.*'sdpa' or 'flex'"):
@@ -238,7 +237,8 @@ def test_chunked_causal_mask_by_hand():
         ],
         dtype=torch.bool,
     )
-    assert torch.equal(chunked_causal_mask(5, 2, torch.device("cpu")), expected)
+    mask = MaskSpec(chunk_size=2).build(seqlen=5, device=torch.device("cpu"))
+    assert torch.equal(mask[0, 0], expected)
 
 
 def attention_by_hand(attention, x, freqs_cis, mask):
@@ -271,10 +271,15 @@ def test_each_layer_attends_as_torchtitan_masks_it(attn_type, layer, chunk):
     assert attention.use_rope == (layer == "1") and attention.chunk_size == chunk
     x = torch.randn(2, SEQ, DIM, generator=torch.Generator().manual_seed(5))
     causal = torch.ones(SEQ, SEQ, dtype=torch.bool).tril()
-    mask = causal if chunk is None else chunked_causal_mask(SEQ, chunk, torch.device("cpu"))
+    mask = causal
+    if chunk is not None:
+        mask = MaskSpec(chunk_size=chunk).build(seqlen=SEQ, device=torch.device("cpu"))[0, 0]
+    # The decoder hands each layer its mask (none for plain causal), built once per batch.
+    given = model.attention_masks(torch.zeros(2, SEQ, dtype=torch.long)).get(attention.mask_spec)
     with torch.no_grad():
         expected = attention_by_hand(attention, x, model.freqs_cis, mask)
-        torch.testing.assert_close(attention(x, model.freqs_cis), expected, atol=1e-6, rtol=1e-5)
+        out = attention(x, model.freqs_cis, attention_mask=given)
+        torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
 
 
 def test_llama4_rope_scaling_slows_only_the_long_wavelengths():

@@ -4,6 +4,14 @@ Each class here is the ``_owner_path`` target of the torch-free config of the sa
 ``titan.models.common`` and is constructed by ``config.build(**runtime_kwargs)``. Module and
 parameter names are torchtitan's, so checkpoints, parallelization plans and the Hugging Face
 adapter address the same keys. Initialization follows torchtitan v0.2.2's llama3 exactly.
+
+Attention masks: each attention layer names its mask kind (``mask_spec``, see
+``titan.models.common.attention_masks``); ``Decoder.attention_masks(tokens, eos_id=...)`` builds
+one boolean mask per kind for a batch, ``Decoder.forward(tokens, attention_masks=...)`` hands each
+layer its own, and a layer given none attends plainly causally. ``block_causal`` configs (the
+flex and varlen flavors) thus run their per-document masks on SDPA, not on FlexAttention or
+varlen kernels (the module docstring there says what that costs). Unlike torchtitan, whose
+sdpa path ignores ``attn_mask_type``, titan honours ``block_causal`` whatever the ``attn_type``.
 """
 
 from __future__ import annotations
@@ -17,11 +25,7 @@ from titan.models.common import attention as attention_config
 from titan.models.common import decoder as decoder_config
 from titan.models.common import feed_forward as feed_forward_config
 from titan.models.common import rope as rope_config
-
-# Kernels and masks this module implements; the configs can describe more (flex, varlen,
-# block_causal), which torchtitan serves with FlexAttention / varlen kernels titan lacks.
-SUPPORTED_ATTN_TYPES = ("sdpa",)
-SUPPORTED_MASK_TYPES = ("causal",)
+from titan.models.common.attention_masks import AttentionMasks, MaskSpec, build_attention_masks
 
 # torchtitan's init constants: the std of the input projections, and the cutoff (in stds) of
 # the final output projection's truncated normal.
@@ -118,13 +122,16 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    """Grouped-query causal self-attention with rotary embeddings, run by PyTorch SDPA."""
+    """Grouped-query causal self-attention with rotary embeddings, run by PyTorch SDPA.
+
+    ``mask_spec`` is its mask kind: per document under ``block_causal``, else plain causal.
+    """
 
     Config = attention_config.Attention.Config
 
     def __init__(self, *, config: attention_config.Attention.Config, dim: int):
         super().__init__()
-        refuse_unsupported_attention(config)
+        self.mask_spec = attention_mask_spec(config)
         n_kv_heads = config.kv_heads()
         self.check_width(config, dim)
         if config.n_heads % n_kv_heads:
@@ -167,30 +174,55 @@ class Attention(nn.Module):
         """Apply the rotary embedding to queries and keys (Meta's complex layout)."""
         return apply_rotary_emb(xq, xk, rotary_table)
 
-    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-        """Attend causally over ``x`` of shape ``[bs, seq, dim]``."""
+    def forward(
+        self,
+        x: torch.Tensor,
+        freqs_cis: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attend over ``x`` of shape ``[bs, seq, dim]``: causally, or where the boolean
+        ``attention_mask`` (broadcastable to ``[bs, heads, seq, seq]``) allows."""
         bs, seqlen, _ = x.shape
         xq, xk, xv = self.project_heads(x)
         xq, xk = self.rotate(xq, xk, freqs_cis)
         keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
         values = repeat_kv(xv, self.n_rep).transpose(1, 2)
-        out = F.scaled_dot_product_attention(xq.transpose(1, 2), keys, values, is_causal=True)
+        out = masked_sdpa(xq.transpose(1, 2), keys, values, attention_mask=attention_mask)
         return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
 
 
-def refuse_unsupported_attention(config: attention_config.BaseAttention.Config) -> None:
-    """Raise ``NotBuildableError`` for an attention kernel or mask titan-train cannot run."""
-    if config.attn_type not in SUPPORTED_ATTN_TYPES:
+def masked_sdpa(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    attention_mask: torch.Tensor | None,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """SDPA of ``[bs, heads, seq, d]`` tensors: causal without a mask, else the boolean mask's.
+
+    Every mask titan builds lets each query see itself, so no softmax row is empty.
+    """
+    if attention_mask is None:
+        return F.scaled_dot_product_attention(queries, keys, values, is_causal=True, scale=scale)
+    return F.scaled_dot_product_attention(
+        queries, keys, values, attn_mask=attention_mask, scale=scale
+    )
+
+
+def attention_mask_spec(config: attention_config.BaseAttention.Config) -> MaskSpec:
+    """The mask kind of an attention config: per document for ``block_causal``, else causal.
+
+    Raises ``NotBuildableError`` for varlen attention without ``block_causal``, which
+    torchtitan refuses too (its varlen metadata only describes documents).
+    """
+    if config.attn_type == "varlen" and config.attn_mask_type != "block_causal":
         raise NotBuildableError(
-            f"attn_type {config.attn_type!r} is not supported by titan-train yet; "
-            "use the flavor's sdpa variant (its name without the _flex / _varlen suffix, e.g. "
-            "debugmodel for debugmodel_flex_attn)"
+            f"attn_type 'varlen' runs only attn_mask_type 'block_causal' (as in torchtitan), "
+            f"not {config.attn_mask_type!r}; set attn_mask_type 'block_causal' or attn_type 'sdpa'"
         )
-    if config.attn_mask_type not in SUPPORTED_MASK_TYPES:
-        raise NotBuildableError(
-            f"attn_mask_type {config.attn_mask_type!r} is not supported by titan-train yet; "
-            "use attn_mask_type 'causal'"
-        )
+    return MaskSpec(documents=config.attn_mask_type == "block_causal")
 
 
 class FeedForward(nn.Module):
@@ -268,9 +300,16 @@ class TransformerBlock(nn.Module):
         else:
             self.feed_forward.init_weights(self.weight_init_std)
 
-    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-        """Run the block over ``x`` of shape ``[bs, seq, dim]``."""
-        h = x + self.attention(self.attention_norm(x), freqs_cis)
+    def forward(
+        self,
+        x: torch.Tensor,
+        freqs_cis: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run the block over ``x`` of shape ``[bs, seq, dim]`` (``attention_mask``: its
+        attention's mask for this batch, None for plain causal)."""
+        h = x + self.attention(self.attention_norm(x), freqs_cis, attention_mask=attention_mask)
         ffn = self.moe if self.moe_enabled else self.feed_forward
         return h + ffn(self.ffn_norm(h))
 
@@ -294,6 +333,9 @@ class Decoder(nn.Module):
                 n_layers=config.n_layers,
                 norm_eps=config.norm_eps,
             )
+        # Plain list, not module state: each block's mask kind, in layer order (read before any
+        # wrapper hides the attention modules).
+        self.mask_specs: list[MaskSpec] = [layer.attention.mask_spec for layer in layers.values()]
         self.tok_embeddings = nn.Embedding(config.vocab_size, config.dim)
         self.rope = config.rope.build(
             head_dim=config.layer.attention.head_dim_for(config.dim),
@@ -337,15 +379,32 @@ class Decoder(nn.Module):
         """The table every block's attention rotates by: complex ``freqs_cis`` by default."""
         return self.rope.freqs_cis()
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits ``[bs, seq, vocab_size]`` of token ids ``[bs, seq]``."""
+    def needs_documents(self) -> bool:
+        """Whether some layer masks by document (``block_causal``): its masks need an EOS id."""
+        return any(spec.documents for spec in self.mask_specs)
+
+    def attention_masks(self, tokens: torch.Tensor, *, eos_id: int | None = None) -> AttentionMasks:
+        """The boolean masks of the batch ``tokens`` ``[bs, seq]``, one per mask kind its layers
+        use (none for plain causal layers); ``eos_id`` ends documents for ``block_causal``."""
+        return build_attention_masks(self.mask_specs, tokens=tokens, eos_id=eos_id)
+
+    def forward(
+        self, tokens: torch.Tensor, attention_masks: AttentionMasks | None = None
+    ) -> torch.Tensor:
+        """Logits ``[bs, seq, vocab_size]`` of token ids ``[bs, seq]``.
+
+        ``attention_masks`` are the batch's masks from ``attention_masks``; when left out they
+        are built here, which a model with ``block_causal`` layers refuses (it needs the EOS id).
+        """
         if tokens.shape[1] > self.freqs_cis.shape[0]:
             raise ValueError(
                 f"sequence length {tokens.shape[1]} exceeds max_seq_len {self.freqs_cis.shape[0]}"
             )
+        if attention_masks is None:
+            attention_masks = self.attention_masks(tokens)
         h = self.tok_embeddings(tokens)
-        for layer in self.layers.values():
-            h = layer(h, self.freqs_cis)
+        for layer, spec in zip(self.layers.values(), self.mask_specs, strict=True):
+            h = layer(h, self.freqs_cis, attention_mask=attention_masks.get(spec))
         return self.output(self.norm(h))
 
 
@@ -354,11 +413,12 @@ __all__ = [
     "Decoder",
     "FeedForward",
     "LlamaRoPE",
+    "attention_mask_spec",
     "RoPE",
     "TransformerBlock",
     "apply_rotary_emb",
     "block_init_std",
     "llama_scaled_frequencies",
-    "refuse_unsupported_attention",
+    "masked_sdpa",
     "repeat_kv",
 ]

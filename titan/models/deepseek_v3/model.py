@@ -4,9 +4,10 @@ Each class is the ``_owner_path`` target of the config of the same name in
 ``titan.models.deepseek_v3.model_config``. Module and parameter names are torchtitan v0.2.2's
 (``wq`` or ``wq_a``/``q_norm``/``wq_b``, ``wkv_a``, ``kv_norm``, ``wkv_b``, ``wo``; ``moe`` on
 MoE layers and ``feed_forward`` on dense ones), so checkpoints, TP plans and the Hugging Face
-adapter address the same keys, and initialization is torchtitan's. Attention runs PyTorch SDPA
-with a causal mask; flavors that ask for FlexAttention (``attn_type="flex"``, block-causal
-masks) are refused with the shared message that names the sdpa setting.
+adapter address the same keys, and initialization is torchtitan's. Attention runs PyTorch SDPA:
+causal, or with the batch's per-document boolean mask under ``attn_mask_type="block_causal"``
+(the 16B, 236B and 671B flavors, which torchtitan runs with FlexAttention; see
+``titan.models.common.attention_masks``).
 """
 
 from __future__ import annotations
@@ -14,20 +15,18 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor, Shard
 
-from titan.config.configurable import NotBuildableError
 from titan.models.common.model import (
     BASE_INIT_STD,
     OUTPUT_CUTOFF_STDS,
-    SUPPORTED_ATTN_TYPES,
-    SUPPORTED_MASK_TYPES,
     Decoder,
     RoPE,
     apply_rotary_emb,
+    attention_mask_spec,
     block_init_std,
+    masked_sdpa,
 )
 from titan.models.deepseek_v3 import model_config
 
@@ -96,7 +95,8 @@ class MLAttention(nn.Module):
 
     Each head's query and key are a part without rope (``qk_nope_head_dim``) and a rope part
     (``qk_rope_head_dim``); the key's rope part is one vector shared by all heads, projected
-    straight from the input beside the latent.
+    straight from the input beside the latent. ``mask_spec`` is its mask kind (per document
+    under ``block_causal``).
     """
 
     Config = model_config.MLAttention.Config
@@ -110,7 +110,7 @@ class MLAttention(nn.Module):
         softmax_scale: float,
     ):
         super().__init__()
-        refuse_unsupported_attention(config)
+        self.mask_spec = attention_mask_spec(config)
         self.n_heads = config.n_heads
         self.q_lora_rank = config.q_lora_rank
         self.kv_lora_rank = config.kv_lora_rank
@@ -144,8 +144,15 @@ class MLAttention(nn.Module):
         if self.q_lora_rank != 0:
             self.q_norm.reset_parameters()
 
-    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-        """Attend causally over ``x`` of shape ``[bs, seq, dim]``."""
+    def forward(
+        self,
+        x: torch.Tensor,
+        freqs_cis: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attend over ``x`` of shape ``[bs, seq, dim]``: causally, or where the boolean
+        ``attention_mask`` (broadcastable to ``[bs, heads, seq, seq]``) allows."""
         bs, seqlen, _ = x.shape
         q = self.wq(x) if self.q_lora_rank == 0 else self.wq_b(self.q_norm(self.wq_a(x)))
         # -1 heads: as many as the projection holds (under tensor parallelism a DTensor's view).
@@ -162,7 +169,7 @@ class MLAttention(nn.Module):
         k_nope, v = torch.split(kv, [self.qk_nope_head_dim, self.v_head_dim], dim=-1)
         k = torch.cat([k_nope, k_rope.expand(-1, -1, k_nope.shape[2], -1)], dim=-1)
         q, k, v = (local_heads(t).transpose(1, 2) for t in (q, k, v))
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.softmax_scale)
+        out = masked_sdpa(q, k, v, attention_mask=attention_mask, scale=self.softmax_scale)
         return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
 
 
@@ -175,23 +182,6 @@ def local_heads(x: torch.Tensor) -> torch.Tensor:
     if isinstance(x, DTensor):
         return x.redistribute(placements=[Shard(2)]).to_local()
     return x
-
-
-def refuse_unsupported_attention(config: model_config.MLAttention.Config) -> None:
-    """Raise ``NotBuildableError`` for FlexAttention or block-causal masks, naming the fix.
-
-    Only the debug flavor runs SDPA; 16B, 236B and 671B ask for flex with block-causal masks
-    and have no sdpa twin to point at, so the message says which fields to change.
-    """
-    if config.attn_type in SUPPORTED_ATTN_TYPES and config.attn_mask_type in SUPPORTED_MASK_TYPES:
-        return
-    raise NotBuildableError(
-        f"deepseek_v3 attention with attn_type {config.attn_type!r} and attn_mask_type "
-        f"{config.attn_mask_type!r} is not supported by titan-train yet (it runs SDPA with a "
-        "causal mask); the debugmodel flavor uses those, and a registry config can set "
-        "model_spec.model.layer.attention.attn_type = 'sdpa' and attn_mask_type = 'causal' "
-        "(causal over the whole sequence instead of within each document)"
-    )
 
 
 class DeepSeekV3TransformerBlock(nn.Module):
@@ -236,9 +226,16 @@ class DeepSeekV3TransformerBlock(nn.Module):
         else:
             self.feed_forward.init_weights(self.weight_init_std)
 
-    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-        """Run the block over ``x`` of shape ``[bs, seq, dim]``."""
-        h = x + self.attention(self.attention_norm(x), freqs_cis)
+    def forward(
+        self,
+        x: torch.Tensor,
+        freqs_cis: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run the block over ``x`` of shape ``[bs, seq, dim]`` (``attention_mask``: this
+        batch's mask for its attention, None for plain causal)."""
+        h = x + self.attention(self.attention_norm(x), freqs_cis, attention_mask=attention_mask)
         ffn = self.moe if self.moe_enabled else self.feed_forward
         return h + ffn(self.ffn_norm(h))
 
@@ -275,6 +272,8 @@ class DeepSeekV3Model(Decoder):
                 norm_eps=config.norm_eps,
                 softmax_scale=softmax_scale,
             )
+        # Each block's mask kind, in layer order, as the shared decoder keeps it.
+        self.mask_specs = [layer.attention.mask_spec for layer in self.layers.values()]
         self.norm = nn.RMSNorm(config.dim)
         self.output = nn.Linear(config.dim, config.vocab_size, bias=False)
 
@@ -302,6 +301,5 @@ __all__ = [
     "YaRNRoPE",
     "linear_ramp",
     "local_heads",
-    "refuse_unsupported_attention",
     "yarn_correction_range",
 ]

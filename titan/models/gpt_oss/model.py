@@ -15,8 +15,11 @@ gpt-oss differs from the llama-style decoder in four places, each a class here:
 
 torchtitan runs gpt_oss on FlexAttention only (``attn_type`` is ``"flex"`` in every flavor) and
 rescales the kernel's output by ``sigmoid(lse - sink)``. titan keeps ``attn_type`` as the config
-says and computes the same masks (causal, and causal within ``sliding_window_size`` tokens) and
-the same softmax with the sink logit explicitly, so it runs on CPU without a Flex kernel.
+says and computes the same masks (causal, and causal within ``sliding_window_size`` tokens) as
+boolean tensors (``titan.models.common.attention_masks``) and the same softmax with the sink
+logit explicitly, so it runs on CPU without a Flex kernel. Under ``attn_mask_type =
+"block_causal"`` every layer also stays within each document; torchtitan's v0.2.2 full-attention
+layers drop causality there (they apply the document mask alone), which titan does not copy.
 
 torchtitan also casts every block to bfloat16 at construction; titan keeps parameters in the
 default dtype and leaves precision to the trainer's mixed-precision settings.
@@ -31,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor, Partial, Replicate
 
-from titan.config.configurable import NotBuildableError
+from titan.models.common.attention_masks import MaskSpec
 from titan.models.common.model import Decoder, RoPE, block_init_std, repeat_kv
 from titan.models.common.moe_model import (
     MoE,
@@ -133,18 +136,6 @@ def apply_rotary_emb(
     return xq_out.type_as(xq), xk_out.type_as(xk)
 
 
-def attention_mask(seqlen: int, *, window: int | None, device: torch.device) -> torch.Tensor:
-    """``[seq, seq]`` boolean mask, True where query row ``q`` may attend to key column ``kv``:
-    causal, and with ``window`` only the last ``window`` positions including itself
-    (torchtitan's ``q - kv < window_size``)."""
-    positions = torch.arange(seqlen, device=device)
-    distance = positions.view(-1, 1) - positions.view(1, -1)
-    allowed = distance >= 0
-    if window is not None:
-        allowed &= distance < window
-    return allowed
-
-
 def sink_attention(
     xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor, *, sinks: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
@@ -163,7 +154,11 @@ def sink_attention(
 
 
 class GptOssAttention(nn.Module):
-    """Grouped-query attention with biased projections, per-head sinks and an optional window."""
+    """Grouped-query attention with biased projections, per-head sinks and an optional window.
+
+    ``mask_spec`` is its mask kind: the window on sliding layers, per document under
+    ``block_causal``.
+    """
 
     Config = model_config.GptOssAttention.Config
 
@@ -171,11 +166,6 @@ class GptOssAttention(nn.Module):
         self, *, config: model_config.GptOssAttention.Config, dim: int, sliding_window: bool
     ):
         super().__init__()
-        if config.attn_mask_type != "causal":
-            raise NotBuildableError(
-                f"attn_mask_type {config.attn_mask_type!r} is not supported by titan-train's "
-                "gpt_oss yet; use attn_mask_type 'causal'"
-            )
         n_kv_heads = config.kv_heads()
         if config.n_heads % n_kv_heads:
             raise ValueError(
@@ -184,6 +174,9 @@ class GptOssAttention(nn.Module):
         self.head_dim = config.head_dim
         self.n_rep = config.n_heads // n_kv_heads
         self.window = config.sliding_window_size if sliding_window else None
+        self.mask_spec = MaskSpec(
+            documents=config.attn_mask_type == "block_causal", window=self.window
+        )
         self.wq = nn.Linear(dim, config.n_heads * self.head_dim, bias=True)
         self.wk = nn.Linear(dim, n_kv_heads * self.head_dim, bias=True)
         self.wv = nn.Linear(dim, n_kv_heads * self.head_dim, bias=True)
@@ -197,8 +190,15 @@ class GptOssAttention(nn.Module):
             nn.init.trunc_normal_(linear.weight, mean=0.0, std=init_std)
             nn.init.trunc_normal_(linear.bias, mean=0.0, std=init_std)
 
-    def forward(self, x: torch.Tensor, rope_cache: torch.Tensor) -> torch.Tensor:
-        """Attend causally (within the window on sliding layers) over ``x`` ``[bs, seq, dim]``."""
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope_cache: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attend over ``x`` ``[bs, seq, dim]`` where the boolean ``attention_mask`` of this
+        layer's kind allows (None: its kind is plain causal for this sequence length)."""
         bs, seqlen, _ = x.shape
         # -1, not n_heads: under tensor parallelism each rank holds only its local heads.
         xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
@@ -207,7 +207,9 @@ class GptOssAttention(nn.Module):
         xq, xk = apply_rotary_emb(xq, xk, rope_cache)
         keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
         values = repeat_kv(xv, self.n_rep).transpose(1, 2)
-        mask = attention_mask(seqlen, window=self.window, device=x.device)
+        mask = attention_mask
+        if mask is None:
+            mask = MaskSpec().build(seqlen=seqlen, device=x.device)
         # Under tensor parallelism the sinks are sharded by head like wq's rows: the local ones.
         sinks = local_tensor(self.sinks)
         out = sink_attention(xq.transpose(1, 2), keys, values, sinks=sinks, mask=mask)
@@ -268,7 +270,9 @@ class GptOssGroupedExperts(nn.Module):
             mesh = self.mlp1_weight.device_mesh
             x = with_summed_grad(x, mesh)
             b2 = ScaledInForward.apply(b2, 1.0 / mesh.size())
-        if self.use_grouped_mm and grouped_mm_usable(x, w1, w2):
+        # torch.compile traces _grouped_mm with a fake kernel that takes bfloat16 only.
+        traceable = x.dtype == torch.bfloat16 or not torch.compiler.is_compiling()
+        if self.use_grouped_mm and traceable and grouped_mm_usable(x, w1, w2):
             return self.run_grouped_mm(w1, b1, w2, b2, x, num_tokens_per_expert)
         counts = num_tokens_per_expert.tolist()
         outputs = []
@@ -421,9 +425,16 @@ class GptOssTransformerBlock(nn.Module):
         self.attention.init_weights(self.weight_init_std)
         self.moe.init_weights(self.weight_init_std, buffer_device=buffer_device)
 
-    def forward(self, x: torch.Tensor, rope_cache: torch.Tensor) -> torch.Tensor:
-        """Run the block over ``x`` of shape ``[bs, seq, dim]``."""
-        h = x + self.attention(self.attention_norm(x), rope_cache)
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope_cache: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run the block over ``x`` of shape ``[bs, seq, dim]`` (``attention_mask``: this
+        batch's mask for its attention, None for plain causal)."""
+        h = x + self.attention(self.attention_norm(x), rope_cache, attention_mask=attention_mask)
         return h + self.moe(self.ffn_norm(h))
 
 
@@ -463,7 +474,6 @@ __all__ = [
     "GptOssTransformerBlock",
     "ScaledInForward",
     "apply_rotary_emb",
-    "attention_mask",
     "clamped_swiglu",
     "sink_attention",
     "with_summed_grad",

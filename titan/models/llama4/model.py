@@ -7,13 +7,13 @@ checkpoints and the Hugging Face adapter address the same keys; initialization i
 
 Attention. torchtitan serves llama4's chunked attention only with FlexAttention: under
 ``attn_type="flex"`` the rope layers attend causally within chunks of ``fixed_attn_block_size``
-tokens and the no-rope (NoPE) layers attend causally over the whole sequence. titan computes the
-same masks as explicit boolean masks for PyTorch SDPA, on any device. (v0.2.2's own flex branch
-hands FlexAttention its whole dict of masks instead of the layer's mask; titan runs the masks
-that code selects.) Under ``attn_type="sdpa"`` every layer is plainly causal, chunking is off,
-and NoPE layers still skip rope, exactly as v0.2.2's sdpa branch. ``block_causal`` masks (one
-document per attention span) and varlen kernels are refused: titan-train does not hand the
-model the document boundaries they need.
+tokens and the no-rope (NoPE) layers attend causally over the whole sequence; under
+``attn_mask_type="block_causal"`` (the ``*_irope`` flavors) both also stay within each
+document. titan computes the same masks as explicit boolean masks for PyTorch SDPA, on any
+device (``titan.models.common.attention_masks``). (v0.2.2's own flex branch hands FlexAttention
+its whole dict of masks instead of the layer's mask; titan runs the masks that code selects.)
+Under ``attn_type="sdpa"`` chunking is off and NoPE layers still skip rope, exactly as v0.2.2's
+sdpa branch. varlen kernels are refused, as torchtitan refuses them for llama4.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from titan.config.configurable import NotBuildableError
@@ -30,17 +29,8 @@ from titan.models.common.model import (
     Decoder,
     TransformerBlock,
     block_init_std,
-    repeat_kv,
 )
 from titan.models.llama4 import model_config
-
-
-def chunked_causal_mask(seqlen: int, chunk_size: int, device: torch.device) -> torch.Tensor:
-    """``[seq, seq]`` booleans: query i sees key j iff j <= i and both lie in one chunk."""
-    positions = torch.arange(seqlen, device=device)
-    causal = positions[:, None] >= positions[None, :]
-    chunks = positions // chunk_size
-    return causal & (chunks[:, None] == chunks[None, :])
 
 
 def uses_rope(config: model_config.Llama4Attention.Config, layer_id: int) -> bool:
@@ -64,13 +54,12 @@ class Llama4Attention(Attention):
                 "llama4 has no varlen attention (torchtitan refuses it too); "
                 "use attn_type 'sdpa' or 'flex'"
             )
-        # The shared attention refuses flex, which needs FlexAttention; llama4's flex masks are
-        # run with SDPA here, so the projections are built as for sdpa.
-        super().__init__(config=dataclasses.replace(config, attn_type="sdpa"), dim=dim)
+        super().__init__(config=config, dim=dim)
         self.use_rope = uses_rope(config, layer_id)
         # Chunking exists only in torchtitan's flex path, and only on rope layers.
         chunked = config.attn_type == "flex" and self.use_rope
         self.chunk_size = config.fixed_attn_block_size if chunked else None
+        self.mask_spec = dataclasses.replace(self.mask_spec, chunk_size=self.chunk_size)
 
     def rotate(
         self, xq: torch.Tensor, xk: torch.Tensor, rotary_table: torch.Tensor
@@ -79,21 +68,6 @@ class Llama4Attention(Attention):
         if not self.use_rope:
             return xq, xk
         return super().rotate(xq, xk, rotary_table)
-
-    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-        """Attend over ``x`` of shape ``[bs, seq, dim]``, causally, within chunks if chunked."""
-        bs, seqlen, _ = x.shape
-        xq, xk, xv = self.project_heads(x)
-        xq, xk = self.rotate(xq, xk, freqs_cis)
-        keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
-        values = repeat_kv(xv, self.n_rep).transpose(1, 2)
-        queries = xq.transpose(1, 2)
-        if self.chunk_size is None or self.chunk_size >= seqlen:
-            out = F.scaled_dot_product_attention(queries, keys, values, is_causal=True)
-        else:
-            mask = chunked_causal_mask(seqlen, self.chunk_size, x.device)
-            out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)
-        return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
 
 
 class Llama4TransformerBlock(TransformerBlock):
@@ -149,6 +123,5 @@ __all__ = [
     "Llama4Attention",
     "Llama4Model",
     "Llama4TransformerBlock",
-    "chunked_causal_mask",
     "uses_rope",
 ]
