@@ -216,7 +216,7 @@ def titan_worker(folder: Path) -> None:
         batches = [next(loader) for _ in range(request["steps"])]
         torch.save([(inputs, labels) for inputs, labels in batches], folder / BATCHES)
         weights = folder / TITAN_WEIGHTS
-        weights.mkdir()
+        weights.mkdir(exist_ok=True)  # --keep may name a folder of an earlier run
         checkpointer = parts.checkpointer
         write_hf(
             str(weights),
