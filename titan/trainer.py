@@ -288,7 +288,7 @@ class Trainer(Configurable):
         parts = self.parts
         with parts.loss_context():
             with parts.amp():
-                pred = parts.model(inputs)
+                pred = parts.model(inputs, attention_masks=parts.attention_masks(inputs))
                 loss = parts.loss_fn(pred, labels) / parts.accumulation_steps
             # Free the logits before backward: they are the largest activation of the step.
             del pred

@@ -62,6 +62,7 @@ class Validator(BaseValidator):
         seq_len: int,
         local_batch_size: int,
         loss_fn: Callable[[Any, Any], Any],
+        attention_masks: Callable[[Any], Any],
         metrics: Any,
         device: Any,
         dp_mesh: Any,
@@ -80,6 +81,8 @@ class Validator(BaseValidator):
         }
         self.loader_config.build(**self.loader_args)  # a bad dataset fails now, not at step N
         self.loss_fn = loss_fn
+        # The model's masks of a batch, made the way training makes them (the same EOS id).
+        self.attention_masks = attention_masks
         self.metrics = metrics
         self.device = device
         self.dp_mesh = dp_mesh
@@ -114,7 +117,8 @@ class Validator(BaseValidator):
                 assert batch is not None
                 inputs, labels = (t.to(self.device) for t in batch)
                 with self.loss_context(), self.amp():
-                    loss = self.loss_fn(model_parts[0](inputs), labels).detach()
+                    pred = model_parts[0](inputs, attention_masks=self.attention_masks(inputs))
+                    loss = self.loss_fn(pred, labels).detach()
                 if hasattr(loss, "full_tensor"):  # loss parallel gives a replicated DTensor
                     loss = loss.full_tensor()
                 loss_sum += loss.double() * labels.numel()

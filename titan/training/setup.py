@@ -80,6 +80,9 @@ class RunParts:
     them."""
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     """``loss_fn(logits, labels)``: the scalar training loss (compiled when asked)."""
+    attention_masks: Callable[[torch.Tensor], Any]
+    """``attention_masks(inputs)``: the batch's attention masks, to pass to the model's forward
+    (per-document ones end documents at the tokenizer's EOS id)."""
     dataloader: BaseDataLoader
     """This data-parallel rank's batches."""
     optimizers: OptimizersContainer
@@ -236,6 +239,9 @@ def _build(
     model_config = _model_config(config, tokenizer)
     with torch.device("meta"), default_dtype(DTYPES[training.dtype]):
         model = model_config.build()
+    eos_id = _document_eos_id(
+        model, tokenizer=tokenizer, model_config=model_config, hf_assets_path=hf_assets_path
+    )
     compile_model = config.compile.enable and "model" in config.compile.components
     converters = config.model_converters.build(
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
@@ -298,6 +304,8 @@ def _build(
         total_steps=training.steps,
         non_data_parallel_size=parallel_dims.non_data_parallel_size,
     )
+    # Built once per batch from its tokens, as torchtitan's trainer does for flex/varlen.
+    attention_masks = functools.partial(model.attention_masks, eos_id=eos_id)
     validator = None
     if config.validator.enable:
         validator = config.validator.build(
@@ -307,6 +315,7 @@ def _build(
             seq_len=config.validator.seq_len or training.seq_len,
             local_batch_size=config.validator.local_batch_size or training.local_batch_size,
             loss_fn=loss_fn,
+            attention_masks=attention_masks,
             metrics=metrics,
             device=device,
             dp_mesh=parallel_dims.mesh(world_mesh, "dp") if world_mesh is not None else None,
@@ -327,6 +336,7 @@ def _build(
         model=model,
         model_parts=model_parts,
         loss_fn=loss_fn,
+        attention_masks=attention_masks,
         dataloader=dataloader,
         optimizers=optimizers,
         lr_schedulers=lr_schedulers,
@@ -371,6 +381,33 @@ def _model_config(config: Any, tokenizer: Any) -> Any:
             f"model's vocab_size is {model_config.vocab_size}; use a tokenizer that fits the flavor"
         )
     return model_config
+
+
+def _document_eos_id(
+    model: torch.nn.Module, *, tokenizer: Any, model_config: Any, hf_assets_path: str
+) -> int | None:
+    """The token id that ends a document for ``block_causal`` attention: the tokenizer's EOS,
+    else (a config without a tokenizer) the model config's ``eos_id``; None when no layer masks
+    by document. ``NotBuildableError`` when a layer does and there is no such id."""
+    if not model.needs_documents():
+        return None
+    hint = "or set the attention's attn_mask_type to 'causal' (one sequence per row)"
+    if tokenizer is not None:
+        eos_id = getattr(tokenizer, "eos_id", None)
+        if eos_id is None:
+            raise NotBuildableError(
+                "block_causal attention ends each document at the EOS token, but the tokenizer "
+                f"in {hf_assets_path} has no eos_token; use a tokenizer that has one, {hint}"
+            )
+        return eos_id
+    eos_id = getattr(model_config, "eos_id", None)
+    if eos_id is None:
+        raise NotBuildableError(
+            "block_causal attention ends each document at the EOS token, but this config has "
+            f"no tokenizer and {type(model_config).__qualname__} no eos_id; set the tokenizer, "
+            + hint
+        )
+    return eos_id
 
 
 def _model_state(model_parts: list[torch.nn.Module]) -> Any:
