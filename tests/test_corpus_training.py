@@ -30,8 +30,6 @@ FAMILIES = ("llama3", "qwen3", "llama4", "deepseek_v3", "gpt_oss")
 TOKENIZER = REPO / "tests" / "assets" / "tokenizer"
 
 PIPELINE = "pipeline parallel is not supported by titan-train yet"
-FLEX = "deepseek_v3 attention with attn_type 'flex' and attn_mask_type 'block_causal'"
-FLEX_WAITS = "flex attention with block-causal masks in deepseek_v3 (its 16B and 671B flavors')"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,23 +98,19 @@ EXPECTED: dict[str, Expected] = {
         gpus=8, passed="deepseek_v3 debugmodel, 8 GPUs (FSDP 8), 33.0M parameters"
     ),
     "deepseek_v3/train_configs/deepseek_v3_16b.toml": Expected(
-        gpus=8, refused=(FLEX,), waits_for=FLEX_WAITS
+        gpus=8, passed="deepseek_v3 16B, 8 GPUs (FSDP 8, EP 8), 15.7B parameters"
     ),
     "deepseek_v3/train_configs/deepseek_v3_671b.toml": Expected(
-        gpus=8, refused=(FLEX,), waits_for=FLEX_WAITS
+        gpus=8, passed="deepseek_v3 671B, 8 GPUs (FSDP 8), 671.0B parameters"
     ),
     "gpt_oss/train_configs/debug_model.toml": Expected(
         gpus=8, passed="gpt_oss debugmodel, 8 GPUs (FSDP 8), 183.4M parameters"
     ),
 }
 
-# Files refused at full size that train once shrunk: the debug flavors build with SDPA, and the
-# converter under its stale name is dropped with the rest.
-SHRUNK_PASSES = {
-    "llama3/train_configs/llama3_405b.toml",
-    "deepseek_v3/train_configs/deepseek_v3_16b.toml",
-    "deepseek_v3/train_configs/deepseek_v3_671b.toml",
-}
+# Files refused at full size that train once shrunk: the converter under its stale name is
+# dropped with the rest.
+SHRUNK_PASSES = {"llama3/train_configs/llama3_405b.toml"}
 
 # Each family's debug flavor, dense and with experts (qwen3 has both).
 DEBUG_FLAVOR = {"qwen3": {"dense": "debugmodel", "moe": "debugmodel_moe"}}
