@@ -11,11 +11,10 @@ import math
 import pytest
 import torch
 
-from titan.config.configurable import NotBuildableError
+from titan.models.common.attention_masks import MaskSpec
 from titan.models.gpt_oss import FLAVORS, model_registry
 from titan.models.gpt_oss.model import (
     GptOssRoPE,
-    attention_mask,
     clamped_swiglu,
     sink_attention,
     yarn_correction_range,
@@ -181,11 +180,26 @@ def test_every_flavor_keeps_flex_attention_which_titan_computes_with_explicit_ma
         assert model_registry(flavor).model.layer.attention.attn_type == "flex"
 
 
-def test_block_causal_masks_are_refused_clearly():
+def test_block_causal_keeps_each_document_to_itself_on_every_layer():
+    # A document after another gives the logits it gives alone: rope and window are relative,
+    # so only the mask could let the first document leak into the second.
     config = tiny_config()
     config.layer.attention.attn_mask_type = "block_causal"
-    with pytest.raises(NotBuildableError, match="attn_mask_type 'block_causal'"):
-        config.build()
+    model = titan_model(config)
+    assert [layer.attention.mask_spec for layer in model.layers.values()] == [
+        MaskSpec(documents=True, window=WINDOW),
+        MaskSpec(documents=True),
+    ]
+    eos = 0
+    first = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12, 13, eos]])
+    second = torch.randint(1, VOCAB, (1, 20), generator=torch.Generator().manual_seed(2))
+    both = torch.cat([first, second], dim=1)
+    with torch.no_grad():
+        together = model(both, model.attention_masks(both, eos_id=eos))
+        alone = model(second, model.attention_masks(second, eos_id=eos))
+    torch.testing.assert_close(together[:, first.shape[1] :], alone, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="needs the id of the EOS token"):
+        model(both)
 
 
 def test_init_on_meta_then_to_empty_sets_every_tensor_the_same_way_each_time():
@@ -321,11 +335,12 @@ def test_adapter_names_what_it_cannot_convert(caplog):
 # --------------------------------------------------------------------------- special parts
 
 
-def test_sliding_window_mask_keeps_the_last_window_positions():
-    full = attention_mask(4, window=None, device=torch.device("cpu"))
-    sliding = attention_mask(4, window=2, device=torch.device("cpu"))
-    assert full.int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]
-    # Each query sees itself and the one before it: q - kv < 2.
+def test_even_layers_slide_over_the_window_and_odd_layers_see_everything_before():
+    model = titan_model(tiny_config())
+    specs = [layer.attention.mask_spec for layer in model.layers.values()]
+    assert specs == [MaskSpec(window=WINDOW), MaskSpec()]
+    sliding = MaskSpec(window=2).build(seqlen=4, device=torch.device("cpu"))[0, 0]
+    # Each query sees itself and the one before it: q - kv < 2, torchtitan's sliding window.
     assert sliding.int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
 
 
@@ -335,7 +350,7 @@ def test_sink_takes_probability_mass_without_a_value():
     q = torch.zeros(1, 1, 2, 4)
     k = torch.randn(1, 1, 2, 4)
     v = torch.tensor([1.0, 3.0]).view(1, 1, 2, 1).expand(1, 1, 2, 4)
-    mask = attention_mask(2, window=None, device=torch.device("cpu"))
+    mask = MaskSpec().build(seqlen=2, device=torch.device("cpu"))
     for sink in (-30.0, 0.0, math.log(2.0)):
         out = sink_attention(q, k, v, sinks=torch.tensor([sink]), mask=mask)
         expected = 2 * 2 / (2 + math.exp(sink))

@@ -13,15 +13,9 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
-from torch.distributed.tensor.parallel import (
-    ColwiseParallel,
-    PrepareModuleInputOutput,
-    RowwiseParallel,
-    SequenceParallel,
-    parallelize_module,
-)
+from torch.distributed.tensor.parallel import PrepareModuleInputOutput, parallelize_module
 
-from titan.distributed.tensor_parallel import tp_styles
+from titan.distributed.tensor_parallel import attention_plan, parallelize_decoder_ends, tp_styles
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -47,35 +41,14 @@ def parallelize_gpt_oss(
     """
     for block in model.layers.values():
         _check_splittable(block.moe, tp_mesh.size())
-    parallelize_module(
-        model,
-        tp_mesh,
-        {
-            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
-            "norm": SequenceParallel(),
-            "output": ColwiseParallel(
-                input_layouts=Shard(1),
-                output_layouts=Shard(-1) if loss_parallel else Replicate(),
-                use_local_output=not loss_parallel,
-            ),
-        },
-    )
+    parallelize_decoder_ends(model, tp_mesh=tp_mesh, loss_parallel=loss_parallel)
     styles = tp_styles(float8_enabled)
     for block in model.layers.values():
         parallelize_module(
             block,
             tp_mesh,
             {
-                "attention_norm": SequenceParallel(),
-                # The rope table (the second input) is a plain full tensor: left as it is.
-                "attention": styles.prepare_input(
-                    input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)
-                ),
-                "attention.wq": styles.colwise(),
-                "attention.wk": styles.colwise(),
-                "attention.wv": styles.colwise(),
-                "attention.wo": styles.rowwise(output_layouts=Shard(1)),
-                "ffn_norm": SequenceParallel(),
+                **attention_plan(styles),
                 # Tokens gathered from the sequence shards, the partial sums reduce-scattered.
                 "moe": PrepareModuleInputOutput(
                     input_layouts=(Shard(1),),
