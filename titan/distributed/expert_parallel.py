@@ -31,7 +31,7 @@ from torch.distributed._functional_collectives import (
 )
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Shard, distribute_module, distribute_tensor
-from torch.distributed.tensor.parallel import ParallelStyle
+from torch.distributed.tensor.parallel import ParallelStyle, parallelize_module
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -137,7 +137,7 @@ def apply_expert_parallel(model: nn.Module, *, ep_mesh: DeviceMesh) -> None:
                 f"expert_parallel_degree ({ep_mesh.size()}) must divide the number of experts "
                 f"({moe.num_experts}): each EP rank holds the same number of whole experts"
             )
-        ExpertParallel()._apply(moe.experts, ep_mesh)
+        parallelize_module(moe.experts, ep_mesh, ExpertParallel())
 
 
 def shard_experts_with_fsdp(
