@@ -232,14 +232,6 @@ BUILD_REFUSALS = [
         ["checkpoint.initial_load_path: {tmp} is not a DCP checkpoint folder (no .metadata"],
     ),
     (
-        "flex-attention-flavor",
-        ["--job.config_file", TOML, "--model.flavor", "debugmodel_flex_attn"],
-        [
-            "attn_type 'flex' is not supported by titan-train yet",
-            "debugmodel for debugmodel_flex_attn",
-        ],
-    ),
-    (
         "model-family-titan-cannot-train",
         ["--job.config_file", TOML, "--model.name", "vlm", "--model.flavor", "debugmodel"],
         ["vlm 'debugmodel': titan has no `vlm` model family; pick one of"],
