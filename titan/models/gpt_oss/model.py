@@ -451,18 +451,6 @@ class GptOssModel(Decoder):
         """gpt-oss's real cos/sin table instead of the complex ``freqs_cis``."""
         return self.rope.rope_cache()
 
-    def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
-        """Recompute the rotary table and zero every layer's MoE token counts.
-
-        Neither is in a checkpoint, and ``to_empty`` leaves the counts as uninitialized memory
-        that load balancing would read (a sharded CPU start calls only this, not
-        ``init_weights``).
-        """
-        super().init_buffers(buffer_device)
-        with torch.device(buffer_device or self.freqs_cis.device):
-            for layer in self.layers.values():
-                layer.moe.tokens_per_expert = layer.moe.zero_counts()
-
 
 __all__ = [
     "GptOssAttention",
