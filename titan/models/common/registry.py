@@ -6,7 +6,6 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from schemas.flavors import flavor, flavor_names
 from titan.protocols.model_spec import Capabilities, ModelSpec
 from titan.protocols.module import BaseModel
 
@@ -54,19 +53,11 @@ def deferred_training(family: str) -> str:
     )
 
 
-def family_flavors(family: str) -> tuple[str, ...]:
-    """The v0.2.2 flavor names of ``family``, in torchtitan's order."""
-    names = flavor_names(family)
-    if names is None:  # a titan bug: every family package names a family schemas knows
-        raise LookupError(f"schemas.flavors has no family {family!r}")
-    return names
-
-
 def flavor_model_spec(
     family: str,
     name: str,
     *,
-    config_from_args: Callable[[dict[str, Any]], BaseModel.Config],
+    flavors: Mapping[str, Callable[[], BaseModel.Config]],
     capabilities: Capabilities,
     build_loss_fn: str | None = None,
     parallelize_fn: str | None = None,
@@ -74,18 +65,19 @@ def flavor_model_spec(
     post_optimizer_build_fn: str | None = None,
     state_dict_adapter: str | None = None,
 ) -> ModelSpec:
-    """A fresh ``ModelSpec`` for flavor ``name``, its config tree built from the v0.2.2 args.
+    """A fresh ``ModelSpec`` for flavor ``name``, its config tree built by the family's
+    ``flavors`` factory of that name; ``ValueError`` naming the flavors if there is none.
 
     The ``*_fn`` and ``state_dict_adapter`` import paths are left ``None`` by a family whose
     training has not landed.
     """
-    found = flavor(family, name)
-    if found is None:
-        raise unknown_name(f"{family} flavor", name, family_flavors(family))
+    factory = flavors.get(name)
+    if factory is None:
+        raise unknown_name(f"{family} flavor", name, flavors)
     return ModelSpec(
         name=family,
         flavor=name,
-        model=config_from_args(found.args),
+        model=factory(),
         capabilities=capabilities,
         build_loss_fn=build_loss_fn,
         parallelize_fn=parallelize_fn,

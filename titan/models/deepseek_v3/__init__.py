@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import flavor_model_spec
+from titan.models.deepseek_v3 import flavors
 from titan.models.deepseek_v3.model_config import (
     DeepSeekV3Model,
     DeepSeekV3TransformerBlock,
@@ -13,7 +14,7 @@ from titan.models.deepseek_v3.model_config import (
 )
 from titan.protocols.model_spec import Capabilities, ModelSpec
 
-FLAVORS: tuple[str, ...] = family_flavors("deepseek_v3")
+FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names, in torchtitan's order: debugmodel (+ flex), 16B, 236B, 671B."""
 
 
@@ -22,7 +23,7 @@ def model_registry(flavor: str) -> ModelSpec:
     return flavor_model_spec(
         "deepseek_v3",
         flavor,
-        config_from_args=config_from_args,
+        flavors=flavors.FLAVORS,
         # Proven by tests/test_deepseek_v3_*.py: one process, FSDP2/HSDP/DDP and TP over 2 ranks
         # (the gradients of one process), float8 linears (emulated), activation checkpointing,
         # Hugging Face import/export; EP (experts split over the FSDP ranks) matches one process

@@ -6,7 +6,8 @@ The trainer, data loader and validator configs of flux live beside this in ``tra
 
 from __future__ import annotations
 
-from titan.models.common.registry import deferred_training, family_flavors, flavor_model_spec
+from titan.models.common.registry import deferred_training, flavor_model_spec
+from titan.models.flux import flavors
 from titan.models.flux.model_config import (
     AutoEncoder,
     FluxModel,
@@ -16,7 +17,7 @@ from titan.models.flux.model_config import (
 )
 from titan.protocols.model_spec import Capabilities, ModelSpec
 
-FLAVORS: tuple[str, ...] = family_flavors("flux")
+FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names, in torchtitan's order: flux-dev, flux-schnell, flux-debug."""
 
 
@@ -25,7 +26,7 @@ def model_registry(flavor: str) -> ModelSpec:
     return flavor_model_spec(
         "flux",
         flavor,
-        config_from_args=config_from_args,
+        flavors=flavors.FLAVORS,
         capabilities=Capabilities(training_refusal=deferred_training("flux")),
     )
 

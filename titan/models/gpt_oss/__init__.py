@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import flavor_model_spec
+from titan.models.gpt_oss import flavors
 from titan.models.gpt_oss.model_config import (
     GptOssAttention,
     GptOssModel,
@@ -14,7 +15,7 @@ from titan.models.gpt_oss.model_config import (
 )
 from titan.protocols.model_spec import Capabilities, ModelSpec
 
-FLAVORS: tuple[str, ...] = family_flavors("gpt_oss")
+FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names, in torchtitan's order: debugmodel, 20b, 120b."""
 
 
@@ -23,7 +24,7 @@ def model_registry(flavor: str) -> ModelSpec:
     return flavor_model_spec(
         "gpt_oss",
         flavor,
-        config_from_args=config_from_args,
+        flavors=flavors.FLAVORS,
         # Proved by tests/test_gpt_oss_*: one-process training (both config forms, bitwise),
         # activation checkpointing, Hugging Face import/export; FSDP/HSDP (also CPU-offloaded
         # and bf16), TP (heads, sinks and expert hidden units split; also under FSDP) and DDP

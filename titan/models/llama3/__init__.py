@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import flavor_model_spec
+from titan.models.llama3 import flavors
 from titan.models.llama3.model_config import (
     Llama3Model,
     config_from_args,
@@ -10,7 +11,7 @@ from titan.models.llama3.model_config import (
 )
 from titan.protocols.model_spec import Capabilities, ModelSpec
 
-FLAVORS: tuple[str, ...] = family_flavors("llama3")
+FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names in torchtitan's order: debugmodel and 8B (each + flex/varlen), 70B, 405B."""
 
 
@@ -19,7 +20,7 @@ def model_registry(flavor: str) -> ModelSpec:
     return flavor_model_spec(
         "llama3",
         flavor,
-        config_from_args=config_from_args,
+        flavors=flavors.FLAVORS,
         # PP, CP and EP are not in titan-train; everything else llama3 runs, tests prove it.
         capabilities=Capabilities(
             fsdp=True,

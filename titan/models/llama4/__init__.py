@@ -6,7 +6,8 @@ legacy config naming one still migrates without loss.
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import flavor_model_spec
+from titan.models.llama4 import flavors
 from titan.models.llama4.model_config import (
     Llama4Attention,
     Llama4Model,
@@ -16,7 +17,7 @@ from titan.models.llama4.model_config import (
 )
 from titan.protocols.model_spec import Capabilities, ModelSpec
 
-FLAVORS: tuple[str, ...] = family_flavors("llama4")
+FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names in torchtitan's order: debugmodel, 17bx16e, 17bx128e, then their _irope twins."""
 
 
@@ -25,7 +26,7 @@ def model_registry(flavor: str) -> ModelSpec:
     return flavor_model_spec(
         "llama4",
         flavor,
-        config_from_args=config_from_args,
+        flavors=flavors.FLAVORS,
         # Proved by tests/test_llama4_*: one-process training with activation checkpointing;
         # FSDP (also CPU-offloaded, bf16), DDP, TP (MoE layers replicated), FSDP+TP and HSDP
         # match one process on 2-4 gloo ranks; HF import/export. EP (experts split over the

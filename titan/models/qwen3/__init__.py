@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from titan.models.common.registry import family_flavors, flavor_model_spec
+from titan.models.common.registry import flavor_model_spec
+from titan.models.qwen3 import flavors
 from titan.models.qwen3.model_config import (
     Qwen3Attention,
     Qwen3Model,
@@ -11,7 +12,7 @@ from titan.models.qwen3.model_config import (
 )
 from titan.protocols.model_spec import Capabilities, ModelSpec
 
-FLAVORS: tuple[str, ...] = family_flavors("qwen3")
+FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names, in torchtitan's order: dense debugmodel to 32B, then the MoE ones."""
 
 
@@ -20,7 +21,7 @@ def model_registry(flavor: str) -> ModelSpec:
     return flavor_model_spec(
         "qwen3",
         flavor,
-        config_from_args=config_from_args,
+        flavors=flavors.FLAVORS,
         # Proved by tests/test_qwen3_*: the dense and MoE debug models train in one process
         # (activation checkpointing, bitwise resume), TP=2 matches one process and FSDP=2
         # matches DDP=2 (torchrun, gloo), Hugging Face import/export. Under TP the MoE layers
