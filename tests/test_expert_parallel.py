@@ -103,14 +103,20 @@ def test_ep_with_tp_is_refused_with_a_hint():
 
 
 @pytest.mark.parametrize("ep", ["3", "8"])
-def test_titan_validate_reports_the_same_layouts_for_a_registry_config(ep):
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["--config", "qwen3_moe_debug", "--ngpu", "4"]
-    code = validate.run([*argv, "--parallelism.expert_parallel_degree", ep], stdout=out, stderr=err)
+def test_titan_validate_reports_the_same_layouts_in_both_forms(ep, tmp_path):
     problem = expert_layout_problem(ep=int(ep), etp=1, tp=1, cp=1, dp_shard=4)
     assert problem is not None
-    assert code == 1
-    assert f"error[expert-parallel] {problem[1]}" in out.getvalue() + err.getvalue()
+    toml = tmp_path / "moe.toml"
+    toml.write_text(
+        'model = { name = "qwen3", flavor = "debugmodel_moe" }\n'
+        f"[parallelism]\nexpert_parallel_degree = {ep}\n",
+        encoding="utf-8",
+    )
+    registry = ["--config", "qwen3_moe_debug", "--parallelism.expert_parallel_degree", ep]
+    for argv in ([str(toml), "--ngpu", "4"], [*registry, "--ngpu", "4"]):
+        out, err = io.StringIO(), io.StringIO()
+        assert validate.run(argv, stdout=out, stderr=err) == 1
+        assert f"error[expert-parallel] {problem[1]}" in out.getvalue() + err.getvalue()
 
 
 def torchrun_check(nproc: int, family: str, *scenarios: str) -> str:
