@@ -171,6 +171,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _intervals(start: float, marks: list[float]) -> list[float]:
+    """The time from ``start`` to the first mark, then from each mark to the next."""
     return [b - a for a, b in zip([start, *marks[:-1]], marks, strict=True)]
 
 
@@ -296,6 +297,8 @@ class RunFailed(Exception):
 
 
 def _start_worker(python: Path, role: str, folder: Path, *, threads: int) -> None:
+    """Run this file as ``--worker ROLE FOLDER`` with ``python``; its output goes to
+    ``FOLDER/ROLE.log``, whose tail a failure shows."""
     env = dict(os.environ)
     env.update(
         OMP_NUM_THREADS=str(threads),
@@ -344,8 +347,11 @@ class Weights:
     """How titan's and 0.3.0's seed-0 initial weights compare, in Hugging Face layout."""
 
     tensors: int
+    """How many tensors each export has (the same names in both, or the bench stops)."""
     differing: list[str]
+    """HF names of the tensors that are not bitwise equal, sorted."""
     max_abs_diff: float
+    """The largest elementwise difference among them (inf for another shape or dtype)."""
 
     def describe(self) -> str:
         """What the two initialisations have in common, to follow "titan's and 0.3.0's"."""
@@ -362,10 +368,11 @@ def compare_weights(titan: Path, upstream: Path) -> Weights:
     import torch
     from safetensors.torch import load_file
 
-    ours, theirs = (
-        load_file(str(titan / "model.safetensors")),
-        load_file(str(upstream / "model.safetensors")),
-    )
+    ours: dict[str, torch.Tensor] = {}
+    theirs: dict[str, torch.Tensor] = {}
+    for folder, tensors in ((titan, ours), (upstream, theirs)):
+        for file in sorted(folder.glob("*.safetensors")):
+            tensors.update(load_file(str(file)))
     if set(ours) != set(theirs):
         only = sorted(set(ours) ^ set(theirs))
         raise RunFailed(f"titan's and 0.3.0's Hugging Face exports name other tensors: {only[:5]}")
@@ -387,17 +394,21 @@ class Comparison:
 
     family: Family
     titan: dict[str, Any]
+    """What titan's worker wrote (``titan.json``)."""
     upstream: dict[str, Any]
+    """What 0.3.0's worker wrote (``upstream.json``, the shim's ``Run``)."""
     weights: Weights
 
     @property
     def abs_diffs(self) -> list[float]:
+        """|titan's loss - 0.3.0's loss| at each step."""
         return [
             abs(a - b) for a, b in zip(self.titan["losses"], self.upstream["losses"], strict=True)
         ]
 
     @property
     def rel_diffs(self) -> list[float]:
+        """Each step's difference relative to 0.3.0's loss."""
         return [d / abs(b) for d, b in zip(self.abs_diffs, self.upstream["losses"], strict=True)]
 
     def step_time_ratio(self, warmup: int, *, clock: str) -> tuple[float, float, float]:
