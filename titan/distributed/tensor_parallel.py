@@ -3,7 +3,15 @@
 Between blocks the activations are sharded on the sequence (dim 1, sequence parallel); each block
 gathers them before attention and the feed-forward and reduce-scatters after. A family's plan
 (``ModelSpec.parallelize_fn``) applies :func:`parallelize_decoder_ends` once and, per block,
-:func:`attention_plan` and :func:`feed_forward_plan` plus whatever its own modules need.
+:func:`attention_plan` and :func:`feed_forward_plan` (or :func:`replicated_moe_plan`) plus whatever
+its own modules need.
+
+MoE layers run *replicated* across the TP ranks (:func:`replicated_moe_plan`): each gathers the
+whole sequence, routes it, runs the router, every expert and the shared expert on all of it, and
+keeps its own sequence slice of the output; their parameters become replicated DTensors, so
+clipping, optimizers and FSDP see one kind of parameter. This spends the TP ranks' compute on
+duplicate expert work instead of sharding the experts' hidden dimension as torchtitan's
+``apply_moe_ep_tp`` does; the math stays exactly the one-process math.
 """
 
 from __future__ import annotations
@@ -12,10 +20,12 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
-from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_module
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
+    ParallelStyle,
     PrepareModuleInput,
+    PrepareModuleInputOutput,
     RowwiseParallel,
     SequenceParallel,
     parallelize_module,
@@ -23,7 +33,6 @@ from torch.distributed.tensor.parallel import (
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.tensor.parallel import ParallelStyle
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,3 +119,60 @@ def feed_forward_plan(
         f"{prefix}.w2": styles.rowwise(output_layouts=Shard(1)),
         f"{prefix}.w3": styles.colwise(),
     }
+
+
+class ReplicatedCompute(ParallelStyle):
+    """Every TP rank runs the whole module on the same full input, with its parameters as
+    replicated DTensors (so one optimizer steps them with the sharded ones).
+
+    Inputs arrive as plain tensors and leave as plain tensors. Each rank computes the complete
+    gradients, so they are replicated as they are: no collective runs. ``wrap_io=False`` is for
+    modules that compute on their parameters' local tensors themselves (the grouped experts) or
+    that already receive DTensors (deepseek_v3's latent projections).
+    """
+
+    def __init__(self, *, wrap_io: bool = True):
+        super().__init__()
+        self.wrap_io = wrap_io
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        """Replicate the parameters over ``device_mesh``; wrap inputs and outputs if asked."""
+        if not self.wrap_io:
+            return distribute_module(module, device_mesh)
+        return distribute_module(
+            module, device_mesh, input_fn=_replicated_input, output_fn=_local_output
+        )
+
+
+def _replicated_input(module: nn.Module, inputs: Any, device_mesh: DeviceMesh) -> Any:
+    """The module's first input as a replicated DTensor (it is the same full tensor everywhere)."""
+    first, *rest = inputs
+    if not isinstance(first, DTensor):
+        first = DTensor.from_local(first, device_mesh, (Replicate(),), run_check=False)
+    return (first, *rest)
+
+
+def _local_output(module: nn.Module, output: Any, device_mesh: DeviceMesh) -> Any:
+    """The module's replicated DTensor output as the plain full tensor."""
+    return output.to_local() if isinstance(output, DTensor) else output
+
+
+def replicated_moe_plan(moe: nn.Module) -> dict[str, ParallelStyle]:
+    """The plan of a block's shared MoE ``moe`` (at ``moe``) run whole on every TP rank: input gathered from
+    the sequence shards, output cut back to this rank's sequence slice, parameters replicated."""
+    plan: dict[str, ParallelStyle] = {
+        "moe": PrepareModuleInputOutput(
+            input_layouts=(Shard(1),),
+            desired_input_layouts=(Replicate(),),
+            use_local_input=True,
+            output_layouts=(Replicate(),),
+            desired_output_layouts=(Shard(1),),
+            use_local_output=True,
+        ),
+        "moe.router.gate": ReplicatedCompute(),
+        "moe.experts": ReplicatedCompute(wrap_io=False),
+    }
+    if moe.shared_experts is not None:
+        for name in ("w1", "w2", "w3"):
+            plan[f"moe.shared_experts.{name}"] = ReplicatedCompute()
+    return plan

@@ -11,11 +11,8 @@ whole on every rank as replicated DTensors. Inside the attention everything stay
 the gradients of the replicated parts are summed over the ranks' heads by DTensor's autograd;
 ``MLAttention`` hands SDPA the local heads.
 
-The MoE layers run *replicated* across the TP ranks with llama4's plan: each gathers the whole
-sequence, routes it, runs every expert and the shared expert on all of it, and keeps its own
-sequence slice of the output; their parameters are replicated DTensors computed with as local
-tensors. That spends TP ranks' compute on duplicate expert work instead of sharding the experts as
-torchtitan's ``apply_moe_ep_tp`` does, and keeps the MoE exactly the one-process math.
+The MoE layers run *replicated* across the TP ranks (``titan.distributed.tensor_parallel``'s
+``replicated_moe_plan``), which keeps the MoE exactly the one-process math.
 """
 
 from __future__ import annotations
@@ -31,11 +28,13 @@ from torch.distributed.tensor.parallel import (
 )
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
-from titan.distributed.tensor_parallel import feed_forward_plan, parallelize_decoder_ends, tp_styles
-
-# llama4's replicated MoE plan fits the shared MoE of every family; it should move to
-# titan.distributed.tensor_parallel (asked of its owner).
-from titan.models.llama4.parallelize import ReplicatedParameters, moe_plan
+from titan.distributed.tensor_parallel import (
+    ReplicatedCompute,
+    feed_forward_plan,
+    parallelize_decoder_ends,
+    replicated_moe_plan,
+    tp_styles,
+)
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -61,8 +60,8 @@ def parallelize_deepseek_v3(
                 input_layouts=(Shard(1), Replicate()),
                 desired_input_layouts=(Replicate(), Replicate()),
             ),
-            "attention.wkv_a": ReplicatedParameters(local_io=False),
-            "attention.kv_norm": ReplicatedParameters(local_io=False),
+            "attention.wkv_a": ReplicatedCompute(wrap_io=False),
+            "attention.kv_norm": ReplicatedCompute(wrap_io=False),
             "attention.wkv_b": styles.colwise(use_local_output=False),
             "attention.wo": styles.rowwise(output_layouts=Shard(1)),
             "ffn_norm": SequenceParallel(),
@@ -70,11 +69,11 @@ def parallelize_deepseek_v3(
         if attention.q_lora_rank == 0:
             plan["attention.wq"] = styles.colwise(use_local_output=False)
         else:
-            plan["attention.wq_a"] = ReplicatedParameters(local_io=False)
-            plan["attention.q_norm"] = ReplicatedParameters(local_io=False)
+            plan["attention.wq_a"] = ReplicatedCompute(wrap_io=False)
+            plan["attention.q_norm"] = ReplicatedCompute(wrap_io=False)
             plan["attention.wq_b"] = styles.colwise(use_local_output=False)
         if block.moe_enabled:
-            plan.update(moe_plan(block.moe))
+            plan.update(replicated_moe_plan(block.moe))
         else:
             plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)
