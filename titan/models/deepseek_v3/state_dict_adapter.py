@@ -18,23 +18,28 @@ Importing this module does not import torch: the conversions only call tensor me
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import re
 from typing import Any
 
+from titan.models.common.hf_adapter import (
+    HF_LAYER,
+    TITAN_LAYER,
+    TOP_LEVEL_KEYS,
+    hf_storage_reader,
+    inverted,
+    lookup,
+    read_shard_index,
+)
 from titan.models.deepseek_v3.model_config import DeepSeekV3Model, MLAttention
-from titan.models.llama3.state_dict_adapter import _read_shard_index
 
 logger = logging.getLogger(__name__)
+# Unknown names are refused as not deepseek_v3 keys.
+_lookup = functools.partial(lookup, family="deepseek_v3")
 
-# titan name -> Hugging Face name, for the keys outside the blocks.
-TOP_LEVEL_KEYS = {
-    "tok_embeddings.weight": "model.embed_tokens.weight",
-    "norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
 # titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``.
 LAYER_KEYS = {
     "attention.wq.weight": "self_attn.q_proj.weight",
@@ -62,11 +67,9 @@ EXPERT_KEYS = {
     "moe.experts.w3": "up_proj",
     "moe.experts.w2": "down_proj",
 }
-_LAYER_OF_HF = {hf: titan for titan, hf in LAYER_KEYS.items()}
-_TOP_LEVEL_OF_HF = {hf: titan for titan, hf in TOP_LEVEL_KEYS.items()}
-_EXPERT_OF_HF = {hf: titan for titan, hf in EXPERT_KEYS.items()}
-_TITAN_LAYER = re.compile(r"layers\.(\d+)\.(.+)")
-_HF_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+_LAYER_OF_HF = inverted(LAYER_KEYS)
+_TOP_LEVEL_OF_HF = inverted(TOP_LEVEL_KEYS)
+_EXPERT_OF_HF = inverted(EXPERT_KEYS)
 _HF_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(\w+)\.weight")
 # transformers' in-memory form: gate and up projections of all experts in one tensor.
 _HF_FUSED_GATE_UP = "mlp.experts.gate_up_proj"
@@ -91,7 +94,7 @@ class DeepSeekV3StateDictAdapter:
         self.hf_assets_path = hf_assets_path
         self.num_experts = layer.moe.num_experts if layer.moe is not None else 0
         self.has_expert_bias = layer.moe is not None and layer.moe.load_balance_coeff is not None
-        self.fqn_to_index_mapping = _read_shard_index(hf_assets_path)
+        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
         self.rope_interleave = _read_rope_interleave(hf_assets_path)
         # Rows of each projection whose rope part moves when rope_interleave is off: the head
         # count and head width of its output, by titan's and by Hugging Face's name.
@@ -111,7 +114,7 @@ class DeepSeekV3StateDictAdapter:
         """
         hf = {}
         for key, value in state_dict.items():
-            layer = _TITAN_LAYER.fullmatch(key)
+            layer = TITAN_LAYER.fullmatch(key)
             if layer is None:
                 hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
                 continue
@@ -143,7 +146,7 @@ class DeepSeekV3StateDictAdapter:
         if prediction_layers:
             logger.info("skipping the multi-token prediction layers %s", sorted(prediction_layers))
         for key, value in hf_state_dict.items():
-            layer = _HF_LAYER.fullmatch(key)
+            layer = HF_LAYER.fullmatch(key)
             if layer is None:
                 state[_lookup(key, table=_TOP_LEVEL_OF_HF, key=key)] = value
                 continue
@@ -320,9 +323,7 @@ class DeepSeekV3StateDictAdapter:
             return QuantizedHuggingFaceStorageReader(
                 path=path, target_dtype=torch.float32, block_size=128, thread_count=4
             )
-        from torch.distributed.checkpoint import HuggingFaceStorageReader
-
-        return HuggingFaceStorageReader(path)
+        return hf_storage_reader(path, from_quantized=False, family="deepseek_v3")
 
 
 def _read_rope_interleave(hf_assets_path: str | None) -> bool:
@@ -341,18 +342,10 @@ def _multi_token_prediction_layers(hf_state_dict: dict[str, Any]) -> set[str]:
     """The layer indices of ``hf_state_dict`` that are multi-token prediction modules."""
     found = set()
     for key in hf_state_dict:
-        layer = _HF_LAYER.fullmatch(key)
+        layer = HF_LAYER.fullmatch(key)
         if layer is not None and layer.group(2) == _HF_PREDICTION_MARKER:
             found.add(layer.group(1))
     return found
-
-
-def _lookup(name: str, *, table: dict[str, str], key: str) -> str:
-    """``table[name]``, or a ``ValueError`` naming the full ``key`` that is not a deepseek_v3 key."""
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"{key!r} is not a deepseek_v3 state-dict key") from None
 
 
 __all__ = ["EXPERT_KEYS", "LAYER_KEYS", "TOP_LEVEL_KEYS", "DeepSeekV3StateDictAdapter"]

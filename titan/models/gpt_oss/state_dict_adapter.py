@@ -20,21 +20,25 @@ Importing this module does not import torch: the conversions only call tensor me
 
 from __future__ import annotations
 
+import functools
 import logging
-import re
 from typing import Any
 
+from titan.models.common.hf_adapter import (
+    HF_LAYER,
+    TITAN_LAYER,
+    TOP_LEVEL_KEYS,
+    hf_storage_reader,
+    inverted,
+    lookup,
+    read_shard_index,
+)
 from titan.models.gpt_oss.model_config import GptOssAttention, GptOssModel, GptOssMoE
-from titan.models.llama3.state_dict_adapter import _read_shard_index
 
 logger = logging.getLogger(__name__)
+# Unknown names are refused as not gpt_oss keys.
+_lookup = functools.partial(lookup, family="gpt_oss")
 
-# titan name -> Hugging Face name, for the keys outside the blocks.
-TOP_LEVEL_KEYS = {
-    "tok_embeddings.weight": "model.embed_tokens.weight",
-    "norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
 # titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``.
 LAYER_KEYS = {
     **{
@@ -58,10 +62,8 @@ TRANSPOSED = frozenset({"moe.experts.mlp1_weight", "moe.experts.mlp2_weight"})
 EXPERT_BIAS = "moe.expert_bias"
 TITAN_ONLY_LAYER_KEYS = (EXPERT_BIAS, "moe.tokens_per_expert")
 
-_TITAN_LAYER = re.compile(r"layers\.(\d+)\.(.+)")
-_HF_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
-_FROM_HF_TOP_LEVEL = {hf: titan for titan, hf in TOP_LEVEL_KEYS.items()}
-_FROM_HF_LAYER = {hf: titan for titan, hf in LAYER_KEYS.items()}
+_FROM_HF_TOP_LEVEL = inverted(TOP_LEVEL_KEYS)
+_FROM_HF_LAYER = inverted(LAYER_KEYS)
 
 
 class GptOssStateDictAdapter:
@@ -80,7 +82,7 @@ class GptOssStateDictAdapter:
             raise ValueError("a gpt_oss block has GptOssAttention and a GptOssMoE")
         self.model_config = model_config
         self.hf_assets_path = hf_assets_path
-        self.fqn_to_index_mapping = _read_shard_index(hf_assets_path)
+        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
 
     def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys.
@@ -89,16 +91,16 @@ class GptOssStateDictAdapter:
         """
         hf = {}
         for key, value in state_dict.items():
-            layer = _TITAN_LAYER.fullmatch(key)
+            layer = TITAN_LAYER.fullmatch(key)
             if layer is None:
-                hf[_lookup(TOP_LEVEL_KEYS, key, key)] = value
+                hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
                 continue
             index, name = layer.groups()
             if name in TITAN_ONLY_LAYER_KEYS:
                 continue
             if name in TRANSPOSED:
                 value = value.transpose(1, 2)
-            hf[f"model.layers.{index}.{_lookup(LAYER_KEYS, name, key)}"] = value
+            hf[f"model.layers.{index}.{_lookup(name, table=LAYER_KEYS, key=key)}"] = value
         return hf
 
     def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
@@ -108,12 +110,12 @@ class GptOssStateDictAdapter:
         """
         state = {}
         for key, value in hf_state_dict.items():
-            layer = _HF_LAYER.fullmatch(key)
+            layer = HF_LAYER.fullmatch(key)
             if layer is None:
-                state[_lookup(_FROM_HF_TOP_LEVEL, key, key)] = value
+                state[_lookup(key, table=_FROM_HF_TOP_LEVEL, key=key)] = value
                 continue
             index, name = layer.groups()
-            titan_name = _lookup(_FROM_HF_LAYER, name, key)
+            titan_name = _lookup(name, table=_FROM_HF_LAYER, key=key)
             if titan_name in TRANSPOSED:
                 value = value.transpose(1, 2)
             state[f"layers.{index}.{titan_name}"] = value
@@ -194,9 +196,7 @@ class GptOssStateDictAdapter:
                 "titan cannot load gpt-oss's MXFP4-quantized experts; load an unquantized "
                 "(bf16/fp32) checkpoint"
             )
-        from torch.distributed.checkpoint import HuggingFaceStorageReader
-
-        return HuggingFaceStorageReader(path)
+        return hf_storage_reader(path, from_quantized=False, family="gpt_oss")
 
 
 def hf_routing_mismatch(moe: GptOssMoE.Config) -> str | None:
@@ -216,14 +216,6 @@ def hf_routing_mismatch(moe: GptOssMoE.Config) -> str | None:
                 f"{name}={getattr(moe, name)!r}, which no GptOssConfig describes"
             )
     return None
-
-
-def _lookup(table: dict[str, str], name: str, key: str) -> str:
-    """``table[name]``, or a ``ValueError`` naming the full ``key`` that is not a gpt_oss key."""
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"{key!r} is not a gpt_oss state-dict key") from None
 
 
 __all__ = ["LAYER_KEYS", "TOP_LEVEL_KEYS", "GptOssStateDictAdapter"]

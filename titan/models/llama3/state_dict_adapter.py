@@ -10,25 +10,29 @@ Importing this module does not import torch: the conversions only call tensor me
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from titan.models.common.attention import Attention
+from titan.models.common.hf_adapter import (
+    HF_LAYER,
+    TITAN_LAYER,
+    TOP_LEVEL_KEYS,
+    hf_storage_reader,
+    inverted,
+    lookup,
+    read_shard_index,
+)
 from titan.models.llama3.model_config import Llama3Model
 
 logger = logging.getLogger(__name__)
+# Unknown names are refused as not llama3 keys.
+_lookup = functools.partial(lookup, family="llama3")
 
-# titan name -> Hugging Face name, for the keys outside the blocks.
-TOP_LEVEL_KEYS = {
-    "tok_embeddings.weight": "model.embed_tokens.weight",
-    "norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
 # titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``.
 LAYER_KEYS = {
     "attention.wq.weight": "self_attn.q_proj.weight",
@@ -76,7 +80,7 @@ class _Renaming:
 
 
 _TO_HF = _Renaming(
-    layer=re.compile(r"layers\.(\d+)\.(.+)"),
+    layer=TITAN_LAYER,
     layer_prefix="model.layers",
     top_level=TOP_LEVEL_KEYS,
     layers=LAYER_KEYS,
@@ -84,10 +88,10 @@ _TO_HF = _Renaming(
     relayout=to_hf_rotary_layout,
 )
 _FROM_HF = _Renaming(
-    layer=re.compile(r"model\.layers\.(\d+)\.(.+)"),
+    layer=HF_LAYER,
     layer_prefix="layers",
-    top_level={hf: titan for titan, hf in TOP_LEVEL_KEYS.items()},
-    layers={hf: titan for titan, hf in LAYER_KEYS.items()},
+    top_level=inverted(TOP_LEVEL_KEYS),
+    layers=inverted(LAYER_KEYS),
     dropped=HF_IGNORED_LAYER_KEYS,
     relayout=from_hf_rotary_layout,
 )
@@ -116,7 +120,7 @@ class Llama3StateDictAdapter:
         # Head count of each projection whose rows follow the rotary layout, by either name.
         rotary = {"attention.wq.weight": self.n_heads, "attention.wk.weight": self.n_kv_heads}
         self._rotary_heads = {**rotary, **{LAYER_KEYS[k]: n for k, n in rotary.items()}}
-        self.fqn_to_index_mapping = _read_shard_index(hf_assets_path)
+        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
 
     def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys."""
@@ -132,7 +136,7 @@ class Llama3StateDictAdapter:
         for key, value in state_dict.items():
             layer = renaming.layer.fullmatch(key)
             if layer is None:
-                renamed[_lookup(renaming.top_level, key, key)] = value
+                renamed[_lookup(key, table=renaming.top_level, key=key)] = value
                 continue
             index, name = layer.groups()
             if name in renaming.dropped:
@@ -140,9 +144,9 @@ class Llama3StateDictAdapter:
             heads = self._rotary_heads.get(name)
             if heads is not None:
                 value = renaming.relayout(value, heads)
-            renamed[f"{renaming.layer_prefix}.{index}.{_lookup(renaming.layers, name, key)}"] = (
-                value
-            )
+            renamed[
+                f"{renaming.layer_prefix}.{index}.{_lookup(name, table=renaming.layers, key=key)}"
+            ] = value
         return renamed
 
     def config_json(self, *, torch_dtype: str = "float32") -> dict[str, Any]:
@@ -186,34 +190,7 @@ class Llama3StateDictAdapter:
 
     def get_hf_storage_reader(self, path: str, from_quantized: bool = False) -> Any:
         """A DCP reader of the Hugging Face safetensors checkpoint in folder ``path``."""
-        if from_quantized:
-            raise ValueError("llama3 cannot load a quantized Hugging Face checkpoint")
-        from torch.distributed.checkpoint import HuggingFaceStorageReader
-
-        return HuggingFaceStorageReader(path)
-
-
-def _lookup(table: dict[str, str], name: str, key: str) -> str:
-    """``table[name]``, or a ``ValueError`` naming the full ``key`` that is not a llama3 key."""
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"{key!r} is not a llama3 state-dict key") from None
-
-
-def _read_shard_index(hf_assets_path: str | None) -> dict[str, int] | None:
-    """Hugging Face key -> safetensors shard number, from the folder's index file if it has one."""
-    if not hf_assets_path:
-        return None
-    index_path = os.path.join(hf_assets_path, "model.safetensors.index.json")
-    try:
-        with open(index_path) as f:
-            weight_map = json.load(f)["weight_map"]
-    except FileNotFoundError:
-        logger.debug("%s not found: an HF export is saved as one safetensors file", index_path)
-        return None
-    # Shard files are named like model-00001-of-00004.safetensors; the first number is the index.
-    return {key: int(re.search(r"\d+", file).group(0)) for key, file in weight_map.items()}
+        return hf_storage_reader(path, from_quantized=from_quantized, family="llama3")
 
 
 __all__ = [

@@ -22,22 +22,24 @@ text-only model.
 
 from __future__ import annotations
 
+import functools
 import logging
-import re
 from typing import Any
 
 import torch
 
-from titan.models.llama3.state_dict_adapter import _read_shard_index
+from titan.models.common.hf_adapter import (
+    HF_LAYER,
+    TITAN_LAYER,
+    TOP_LEVEL_KEYS,
+    hf_storage_reader,
+    inverted,
+    lookup,
+    read_shard_index,
+)
 from titan.models.llama4.model import uses_rope
 from titan.models.llama4.model_config import Llama4Attention, Llama4Model
 
-# titan name -> Hugging Face name, for the keys outside the blocks.
-TOP_LEVEL_KEYS = {
-    "tok_embeddings.weight": "model.embed_tokens.weight",
-    "norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
 # titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``, for the
 # tensors that only change name.
 LAYER_KEYS = {
@@ -55,14 +57,14 @@ LAYER_KEYS = {
     "moe.shared_experts.w3.weight": "feed_forward.shared_expert.up_proj.weight",
     "moe.shared_experts.w2.weight": "feed_forward.shared_expert.down_proj.weight",
 }
-_FROM_HF_LAYER_KEYS = {hf: titan for titan, hf in LAYER_KEYS.items()}
-_FROM_HF_TOP_LEVEL_KEYS = {hf: titan for titan, hf in TOP_LEVEL_KEYS.items()}
+_FROM_HF_LAYER_KEYS = inverted(LAYER_KEYS)
+_FROM_HF_TOP_LEVEL_KEYS = inverted(TOP_LEVEL_KEYS)
 # Where a multimodal checkpoint keeps its text model, and the parts titan has no place for.
 MULTIMODAL_TEXT_PREFIX = "language_model."
 MULTIMODAL_IMAGE_PREFIXES = ("vision_model.", "multi_modal_projector.")
 logger = logging.getLogger(__name__)
-_TITAN_LAYER = re.compile(r"layers\.(\d+)\.(.+)")
-_HF_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+# Unknown names are refused as not llama4 keys.
+_lookup = functools.partial(lookup, family="llama4")
 
 
 class Llama4StateDictAdapter:
@@ -82,7 +84,7 @@ class Llama4StateDictAdapter:
             _check_hf_routing(moe)
         self.model_config = model_config
         self.hf_assets_path = hf_assets_path
-        self.fqn_to_index_mapping = _read_shard_index(hf_assets_path)
+        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
         # Whether the MoE layers carry the expert_bias buffer that import must provide.
         self.balances_load = moe is not None and moe.load_balance_coeff is not None
 
@@ -92,9 +94,9 @@ class Llama4StateDictAdapter:
         gates: dict[str, Any] = {}
         ups: dict[str, Any] = {}
         for key, value in state_dict.items():
-            layer = _TITAN_LAYER.fullmatch(key)
+            layer = TITAN_LAYER.fullmatch(key)
             if layer is None:
-                hf[_lookup(TOP_LEVEL_KEYS, key, key)] = value
+                hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
                 continue
             index, name = layer.groups()
             prefix = f"model.layers.{index}.feed_forward.experts"
@@ -107,7 +109,7 @@ class Llama4StateDictAdapter:
             elif name == "moe.experts.w2":
                 hf[f"{prefix}.down_proj"] = value.transpose(-1, -2).contiguous()
             else:
-                hf[f"model.layers.{index}.{_lookup(LAYER_KEYS, name, key)}"] = value
+                hf[f"model.layers.{index}.{_lookup(name, table=LAYER_KEYS, key=key)}"] = value
         if set(gates) != set(ups):
             raise ValueError("every MoE layer needs both moe.experts.w1 and moe.experts.w3")
         for prefix, gate in gates.items():
@@ -124,9 +126,9 @@ class Llama4StateDictAdapter:
                 image_tensors += 1
                 continue
             key = hf_key.removeprefix(MULTIMODAL_TEXT_PREFIX)
-            layer = _HF_LAYER.fullmatch(key)
+            layer = HF_LAYER.fullmatch(key)
             if layer is None:
-                state[_lookup(_FROM_HF_TOP_LEVEL_KEYS, key, hf_key)] = value
+                state[_lookup(key, table=_FROM_HF_TOP_LEVEL_KEYS, key=hf_key)] = value
                 continue
             index, name = layer.groups()
             if name == "feed_forward.experts.gate_up_proj":
@@ -143,7 +145,9 @@ class Llama4StateDictAdapter:
                         value.shape[0], dtype=torch.float32
                     )
             else:
-                state[f"layers.{index}.{_lookup(_FROM_HF_LAYER_KEYS, name, hf_key)}"] = value
+                state[f"layers.{index}.{_lookup(name, table=_FROM_HF_LAYER_KEYS, key=hf_key)}"] = (
+                    value
+                )
         if image_tensors:
             logger.info("skipped %d vision tensors of a multimodal checkpoint", image_tensors)
         return state
@@ -198,11 +202,7 @@ class Llama4StateDictAdapter:
 
     def get_hf_storage_reader(self, path: str, from_quantized: bool = False) -> Any:
         """A DCP reader of the Hugging Face safetensors checkpoint in folder ``path``."""
-        if from_quantized:
-            raise ValueError("llama4 cannot load a quantized Hugging Face checkpoint")
-        from torch.distributed.checkpoint import HuggingFaceStorageReader
-
-        return HuggingFaceStorageReader(path)
+        return hf_storage_reader(path, from_quantized=from_quantized, family="llama4")
 
 
 def _check_hf_routing(moe: Any) -> None:
@@ -240,14 +240,6 @@ def _rope_parameters(config: Llama4Model.Config) -> dict[str, Any]:
         "high_freq_factor": rope.high_freq_factor,
         "original_max_position_embeddings": rope.original_max_position_embeddings,
     }
-
-
-def _lookup(table: dict[str, str], name: str, key: str) -> str:
-    """``table[name]``, or a ``ValueError`` naming the full ``key`` that is not a llama4 key."""
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"{key!r} is not a llama4 state-dict key") from None
 
 
 __all__ = ["LAYER_KEYS", "Llama4StateDictAdapter", "TOP_LEVEL_KEYS"]

@@ -13,20 +13,25 @@ besides the names:
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 import torch
 
-from titan.models.llama3.state_dict_adapter import _read_shard_index
+from titan.models.common.hf_adapter import (
+    HF_LAYER,
+    TITAN_LAYER,
+    TOP_LEVEL_KEYS,
+    hf_storage_reader,
+    inverted,
+    lookup,
+    read_shard_index,
+)
 from titan.models.qwen3.model_config import Qwen3Attention, Qwen3Model
 
-# titan name -> Hugging Face name, for the keys outside the blocks.
-TOP_LEVEL_KEYS = {
-    "tok_embeddings.weight": "model.embed_tokens.weight",
-    "norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
+# Unknown names are refused as not qwen3 keys.
+_lookup = functools.partial(lookup, family="qwen3")
 # titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``, for the
 # tensors that only change name.
 LAYER_KEYS = {
@@ -49,11 +54,9 @@ EXPERT_KEYS = {
     "moe.experts.w3": "up_proj",
     "moe.experts.w2": "down_proj",
 }
-_FROM_HF_LAYER_KEYS = {hf: titan for titan, hf in LAYER_KEYS.items()}
-_FROM_HF_TOP_LEVEL_KEYS = {hf: titan for titan, hf in TOP_LEVEL_KEYS.items()}
-_FROM_HF_EXPERT_KEYS = {hf: titan for titan, hf in EXPERT_KEYS.items()}
-_TITAN_LAYER = re.compile(r"layers\.(\d+)\.(.+)")
-_HF_LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
+_FROM_HF_LAYER_KEYS = inverted(LAYER_KEYS)
+_FROM_HF_TOP_LEVEL_KEYS = inverted(TOP_LEVEL_KEYS)
+_FROM_HF_EXPERT_KEYS = inverted(EXPERT_KEYS)
 _HF_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(\w+)\.weight")
 # Old Hugging Face checkpoints store the rotary table; titan recomputes it.
 HF_IGNORED_LAYER_KEYS = ("self_attn.rotary_emb.inv_freq",)
@@ -77,7 +80,7 @@ class Qwen3StateDictAdapter:
             _check_hf_routing(moe)
         self.model_config = model_config
         self.hf_assets_path = hf_assets_path
-        self.fqn_to_index_mapping = _read_shard_index(hf_assets_path)
+        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
         self.num_experts = 0 if moe is None else moe.num_experts
         self.balances_load = moe is not None and moe.load_balance_coeff is not None
         self.tied = model_config.enable_weight_tying
@@ -86,17 +89,17 @@ class Qwen3StateDictAdapter:
         """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys."""
         hf: dict[str, Any] = {}
         for key, value in state_dict.items():
-            layer = _TITAN_LAYER.fullmatch(key)
+            layer = TITAN_LAYER.fullmatch(key)
             if layer is None:
                 if not (self.tied and key == "output.weight"):
-                    hf[_lookup(TOP_LEVEL_KEYS, key, key)] = value
+                    hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
                 continue
             index, name = layer.groups()
             if name == "moe.expert_bias":
                 continue
             projection = EXPERT_KEYS.get(name)
             if projection is None:
-                hf[f"model.layers.{index}.{_lookup(LAYER_KEYS, name, key)}"] = value
+                hf[f"model.layers.{index}.{_lookup(name, table=LAYER_KEYS, key=key)}"] = value
                 continue
             for expert in range(value.shape[0]):
                 hf[f"model.layers.{index}.mlp.experts.{expert}.{projection}.weight"] = value[expert]
@@ -107,9 +110,9 @@ class Qwen3StateDictAdapter:
         state: dict[str, Any] = {}
         experts: dict[str, dict[int, Any]] = {}
         for key, value in hf_state_dict.items():
-            layer = _HF_LAYER.fullmatch(key)
+            layer = HF_LAYER.fullmatch(key)
             if layer is None:
-                state[_lookup(_FROM_HF_TOP_LEVEL_KEYS, key, key)] = value
+                state[_lookup(key, table=_FROM_HF_TOP_LEVEL_KEYS, key=key)] = value
                 continue
             index, name = layer.groups()
             if name in HF_IGNORED_LAYER_KEYS:
@@ -117,10 +120,12 @@ class Qwen3StateDictAdapter:
             expert = _HF_EXPERT.fullmatch(name)
             if expert is not None:
                 number, projection = expert.groups()
-                titan_key = f"layers.{index}.{_lookup(_FROM_HF_EXPERT_KEYS, projection, key)}"
+                titan_key = (
+                    f"layers.{index}.{_lookup(projection, table=_FROM_HF_EXPERT_KEYS, key=key)}"
+                )
                 experts.setdefault(titan_key, {})[int(number)] = value
                 continue
-            state[f"layers.{index}.{_lookup(_FROM_HF_LAYER_KEYS, name, key)}"] = value
+            state[f"layers.{index}.{_lookup(name, table=_FROM_HF_LAYER_KEYS, key=key)}"] = value
             if name == "mlp.gate.weight" and self.balances_load:
                 state[f"layers.{index}.moe.expert_bias"] = value.new_zeros(
                     value.shape[0], dtype=torch.float32
@@ -180,11 +185,7 @@ class Qwen3StateDictAdapter:
 
     def get_hf_storage_reader(self, path: str, from_quantized: bool = False) -> Any:
         """A DCP reader of the Hugging Face safetensors checkpoint in folder ``path``."""
-        if from_quantized:
-            raise ValueError("qwen3 cannot load a quantized Hugging Face checkpoint")
-        from torch.distributed.checkpoint import HuggingFaceStorageReader
-
-        return HuggingFaceStorageReader(path)
+        return hf_storage_reader(path, from_quantized=from_quantized, family="qwen3")
 
 
 def _check_hf_routing(moe: Any) -> None:
@@ -206,14 +207,6 @@ def _check_hf_routing(moe: Any) -> None:
         raise ValueError(
             "this qwen3 MoE has no Hugging Face Qwen3Moe equivalent: " + "; ".join(problems)
         )
-
-
-def _lookup(table: dict[str, str], name: str, key: str) -> str:
-    """``table[name]``, or a ``ValueError`` naming the full ``key`` that is not a qwen3 key."""
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"{key!r} is not a qwen3 state-dict key") from None
 
 
 __all__ = [
