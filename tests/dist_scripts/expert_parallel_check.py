@@ -131,21 +131,17 @@ FAMILIES = {
     "llama4": (llama4_config, llama4.model_registry, "debugmodel"),
     "deepseek_v3": (deepseek_v3_config, deepseek_v3.model_registry, "debugmodel"),
 }
-FAMILY = "qwen3"
 
 
-def model_config():
-    return FAMILIES[FAMILY][0]()
+def model_spec(family: str):
+    """A spec of ``family`` (its parallelize plan and capabilities) holding the tiny model."""
+    config, registry, flavor = FAMILIES[family]
+    return dataclasses.replace(registry(flavor), model=config())
 
 
-def model_spec():
-    _, registry, flavor = FAMILIES[FAMILY]
-    return dataclasses.replace(registry(flavor), model=model_config())
-
-
-def build_on_meta() -> torch.nn.Module:
+def build_on_meta(family: str) -> torch.nn.Module:
     with torch.device("meta"):
-        return model_config().build()
+        return FAMILIES[family][0]().build()
 
 
 def clean_fqn(name: str) -> str:
@@ -171,9 +167,9 @@ class Step:
     biases: list[torch.Tensor]
 
 
-def reference(tokens: torch.Tensor, labels: torch.Tensor) -> tuple[dict, list[Step]]:
+def reference(family: str, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[dict, list[Step]]:
     """The initial state and each step of the unsharded model on the whole batch."""
-    model = build_on_meta()
+    model = build_on_meta(family)
     model.to_empty(device="cpu")
     torch.manual_seed(0)
     model.init_weights()
@@ -208,6 +204,7 @@ def compare(scenario: str, what: str, got: dict, want: dict) -> float:
 
 
 def run_scenario(
+    family: str,
     name: str,
     *,
     state: dict,
@@ -219,10 +216,10 @@ def run_scenario(
 ) -> None:
     dims = ParallelDims.from_config(parallelism, world_size=dist.get_world_size())
     mesh = dims.build_mesh("cpu")
-    model = build_on_meta()
+    model = build_on_meta(family)
     parallelize_model(
         model,
-        spec=model_spec(),
+        spec=model_spec(family),
         parallel_dims=dims,
         world_mesh=mesh,
         training=TrainingConfig(seq_len=SEQ, mixed_precision_param="float32"),
@@ -270,7 +267,7 @@ def run_scenario(
             )
     if dist.get_rank() == 0:
         print(
-            f"OK {FAMILY} {name}: {STEPS} steps, max |loss diff| {worst['loss']:.2e}, max grad diff "
+            f"OK {family} {name}: {STEPS} steps, max |loss diff| {worst['loss']:.2e}, max grad diff "
             f"{worst['grad']:.2e}, max weight diff {worst['weight']:.2e}, expert_bias bitwise",
             flush=True,
         )
@@ -297,18 +294,23 @@ SCENARIOS = {
 
 
 def main() -> None:
-    global FAMILY
-    FAMILY = sys.argv[1]
+    family, scenarios = sys.argv[1], sys.argv[2:]
     torch.set_num_threads(1)
     placement = init_distributed(CommConfig(init_timeout_seconds=60))
     set_determinism(None, device=placement.device, debug=DebugConfig())
     generator = torch.Generator().manual_seed(1234)
     tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=generator)
     labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=generator)
-    state, steps = reference(tokens, labels)
-    for name in sys.argv[2:]:
+    state, steps = reference(family, tokens, labels)
+    for name in scenarios:
         run_scenario(
-            name, state=state, steps=steps, tokens=tokens, labels=labels, **SCENARIOS[name]
+            family,
+            name,
+            state=state,
+            steps=steps,
+            tokens=tokens,
+            labels=labels,
+            **SCENARIOS[name],
         )
     dist.barrier()
     dist.destroy_process_group()
