@@ -3,7 +3,7 @@ llama4, deepseek_v3, gpt_oss), as a user would hand it over.
 
 1. ``titan-train --preflight`` at the GPU count the file was written for passes, or refuses the
    layout with the message a run would print (pipeline and context parallel: not in titan-train
-   yet; other refusals are listed in ``WAITING`` with what they wait for).
+   yet; every other refusal says in ``EXPECTED`` what it waits for).
 2. (slow) The same file, shrunk to two CPU processes by one rule (``shrunk``), trains two steps
    under torchrun with gloo and logs two finite losses, or is refused as in 1.
 
@@ -167,8 +167,9 @@ def shrunk(name: str, folder: Path) -> Path:
       ``debugmodel_moe``), with the test tokenizer and the bundled ``c4_test`` set;
     - every parallel degree > 1 becomes 2, the others keep 1 or -1 (the ranks left over);
     - sequence 64, local batch 2 (global batch unset), 2 steps, 1 warm-up step, a loss every step;
-    - no checkpoint, no compile (so no async tensor parallel, which needs it), no validation, no TensorBoard/W&B, and no model converters (the
-      corpus names only float8, which these files do not need to train).
+    - no checkpoint, no compile (so no async tensor parallel, which needs it), no validation, no
+      TensorBoard/W&B, and no model converters (the corpus names only float8, which these files
+      do not need to train).
     """
     with corpus_path(name).open("rb") as handle:
         document = tomllib.load(handle)
