@@ -7,8 +7,10 @@
   way, so the run is exactly what ``titan-migrate`` would have written as code.
 
 Problems become diagnostics, rendered like titan-validate's; the caller only sees an exit code.
-On top of titan-validate's rules, titan-train refuses what it cannot run yet (pipeline, context
-and expert parallel) and a dump folder it cannot write, before any process group or model exists.
+On top of titan-validate's rules, titan-train refuses the parallel degrees the model family's
+capability record lacks (pipeline and context parallel for every family, for now) and a dump
+folder it cannot write, before any process group or model exists. ``titan-train --preflight``
+(``titan.cli.train_preflight``) reports the same findings without going on to a run.
 """
 
 from __future__ import annotations
