@@ -12,7 +12,7 @@ UPSTREAM_VENV := .venv-upstream
 UPSTREAM_PY := $(UPSTREAM_VENV)/bin/python
 UPSTREAM_STAMP := $(UPSTREAM_VENV)/.titan-upstream-installed
 
-.PHONY: demo test test-fast test-upstream lint bench schema schema-upstream clean
+.PHONY: demo test test-fast test-upstream lint bench bench-upstream schema schema-upstream clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,13 @@ bench: $(STAMP)
 	$(PY) bench/trainer_overhead.py
 	$(PY) bench/validate_registry.py
 	$(PY) bench/migrate_tree.py
+
+# titan-train against upstream torchtitan 0.3.0 on the same weights and batches (fp32, CPU):
+# both losses and the step-time ratio; exits 1 when the losses disagree (bench/RESULTS.md).
+bench-upstream: $(STAMP) $(UPSTREAM_STAMP)
+	OMP_NUM_THREADS=1 $(PY) bench/vs_torchtitan.py --family llama3
+	OMP_NUM_THREADS=1 $(PY) bench/vs_torchtitan.py --family llama3 --upstream-attention sdpa
+	OMP_NUM_THREADS=1 $(PY) bench/vs_torchtitan.py --family qwen3 --shape small --steps 6
 
 # Regenerate the files derived from schemas/legacy.py, titan's config classes and its families'
 # flavors (tests fail while they are stale).
