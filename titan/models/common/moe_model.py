@@ -163,6 +163,10 @@ def grouped_mm_usable(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> bo
     """Whether ``torch._grouped_mm`` can run these operands here (device, dtype, strides)."""
     if x.dtype != w1.dtype:
         return False
+    # torch 2.13's fake-tensor rule for _grouped_mm (what torch.compile traces with) accepts only
+    # bf16, although the CPU kernel itself runs float32: compiled, float32 takes the loop.
+    if torch.compiler.is_compiling() and x.dtype != torch.bfloat16:
+        return False
     if x.device.type == "cuda":
         if x.dtype != torch.bfloat16:
             return False
