@@ -248,9 +248,15 @@ def test_flex_flavors_train_in_both_forms_with_identical_losses(family, tmp_path
     assert migrated.returncode == 0, migrated.stderr
     function = re.search(r"^def (\w+)\(\) -> Trainer.Config:", registry.read_text(), re.M)
     assert function is not None
-    # Validation runs the same masks (the c4 validation set, 2 batches, at steps 1 and 6).
-    validation = ["--validator.enable", "--validator.freq", "6", "--validator.steps", "2"]
-    legacy_validation = ["--validation.enable", "--validation.freq", "6", "--validation.steps", "2"]
+    # Validation runs the same masks (2 batches of the bundled set, at steps 1 and 6; the
+    # legacy form's validation batch defaults to 8, so both forms set it).
+    settings = {"dataset": "c4_test_validation", "seq_len": "64", "local_batch_size": "2"}
+    settings |= {"steps": "2", "freq": "6"}
+    validation, legacy_validation = ["--validator.enable"], ["--validation.enable"]
+    for key, value in settings.items():
+        section = "validator.dataloader" if key == "dataset" else "validator"
+        validation += [f"--{section}.{key}", value]
+        legacy_validation += [f"--validation.{key}", value]
     legacy = titan_train(
         ["--job.config_file", toml, *SMALL, *SEED, *STEPS, *legacy_validation],
         dump_folder=tmp_path / "toml",
@@ -265,11 +271,15 @@ def test_flex_flavors_train_in_both_forms_with_identical_losses(family, tmp_path
     assert f"{family} {TRAINED[family]}" in legacy.stderr
     assert len(legacy.losses) == 6 and loss_bits(legacy.losses) == loss_bits(code.losses)
     assert legacy.losses[-1] < legacy.losses[0]
+    validated = [m["validation_loss"] for m in legacy.metrics if "validation_loss" in m]
+    assert len(validated) == 2 and validated == [
+        m["validation_loss"] for m in code.metrics if "validation_loss" in m
+    ]
     # The masks change the numbers: the same run on the causal debug flavor trains differently
     # (the c4 batches hold documents shorter than the 64-token rows).
     causal = titan_train(
         ["--job.config_file", str(REPO / "legacy_configs" / family / "debug_model.toml")]
-        + [*SMALL, *SEED, *STEPS],
+        + [*SMALL, *SEED, *STEPS, *legacy_validation],
         dump_folder=tmp_path / "causal",
         legacy=True,
     ).check()
