@@ -10,8 +10,8 @@ explicit sink softmax), so they work on CPU and GPU alike; the ``attn_type`` a c
 What that costs: a mask holds ``local_batch_size × seq_len²`` booleans per distinct mask kind
 (one byte each: 64 MiB for one row of 8192 tokens), made once per batch and shared by every
 layer; and SDPA with an explicit mask cannot use the flash kernel, so on GPU it runs the
-memory-efficient (or math) kernel, which also skips nothing: fully masked blocks are computed,
-where FlexAttention and varlen skip them.
+memory-efficient (or math) kernel, which computes the fully masked blocks that FlexAttention and
+varlen skip (attention FLOPs are those of plain causal attention, not fewer).
 
 Document boundaries follow torchtitan's ``get_document_mask_mod``: a document ends *with* its
 EOS token (the EOS belongs to the document it closes), the next token starts a new one, and a
@@ -23,9 +23,6 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-
-AttentionMasks = dict["MaskSpec", torch.Tensor]
-"""One batch's masks by kind: what ``Decoder.attention_masks`` returns and ``forward`` takes."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,6 +78,10 @@ class MaskSpec:
             raise ValueError("a block-causal mask needs the batch's document indices")
         same_document = documents[:, None, :, None] == documents[:, None, None, :]
         return mask & same_document
+
+
+AttentionMasks = dict[MaskSpec, torch.Tensor]
+"""One batch's masks by kind: what ``Decoder.attention_masks`` returns and ``forward`` takes."""
 
 
 def document_ids(tokens: torch.Tensor, *, eos_id: int) -> torch.Tensor:
