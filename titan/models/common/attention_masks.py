@@ -10,8 +10,8 @@ explicit sink softmax), so they work on CPU and GPU alike; the ``attn_type`` a c
 What that costs: a mask holds ``local_batch_size × seq_len²`` booleans per distinct mask kind
 (one byte each: 64 MiB for one row of 8192 tokens), made once per batch and shared by every
 layer; and SDPA with an explicit mask cannot use the flash kernel, so on GPU it runs the
-memory-efficient (or math) kernel, which computes the fully masked blocks that FlexAttention and
-varlen skip (attention FLOPs are those of plain causal attention, not fewer).
+memory-efficient (or math) kernel, which computes every query-key block, masked or not, where
+a causal kernel skips the upper half and FlexAttention / varlen skip every other document's.
 
 Document boundaries follow torchtitan's ``get_document_mask_mod``: a document ends *with* its
 EOS token (the EOS belongs to the document it closes), the next token starts a new one, and a
