@@ -150,10 +150,15 @@ REFUSALS = [
     ),
     (
         "feature-outside-the-capability-record",
-        ["--config", "llama4_debugmodel", "--compile.enable"],
         [
-            "titan-train: error: torch.compile of the model is not supported by titan-train yet "
-            "for llama4; set compile.enable = False"
+            "--job.config_file",
+            str(DEBUG_TOML.parents[1] / "llama4" / "debug_model.toml"),
+            "--model.converters",
+            "quantize.linear.float8",
+        ],
+        [
+            "titan-train: error: float8 training is not supported by titan-train yet for llama4; "
+            "remove the float8 converter from model_converters.converters"
         ],
     ),
     (
