@@ -81,7 +81,6 @@ def test_llama3_debug_config_runs_as_it_is():
         ("pipeline_parallel_degree", "pipeline parallel"),
         ("context_parallel_degree", "context parallel"),
         ("expert_parallel_degree", "expert parallel"),
-        ("expert_tensor_parallel_degree", "expert tensor parallel"),
     ],
 )
 def test_degrees_no_family_has_are_refused_by_name(field, words):
@@ -115,6 +114,28 @@ def test_ep_is_one_keyword_away():
         "parallelism.expert_parallel_degree"
     ]
     assert _with(spec, ep=True).refusals(config, world_size=2) == []
+
+
+def test_expert_tensor_parallel_is_asked_only_under_expert_parallel():
+    # Without EP there are no expert shards for it to split (torchtitan reads it only with EP):
+    # llama4_17bx16e.toml sets it to 8 beside TP 8 and runs as TP 8.
+    spec = model_registry("llama4", "debugmodel")
+    alone = _config(
+        spec, parallelism__tensor_parallel_degree=2, parallelism__expert_tensor_parallel_degree=2
+    )
+    assert spec.refusals(alone, world_size=2) == []
+    config = _config(
+        spec,
+        parallelism__tensor_parallel_degree=2,
+        parallelism__expert_parallel_degree=2,
+        parallelism__expert_tensor_parallel_degree=2,
+    )
+    (refusal,) = spec.refusals(config, world_size=4)
+    assert refusal.key == "parallelism.expert_tensor_parallel_degree"
+    assert refusal.message.startswith(
+        "expert tensor parallel is not supported by titan-train yet "
+        "(parallelism.expert_tensor_parallel_degree = 2)"
+    )
 
 
 def test_data_parallel_refusals_follow_the_resolved_degrees():

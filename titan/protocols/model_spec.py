@@ -111,6 +111,15 @@ def _ddp_degree(config: Any, world_size: int | None) -> int | None:
     return replicate if replicate > 1 and _shard_degree(config, world_size) is None else None
 
 
+def _expert_tensor_degree(config: Any, world_size: int | None) -> int | None:
+    """The expert TP degree when > 1 under expert parallel. Without EP (degree 1) there are no
+    expert shards to split, and torchtitan reads the degree only with EP, so it asks nothing."""
+    parallelism = config.parallelism
+    if parallelism.expert_parallel_degree == 1:
+        return None
+    return _degree("expert_tensor_parallel_degree")(config, world_size)
+
+
 def _float8(config: Any, world_size: int | None) -> bool:
     """Whether the converters include torchao's float8 linears."""
     return any(
@@ -166,7 +175,7 @@ FEATURES: tuple[_Feature, ...] = (
         name="etp",
         words="expert tensor parallel",
         key="parallelism.expert_tensor_parallel_degree",
-        asked=_degree("expert_tensor_parallel_degree"),
+        asked=_expert_tensor_degree,
         fix="set parallelism.expert_tensor_parallel_degree to 1",
     ),
     _Feature(
