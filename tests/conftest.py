@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -37,15 +36,6 @@ def fresh_module_name():
 @pytest.fixture(scope="session")
 def generated_registry(tmp_path_factory) -> Path:
     """``titan-migrate legacy_configs/llama3/debug_model.toml -o config_registry.py``."""
-    from tests.training_runs import DEBUG_TOML, REPO
+    from tests.training_runs import DEBUG_TOML, migrated
 
-    target = tmp_path_factory.mktemp("migrated") / "config_registry.py"
-    done = subprocess.run(
-        [sys.executable, "-m", "titan.cli.migrate", str(DEBUG_TOML), "-o", str(target), "-q"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "def llama3_debugmodel() -> Trainer.Config:" in target.read_text(encoding="utf-8")
-    return target
+    return migrated(DEBUG_TOML, tmp_path_factory.mktemp("migrated"), function="llama3_debugmodel")

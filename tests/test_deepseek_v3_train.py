@@ -13,7 +13,15 @@ import sys
 
 import pytest
 
-from tests.training_runs import REPO, SEED, SMALL, loss_bits, titan_train
+from tests.training_runs import (
+    REPO,
+    SEED,
+    SMALL,
+    both_forms,
+    loss_bits,
+    migrated,
+    titan_train,
+)
 
 pytestmark = pytest.mark.slow  # every test here trains for real
 
@@ -29,40 +37,28 @@ SCENARIOS = {
 @pytest.fixture(scope="module")
 def migrated_registry(tmp_path_factory):
     """``titan-migrate legacy_configs/deepseek_v3/debug_model.toml -o config_registry.py``."""
-    target = tmp_path_factory.mktemp("migrated") / "config_registry.py"
-    done = subprocess.run(
-        [sys.executable, "-m", "titan.cli.migrate", str(DEBUG_TOML), "-o", str(target), "-q"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "def deepseek_v3_debugmodel() -> Trainer.Config:" in target.read_text(encoding="utf-8")
-    return target
+    folder = tmp_path_factory.mktemp("migrated")
+    return migrated(DEBUG_TOML, folder, function="deepseek_v3_debugmodel")
 
 
-def both_forms(registry, tmp_path, steps: int, *, nproc: int = 1, extra: tuple[str, ...] = ()):
+def debug_runs(registry, tmp_path, steps: int, *, nproc: int = 1, extra: tuple[str, ...] = ()):
     """The TOML run and the migrated-registry run of ``steps`` steps on ``nproc`` processes."""
-    flags = [*SMALL, *SEED, "--training.steps", str(steps), *extra]
-    toml = titan_train(
-        ["--job.config_file", str(DEBUG_TOML), *flags],
-        dump_folder=tmp_path / "toml",
-        legacy=True,
+    flags = ["--training.steps", str(steps), *extra]
+    toml, code = both_forms(
+        registry,
+        tmp_path,
+        flags,
         nproc=nproc,
-    ).check()
-    code = titan_train(
-        ["--registry", str(registry), "--config", "deepseek_v3_debugmodel", *flags],
-        dump_folder=tmp_path / "registry",
-        legacy=False,
-        nproc=nproc,
-    ).check()
+        toml=DEBUG_TOML,
+        config="deepseek_v3_debugmodel",
+    )
     assert [m["step"] for m in toml.metrics] == list(range(1, steps + 1))
     return toml, code
 
 
 def test_both_forms_train_with_identical_losses_that_fall(migrated_registry, tmp_path):
     """20 steps of the MoE debug model (softmax top-3 of 8 experts, 2 shared, selective AC)."""
-    toml, code = both_forms(migrated_registry, tmp_path, 20)
+    toml, code = debug_runs(migrated_registry, tmp_path, 20)
     assert loss_bits(toml.losses) == loss_bits(code.losses)
     # Measured: 8.20 at step 1, 5.0 to 6.1 over the last five steps.
     assert sum(toml.losses[-5:]) / 5 < toml.losses[0] - 1.5
@@ -70,7 +66,7 @@ def test_both_forms_train_with_identical_losses_that_fall(migrated_registry, tmp
 
 def test_fsdp_on_two_processes_gives_identical_losses_that_fall(migrated_registry, tmp_path):
     """FSDP2 over 2 ranks (data_parallel_shard_degree -1 in the TOML), 10 steps."""
-    toml, code = both_forms(migrated_registry, tmp_path, 10, nproc=2)
+    toml, code = debug_runs(migrated_registry, tmp_path, 10, nproc=2)
     assert "world size 2 (FSDP 2)" in toml.stderr and "world size 2 (FSDP 2)" in code.stderr
     assert loss_bits(toml.losses) == loss_bits(code.losses)
     # Measured: 7.93 at step 1, 5.85 at step 10.
@@ -114,7 +110,7 @@ def test_tensor_parallel_on_two_processes_gives_identical_losses_that_fall(
 ):
     """TP 2 (sequence parallel, loss parallel; MoE layers replicated), 10 steps."""
     tp = ["--parallelism.tensor_parallel_degree", "2"]
-    toml, code = both_forms(migrated_registry, tmp_path, 10, nproc=2, extra=tp)
+    toml, code = debug_runs(migrated_registry, tmp_path, 10, nproc=2, extra=tp)
     assert "world size 2 (TP 2)" in toml.stderr and "world size 2 (TP 2)" in code.stderr
     assert loss_bits(toml.losses) == loss_bits(code.losses)
     assert toml.losses[-1] < toml.losses[0] - 1.0

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.training_runs import REPO, SEED, SMALL, loss_bits, titan_train
+from tests.training_runs import REPO, both_forms, loss_bits, migrated, titan_train
 
 pytestmark = pytest.mark.slow  # every test here trains for real
 
@@ -42,33 +42,20 @@ SCENARIOS = [
 @pytest.fixture(scope="module")
 def migrated_registry(tmp_path_factory):
     """``titan-migrate legacy_configs/gpt_oss/debug_model.toml -o config_registry.py``."""
-    target = tmp_path_factory.mktemp("migrated") / "config_registry.py"
-    done = subprocess.run(
-        [sys.executable, "-m", "titan.cli.migrate", str(DEBUG_TOML), "-o", str(target), "-q"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "def gpt_oss_debugmodel() -> Trainer.Config:" in target.read_text(encoding="utf-8")
-    return target
+    folder = tmp_path_factory.mktemp("migrated")
+    return migrated(DEBUG_TOML, folder, function="gpt_oss_debugmodel")
 
 
 def test_both_forms_train_with_identical_losses_that_fall(migrated_registry, tmp_path):
     """20 steps of the debug MoE (softmax top-4 of 8 biased experts, sinks, sliding windows)."""
-    toml = titan_train(
-        ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, *STEPS],
-        dump_folder=tmp_path / "toml",
-        legacy=True,
+    toml, code = both_forms(
+        migrated_registry,
+        tmp_path,
+        STEPS,
+        toml=DEBUG_TOML,
+        config="gpt_oss_debugmodel",
         timeout=DEBUG_RUN_TIMEOUT,
-    ).check()
-    code = titan_train(
-        ["--registry", str(migrated_registry), "--config", "gpt_oss_debugmodel"]
-        + [*SMALL, *SEED, *STEPS],
-        dump_folder=tmp_path / "registry",
-        legacy=False,
-        timeout=DEBUG_RUN_TIMEOUT,
-    ).check()
+    )
     assert [m["step"] for m in toml.metrics] == list(range(1, 21))
     assert loss_bits(toml.losses) == loss_bits(code.losses)
     assert "gpt_oss debugmodel" in toml.stderr

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.training_runs import REPO, SEED, SMALL, loss_bits, titan_train
+from tests.training_runs import REPO, both_forms, loss_bits, migrated
 
 pytestmark = pytest.mark.slow  # trains for real
 
@@ -31,30 +31,13 @@ STEPS = ["--training.steps", "20"]
 @pytest.fixture(scope="module")
 def llama4_registry(tmp_path_factory):
     """``titan-migrate legacy_configs/llama4/debug_model.toml -o config_registry.py``."""
-    target = tmp_path_factory.mktemp("migrated") / "config_registry.py"
-    done = subprocess.run(
-        [sys.executable, "-m", "titan.cli.migrate", str(LLAMA4_TOML), "-o", str(target), "-q"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "def llama4_debugmodel() -> Trainer.Config:" in target.read_text(encoding="utf-8")
-    return target
+    return migrated(LLAMA4_TOML, tmp_path_factory.mktemp("migrated"), function="llama4_debugmodel")
 
 
 def test_both_forms_train_the_debug_moe_with_identical_falling_losses(llama4_registry, tmp_path):
-    toml = titan_train(
-        ["--job.config_file", str(LLAMA4_TOML), *SMALL, *SEED, *STEPS],
-        dump_folder=tmp_path / "toml",
-        legacy=True,
-    ).check()
-    code = titan_train(
-        ["--registry", str(llama4_registry), "--config", "llama4_debugmodel"]
-        + [*SMALL, *SEED, *STEPS],
-        dump_folder=tmp_path / "registry",
-        legacy=False,
-    ).check()
+    toml, code = both_forms(
+        llama4_registry, tmp_path, STEPS, toml=LLAMA4_TOML, config="llama4_debugmodel"
+    )
     assert [m["step"] for m in toml.metrics] == list(range(1, 21))
     assert loss_bits(toml.losses) == loss_bits(code.losses)
     assert "llama4 debugmodel" in toml.stderr

@@ -1,18 +1,23 @@
 """titan-train on qwen3: the dense and MoE debug TOMLs and their ``titan-migrate``d registries
 give the same losses bit for bit over 20 steps and the loss falls (sequence 64, batch 2, one CPU
-process); an MoE run resumed from its step-5 checkpoint ends bit for bit where the straight run
-does, expert biases included.
+process); a small MoE run resumed from its step-3 checkpoint ends bit for bit where the straight run
+does, expert biases included; TP and FSDP match one process and DDP.
 """
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.training_runs import REPO, SEED, SMALL, loss_bits, titan_train
+from tests.training_runs import (
+    REPO,
+    SEED,
+    both_forms,
+    loss_bits,
+    migrated,
+    titan_train,
+)
 
 pytestmark = pytest.mark.slow  # trains for real
 
@@ -21,17 +26,9 @@ TOMLS = {
     "qwen3_moe_debug": REPO / "legacy_configs" / "qwen3" / "qwen3_moe_debug.toml",
 }
 STEPS = ["--training.steps", "20"]
-
-
-def migrated(toml, target) -> None:
-    """``titan-migrate TOML -o TARGET``."""
-    done = subprocess.run(
-        [sys.executable, "-m", "titan.cli.migrate", str(toml), "-o", str(target), "-q"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr
+# The runs not about the debug TOML: sequence 32 (and the registry shrinks the model), so each
+# takes seconds instead of the debug MoE's minutes (315M parameters in 64 experts).
+TINY = ["--training.seq_len", "32", "--training.local_batch_size", "2"]
 
 
 @pytest.mark.parametrize(
@@ -40,19 +37,8 @@ def migrated(toml, target) -> None:
     [("qwen3_debugmodel", 2.0), ("qwen3_moe_debug", 2.0)],
 )
 def test_both_forms_train_with_identical_falling_losses(tmp_path, name, drop):
-    registry = tmp_path / "config_registry.py"
-    migrated(TOMLS[name], registry)
-    assert f"def {name}() -> Trainer.Config:" in registry.read_text(encoding="utf-8")
-    toml = titan_train(
-        ["--job.config_file", str(TOMLS[name]), *SMALL, *SEED, *STEPS],
-        dump_folder=tmp_path / "toml",
-        legacy=True,
-    ).check()
-    code = titan_train(
-        ["--registry", str(registry), "--config", name, *SMALL, *SEED, *STEPS],
-        dump_folder=tmp_path / "registry",
-        legacy=False,
-    ).check()
+    registry = migrated(TOMLS[name], tmp_path, function=name)
+    toml, code = both_forms(registry, tmp_path, STEPS, toml=TOMLS[name], config=name)
     assert [m["step"] for m in toml.metrics if "loss" in m] == list(range(1, 21))
     assert loss_bits(toml.losses) == loss_bits(code.losses)
     assert sum(toml.losses[-5:]) / 5 < toml.losses[0] - drop
@@ -68,6 +54,7 @@ def small_moe():
     model.n_layers = 2
     model.layer.moe.num_experts = 8
     model.layer.moe.top_k = 2
+    model.layer.moe.hidden_dim = 128
     return config
 """
 
@@ -97,24 +84,25 @@ def test_moe_resume_is_bitwise_expert_bias_included(tmp_path):
 
     registry = tmp_path / "config_registry.py"
     registry.write_text(SMALL_MOE, encoding="utf-8")
-    args = ["--registry", str(registry), "--config", "small_moe", *SMALL, *SEED]
-    args += ["--training.steps", "10", "--checkpoint.enable", "--checkpoint.interval", "5"]
+    args = ["--registry", str(registry), "--config", "small_moe", *TINY, *SEED]
+    args += ["--training.steps", "6", "--checkpoint.enable", "--checkpoint.interval", "3"]
     args += ["--checkpoint.keep_latest_k", "0"]
     straight = titan_train(args, dump_folder=tmp_path / "a", legacy=False).check()
-    # A second run that finds only the step-5 checkpoint resumes from it.
+    # A second run that finds only the step-3 checkpoint resumes from it.
     (tmp_path / "b" / "checkpoint").mkdir(parents=True)
-    step5 = tmp_path / "a" / "checkpoint" / "step-5"
-    shutil.copytree(step5, tmp_path / "b" / "checkpoint" / "step-5")
+    step3 = tmp_path / "a" / "checkpoint" / "step-3"
+    shutil.copytree(step3, tmp_path / "b" / "checkpoint" / "step-3")
     resumed = titan_train(args, dump_folder=tmp_path / "b", legacy=False).check()
-    assert resumed.metrics[0]["step"] == 5
-    assert loss_bits(resumed.losses) == loss_bits(straight.losses[5:])
-    final_a = dcp_tensors(tmp_path / "a" / "checkpoint" / "step-10")
-    final_b = dcp_tensors(tmp_path / "b" / "checkpoint" / "step-10")
+    assert resumed.metrics[0]["step"] == 3
+    assert len(straight.losses) == 6
+    assert loss_bits(resumed.losses) == loss_bits(straight.losses[3:])
+    final_a = dcp_tensors(tmp_path / "a" / "checkpoint" / "step-6")
+    final_b = dcp_tensors(tmp_path / "b" / "checkpoint" / "step-6")
     assert final_a.keys() == final_b.keys()
     assert [k for k in final_a if not torch.equal(final_a[k], final_b[k])] == []
     biases = [key for key in final_a if key.endswith("moe.expert_bias")]
     assert len(biases) == 2
-    # Ten load-balancing updates moved the biases away from their zero init.
+    # Six load-balancing updates moved the biases away from their zero init.
     assert all(final_a[key].abs().sum() > 0 for key in biases)
     assert not any(key.endswith("tokens_per_expert") for key in final_a)
 
@@ -130,6 +118,7 @@ def small(moe):
     model.n_layers = 2
     model.layer.moe.num_experts = 8
     model.layer.moe.top_k = 2
+    model.layer.moe.hidden_dim = 128
     if not moe:
         model.layer.moe = None
         model.enable_weight_tying = True
@@ -149,7 +138,7 @@ def small_run(tmp_path, name: str) -> list[str]:
     """Arguments of a 5-step run of registry function ``name`` (float32, no AC)."""
     registry = tmp_path / "config_registry.py"
     registry.write_text(SMALL_MODELS, encoding="utf-8")
-    args = ["--registry", str(registry), "--config", name, *SMALL, *SEED]
+    args = ["--registry", str(registry), "--config", name, *TINY, *SEED]
     return [*args, "--training.steps", "5", "--activation_checkpoint.mode", "none"]
 
 
@@ -191,11 +180,12 @@ def test_hf_export_loads_in_hugging_face_and_back_into_titan(tmp_path, monkeypat
     def config(dump: str):
         c = qwen3_moe_debug()
         c.dump_folder = str(tmp_path / dump)
-        c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 64, 2
+        c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 32, 2
         c.training.mixed_precision_param = "float32"
         c.debug.seed = 7
         c.model_spec.model.n_layers = 2
         c.model_spec.model.layer.moe.num_experts = 8
+        c.model_spec.model.layer.moe.hidden_dim = 128
         c.checkpoint.enable = True
         c.checkpoint.export_dtype = "float32"
         return c

@@ -98,21 +98,47 @@ def titan_train(
     return Run(done.returncode, done.stdout, done.stderr, dump_folder)
 
 
-def both_forms(registry: Path, tmp_path: Path, extra: list[str], *, nproc: int = 1):
-    """The TOML form and the generated-registry form of the same run, with ``extra`` flags."""
-    toml = titan_train(
-        ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, *extra],
+def migrated(toml: Path, folder: Path, *, function: str) -> Path:
+    """``titan-migrate TOML -o FOLDER/config_registry.py``; the registry defines ``function``."""
+    target = folder / "config_registry.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "titan.cli.migrate", str(toml), "-o", str(target), "-q"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"def {function}() -> Trainer.Config:" in target.read_text(encoding="utf-8")
+    return target
+
+
+def both_forms(
+    registry: Path,
+    tmp_path: Path,
+    extra: list[str],
+    *,
+    nproc: int = 1,
+    toml: Path = DEBUG_TOML,
+    config: str = "llama3_debugmodel",
+    timeout: int = 600,
+) -> tuple[Run, Run]:
+    """The TOML form and the generated-registry form (``registry``'s function ``config``) of the
+    same run, with ``extra`` flags; both must succeed."""
+    toml_run = titan_train(
+        ["--job.config_file", str(toml), *SMALL, *SEED, *extra],
         dump_folder=tmp_path / "toml",
         legacy=True,
         nproc=nproc,
+        timeout=timeout,
     ).check()
     code = titan_train(
-        ["--registry", str(registry), "--config", "llama3_debugmodel", *SMALL, *SEED, *extra],
+        ["--registry", str(registry), "--config", config, *SMALL, *SEED, *extra],
         dump_folder=tmp_path / "registry",
         legacy=False,
         nproc=nproc,
+        timeout=timeout,
     ).check()
-    return toml, code
+    return toml_run, code
 
 
 def wide_registry(tmp_path: Path) -> Path:
