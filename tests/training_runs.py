@@ -184,3 +184,39 @@ def signal_when(
         assert time.monotonic() < deadline, "titan-train never reached the awaited state"
         time.sleep(poll)
     process.send_signal(sig)
+
+
+# A registry built on ``base()`` (defined by the source it is appended to): the model with the
+# experts' exact loop, and the model compiled block by block (aot_eager: traced as inductor
+# traces, without C++ code generation) with grouped GEMMs asked for.
+COMPILE_REGISTRY = """
+
+def eager_loop():
+    config = base()
+    config.model_spec.model.layer.moe.use_grouped_mm = False
+    return config
+
+
+def compiled():
+    config = base()
+    config.compile.enable = True
+    config.compile.backend = "aot_eager"
+    return config
+"""
+
+
+def compiled_and_eager_loop(base_source: str, tmp_path: Path, *, steps: int = 3) -> tuple[Run, Run]:
+    """``steps`` steps of the MoE model of ``base_source``'s ``base()``, compiled and eager (the
+    experts' loop, which a compiled float32 MoE on CPU runs too); both must succeed."""
+    registry = tmp_path / "config_registry.py"
+    registry.write_text(base_source + COMPILE_REGISTRY, encoding="utf-8")
+    runs = [
+        titan_train(
+            ["--registry", str(registry), "--config", name, *SMALL, *SEED]
+            + ["--training.steps", str(steps)],
+            dump_folder=tmp_path / name,
+            legacy=False,
+        ).check()
+        for name in ("compiled", "eager_loop")
+    ]
+    return runs[0], runs[1]

@@ -30,15 +30,16 @@ def model_registry(flavor: str) -> ModelSpec:
         # Proved by tests/test_llama4_*: one-process training with activation checkpointing;
         # FSDP (also CPU-offloaded, bf16), DDP, TP (MoE layers replicated), FSDP+TP and HSDP
         # match one process on 2-4 gloo ranks; HF import/export. EP (experts split over the
-        # FSDP ranks, tests/test_expert_parallel.py) matches one process on 2 gloo ranks. No
-        # compile (the shared MoE's grouped GEMM does not trace in float32 on CPU), float8,
-        # expert TP, PP or CP yet.
+        # FSDP ranks, tests/test_expert_parallel.py) matches one process on 2 gloo ranks;
+        # compiled blocks train as the eager expert loop bit for bit. No float8, expert TP, PP
+        # or CP yet.
         capabilities=Capabilities(
             fsdp=True,
             ddp=True,
             tp=True,
             ep=True,
             activation_checkpoint=True,
+            compile=True,
             hf_checkpoints=True,
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",

@@ -26,14 +26,15 @@ def model_registry(flavor: str) -> ModelSpec:
         # (activation checkpointing, bitwise resume), TP=2 matches one process and FSDP=2
         # matches DDP=2 (torchrun, gloo), Hugging Face import/export. Under TP the MoE layers
         # run replicated (parallelize.py). EP=2 matches one process and FSDP=2 and resumes
-        # bitwise (tests/test_expert_parallel.py); expert TP, PP, CP, compile and float8 are
-        # not proved.
+        # bitwise (tests/test_expert_parallel.py); compiled blocks train as the eager expert loop
+        # bit for bit. Expert TP, PP, CP and float8 are not proved.
         capabilities=Capabilities(
             fsdp=True,
             ddp=True,
             tp=True,
             ep=True,
             activation_checkpoint=True,
+            compile=True,
             hf_checkpoints=True,
         ),
         build_loss_fn="titan.components.loss:build_cross_entropy_loss",
