@@ -137,7 +137,12 @@ def torchrun_check(nproc: int, family: str, *scenarios: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("family", "scenarios"),
-    [("qwen3", ("ep2", "ep2_sac_op")), ("llama4", ("ep2",)), ("deepseek_v3", ("ep2",))],
+    [
+        ("qwen3", ("ep2", "ep2_sac_op")),
+        ("llama4", ("ep2",)),
+        ("deepseek_v3", ("ep2",)),
+        ("gpt_oss", ("ep2",)),
+    ],
 )
 def test_two_ep_ranks_train_like_one_process(family, scenarios):
     out = torchrun_check(2, family, *scenarios)

@@ -1,5 +1,5 @@
 """Run under ``torchrun --nproc-per-node N`` (gloo, CPU) as ``expert_parallel_check.py FAMILY
-SCENARIO...``: a tiny MoE model of FAMILY (qwen3, llama4, deepseek_v3) under expert parallel
+SCENARIO...``: a tiny MoE model of FAMILY (qwen3, llama4, deepseek_v3, gpt_oss) under expert parallel
 against the same model in one process on the whole batch.
 
 Each scenario parallelizes the model with titan's generic ``parallelize_model`` (EP + FSDP),
@@ -37,7 +37,7 @@ from titan.distributed.parallel_dims import ParallelDims
 from titan.distributed.parallelize import parallelize_model
 from titan.distributed.process_group import init_distributed
 from titan.distributed.reductions import dist_mean
-from titan.models import deepseek_v3, llama4, qwen3
+from titan.models import deepseek_v3, gpt_oss, llama4, qwen3
 from titan.models.common.decoder import TransformerBlock
 from titan.models.common.feed_forward import FeedForward
 from titan.models.common.moe import MoE
@@ -46,6 +46,13 @@ from titan.models.deepseek_v3.model_config import (
     DeepSeekV3Model,
     DeepSeekV3TransformerBlock,
     MLAttention,
+)
+from titan.models.gpt_oss.model_config import (
+    GptOssAttention,
+    GptOssModel,
+    GptOssMoE,
+    GptOssRoPE,
+    GptOssTransformerBlock,
 )
 from titan.models.llama4.model_config import Llama4Attention, Llama4Model, Llama4TransformerBlock
 from titan.models.qwen3.model_config import Qwen3Attention, Qwen3Model
@@ -125,11 +132,38 @@ def deepseek_v3_config() -> DeepSeekV3Model.Config:
     )
 
 
+def gpt_oss_config() -> GptOssModel.Config:
+    """Two gpt_oss MoE blocks (biased clamped-SwiGLU experts, biased gate, sinks, a sliding
+    window on the first); no shared expert, as in gpt-oss."""
+    moe = {**MOE, "num_shared_experts": 0}
+    return GptOssModel.Config(
+        dim=64,
+        n_layers=2,
+        vocab_size=VOCAB,
+        max_seq_len=SEQ,
+        rope=GptOssRoPE.Config(theta=150000.0, rope_factor=32.0),
+        layer=GptOssTransformerBlock.Config(
+            attention=GptOssAttention.Config(
+                n_heads=4, n_kv_heads=2, head_dim=16, sliding_window_size=8
+            ),
+            feed_forward=None,
+            moe=GptOssMoE.Config(
+                score_func="softmax",
+                route_norm=True,
+                gate_bias=True,
+                score_before_experts=False,
+                **moe,
+            ),
+        ),
+    )
+
+
 # family -> (tiny model config, a flavor of the family for its ModelSpec)
 FAMILIES = {
     "qwen3": (qwen3_config, qwen3.model_registry, "debugmodel_moe"),
     "llama4": (llama4_config, llama4.model_registry, "debugmodel"),
     "deepseek_v3": (deepseek_v3_config, deepseek_v3.model_registry, "debugmodel"),
+    "gpt_oss": (gpt_oss_config, gpt_oss.model_registry, "debugmodel"),
 }
 
 
@@ -230,9 +264,10 @@ def run_scenario(
     model.to_empty(device="cpu")
     model.init_weights()  # buffers; the weights are overwritten below
     set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True))
-    experts = moe_layers(model)[0].experts
-    ep_shape = full(experts.w1).shape
-    local_shape = experts.w1.to_local().shape
+    # Every expert weight has the experts first (w1 or gpt_oss's mlp1_weight).
+    expert_weight = next(moe_layers(model)[0].experts.parameters())
+    ep_shape = full(expert_weight).shape
+    local_shape = expert_weight.to_local().shape
     assert ep_shape[0] == 8 and local_shape[0] == 8 // (dims.ep * dims.dp_shard_mod_ep), (
         f"{name}: experts not split over EP: full {ep_shape}, local {local_shape}"
     )

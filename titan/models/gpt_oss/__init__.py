@@ -28,12 +28,14 @@ def model_registry(flavor: str) -> ModelSpec:
         # Proved by tests/test_gpt_oss_*: one-process training (both config forms, bitwise),
         # activation checkpointing, Hugging Face import/export; FSDP/HSDP (also CPU-offloaded
         # and bf16), TP (heads, sinks and expert hidden units split; also under FSDP) and DDP
-        # against one process on two ranks; per-block compile (aot_eager) trains like eager.
-        # No EP plan yet; float8 is not tested for gpt_oss.
+        # against one process on two ranks; per-block compile (aot_eager) trains like eager;
+        # EP 2 (whole experts per rank) against one process on two ranks
+        # (tests/test_expert_parallel.py). float8 is not tested for gpt_oss.
         capabilities=Capabilities(
             fsdp=True,
             ddp=True,
             tp=True,
+            ep=True,
             compile=True,
             activation_checkpoint=True,
             hf_checkpoints=True,

@@ -32,6 +32,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Partial, Replicate
 
 from titan.models.common.attention_masks import MaskSpec
@@ -263,11 +264,12 @@ class GptOssGroupedExperts(nn.Module):
             local_tensor(p)
             for p in (self.mlp1_weight, self.mlp1_bias, self.mlp2_weight, self.mlp2_bias)
         )
-        if isinstance(self.mlp1_weight, DTensor):
+        mesh = hidden_split_mesh(self.mlp2_weight)
+        if mesh is not None:
             # Tensor parallel: each rank holds a slice of every expert's hidden units, so its
             # output (and its gradient for x) is a partial sum over the ranks. The output bias
             # is replicated: each rank adds its 1/tp share, and the gradient of x is summed.
-            mesh = self.mlp1_weight.device_mesh
+            # (Expert parallel's whole experts per rank compute whole outputs: nothing to sum.)
             x = with_summed_grad(x, mesh)
             b2 = ScaledInForward.apply(b2, 1.0 / mesh.size())
         # torch.compile traces _grouped_mm with a fake kernel that takes bfloat16 only.
@@ -305,6 +307,18 @@ class GptOssGroupedExperts(nn.Module):
         h = clamped_swiglu(h, limit=self.swiglu_limit)
         out = torch._grouped_mm(h, w2.transpose(-2, -1), offs=offsets) + b2[expert]
         return out.index_select(0, destinations)
+
+
+def hidden_split_mesh(mlp2_weight: torch.Tensor) -> DeviceMesh | None:
+    """The mesh over which tensor parallelism splits the experts' hidden units (a DTensor
+    ``mlp2_weight`` sharded on its last, hidden, dimension), else ``None``: a plain tensor, or
+    expert parallel's shards of the expert dimension."""
+    if not isinstance(mlp2_weight, DTensor):
+        return None
+    hidden = mlp2_weight.ndim - 1
+    if any(placement.is_shard(hidden) for placement in mlp2_weight.placements):
+        return mlp2_weight.device_mesh
+    return None
 
 
 def with_summed_grad(x: torch.Tensor, mesh: object) -> torch.Tensor:
