@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from titan.cli.validate import run
 
@@ -46,3 +47,10 @@ def codes(result: Result) -> list[str]:
 def only(items: Sequence):
     assert len(items) == 1, items
     return items[0]
+
+
+def legacy_config_count() -> int:
+    """How many files ``titan-validate legacy_configs`` checks: every job TOML there and the
+    registry module of the custom-module examples (the other Python files are extensions)."""
+    folder = Path(__file__).resolve().parents[1] / "legacy_configs"
+    return len(list(folder.rglob("*.toml"))) + len(list(folder.rglob("config_registry.py")))
