@@ -227,6 +227,30 @@ def test_parameter_count_matches_the_config():
     assert sum(p.numel() for p in module.parameters()) == config.num_params(DIM, HIDDEN)
 
 
+def built_from_garbage(**fields) -> torch.nn.Module:
+    """A MoE built on meta, given memory by ``to_empty`` (NaN here, as garbage), then
+    initialized under seed 0."""
+    config = MoE.Config(**{"num_experts": 4, "top_k": 2, **fields})
+    with torch.device("meta"):
+        module = config.build(dim=DIM, hidden_dim=HIDDEN)
+    module.to_empty(device="cpu")
+    with torch.no_grad():
+        for tensor in [*module.parameters(), *module.buffers()]:
+            tensor.fill_(float("nan"))
+    torch.manual_seed(0)
+    module.init_weights(0.02)
+    return module
+
+
+def test_init_weights_leaves_nothing_of_to_empty_memory_and_zeroes_the_gate_bias():
+    first, second = built_from_garbage(gate_bias=True), built_from_garbage(gate_bias=True)
+    assert torch.equal(first.router.gate.bias, torch.zeros(4))  # torchtitan 0.3.0's init
+    again = dict(second.named_parameters()) | dict(second.named_buffers())
+    for name, tensor in [*first.named_parameters(), *first.named_buffers()]:
+        assert torch.isfinite(tensor).all(), name
+        assert torch.equal(tensor, again[name]), name
+
+
 def test_block_builds_moe_or_feed_forward():
     block = TransformerBlock.Config(
         attention=Attention.Config(n_heads=2),

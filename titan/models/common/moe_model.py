@@ -54,8 +54,14 @@ class TokenChoiceTopKRouter(nn.Module):
         self.force_load_balance = config.force_load_balance
 
     def init_weights(self, init_std: float) -> None:
-        """The gate at the block's ``init_std`` (its bias, if any, keeps its default init)."""
+        """The gate's weight at the block's ``init_std``; its bias, if any, at zero.
+
+        torchtitan v0.2.2 leaves the bias alone, so after a meta-device build and ``to_empty``
+        it holds whatever memory it got; 0.3.0 zeroes it, and so does titan.
+        """
         nn.init.trunc_normal_(self.gate.weight, mean=0.0, std=init_std)
+        if self.gate.bias is not None:
+            nn.init.zeros_(self.gate.bias)
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """``[T, num_experts]`` float32 router scores of ``x[T, dim]``."""
