@@ -188,8 +188,16 @@ def use_causal_sdpa() -> None:
         return_aux: Any,
         kernel_options: dict,
     ) -> tuple[torch.Tensor, None]:
-        if score_mod is not None or return_aux.lse:
-            raise NotImplementedError("causal SDPA stands in for plain masked flex attention only")
+        if score_mod is not None:
+            raise ValueError(
+                "use_causal_sdpa: this model's flex attention has a score modifier, which causal "
+                "SDPA cannot apply; time it with --upstream-attention flex"
+            )
+        if return_aux.lse:
+            raise ValueError(
+                "use_causal_sdpa: this model's flex attention needs the log-sum-exp (attention "
+                "sinks), which causal SDPA does not return; time it with --upstream-attention flex"
+            )
         if checked[0] is not block_mask:
             batch, _, q_len, kv_len = block_mask.shape
             dense = create_mask(block_mask.mask_mod, batch, 1, q_len, kv_len, device=q.device)
