@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -120,6 +121,32 @@ def test_logits_match_hugging_face(tmp_path, moe, tied):
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
     if tied:
         assert model.output.weight is model.tok_embeddings.weight
+
+
+@pytest.mark.parametrize("moe", [False, True])
+def test_bfloat16_autocast_forward_warns_nothing_and_matches_hugging_face(tmp_path, moe):
+    # titan-train's one-process mixed precision: float32 weights, bfloat16 autocast. The q/k
+    # norms get bfloat16 heads from the projections; handed to rms_norm with their float32
+    # weights they warn (once a process, hence the dtype hooks as well as the filter).
+    hf = hf_model(moe=moe)
+    model = titan_from_hf(tmp_path, hf, tiny_config(moe=moe))
+    seen = []
+    for layer in model.layers.values():
+        for norm in (layer.attention.q_norm, layer.attention.k_norm):
+            norm.register_forward_pre_hook(
+                lambda norm, args: seen.append((args[0].dtype, norm.weight.dtype))
+            )
+    tokens = torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = model(tokens)
+        expected = hf(tokens).logits
+    assert seen == [(torch.float32, torch.float32)] * 4
+    assert got.dtype == expected.dtype == torch.bfloat16
+    # Both round to bfloat16 at different points (Hugging Face's norm rounds before its weight
+    # multiplies); measured: one bfloat16 ulp (3.9e-3) at logits below 1.
+    torch.testing.assert_close(got, expected, rtol=0, atol=8e-3)
 
 
 @pytest.mark.parametrize("moe", [False, True])
