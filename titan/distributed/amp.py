@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._functorch import config as functorch_config
 
 if TYPE_CHECKING:
     from titan.config.configs import TrainingConfig
@@ -44,7 +45,34 @@ def amp_context(
         return contextlib.nullcontext()
     if param_dtype == DTYPE_OF_NAME[training.dtype]:
         return contextlib.nullcontext()
-    return torch.autocast(device_type, dtype=param_dtype)
+    return ForwardAutocast(device_type, dtype=param_dtype)
+
+
+class ForwardAutocast(torch.autocast):
+    """``torch.autocast`` around a forward pass whose backward runs outside it, as titan's
+    trainer runs it (torchtitan's too), with torch.compile told so.
+
+    AOTAutograd traces a compiled region's backward along with its forward, by default under the
+    forward's autocast (``backward_pass_autocast = "same_as_forward"``), whereas the eager
+    backward runs without autocast. The two differ wherever a forward op computes in float32
+    inside autocast and its backward holds ops autocast lowers: SDPA's math path, which upcasts
+    bfloat16 to float32 (deepseek_v3's query/key heads are wider than its values, so the CPU's
+    fused kernel is out), got its backward matmuls in bfloat16 when compiled and in float32 when
+    eager. Tracing the backward without autocast gives compiled blocks eager's gradients.
+    """
+
+    def __enter__(self) -> ForwardAutocast:
+        """Enter autocast, with compiled backward graphs traced outside it."""
+        self._backward_outside = functorch_config.patch(backward_pass_autocast="off")
+        self._backward_outside.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        """Leave autocast and restore the compiler's backward setting."""
+        try:
+            return super().__exit__(*exc_info)
+        finally:
+            self._backward_outside.__exit__(*exc_info)
 
 
 def _warn_if_the_cpu_emulates(dtype: torch.dtype, *, device_type: str) -> None:
