@@ -217,6 +217,111 @@ def test_what_the_run_would_build_is_built_on_the_meta_device(capsys, empty_cwd,
     assert list(empty_cwd.iterdir()) == []
 
 
+DOCUMENT_REGISTRY = """\
+from titan.models.deepseek_v3 import model_registry as deepseek_v3_model
+from titan.models.deepseek_v3.config_registry import deepseek_v3_debugmodel
+from titan.models.llama3 import model_registry as llama3_model
+from titan.models.llama3.config_registry import llama3_debugmodel
+
+
+def llama3_documents():
+    config = llama3_debugmodel()
+    config.model_spec = llama3_model("debugmodel_flex_attn")
+    return config
+
+
+def deepseek_v3_documents_without_tokenizer():
+    config = deepseek_v3_debugmodel()
+    config.model_spec = deepseek_v3_model("debugmodel_flex_attn")
+    config.tokenizer = None
+    return config
+"""
+# The llama3 flavor whose attention masks by document, in each form.
+DOCUMENTS = {
+    "legacy": [*FORMS["legacy"], "--model.flavor", "debugmodel_flex_attn"],
+    "registry": ["--registry", "{registry}", "--config", "llama3_documents"],
+}
+HF_ASSETS_FLAG = {"legacy": "--model.hf_assets_path", "registry": "--hf_assets_path"}
+
+
+def documents_preflight(capsys, folder: Path, form: str, *args: str) -> tuple[int, str, str]:
+    """Pre-flight of llama3's block-causal debug flavor in ``form``, with ``args`` after it."""
+    registry = folder / "config_registry.py"
+    registry.write_text(DOCUMENT_REGISTRY, encoding="utf-8")
+    config = [arg.format(registry=registry) for arg in DOCUMENTS[form]]
+    return preflight(capsys, *config, *args)
+
+
+def tokenizer_without_eos(folder: Path) -> Path:
+    """A three-word Hugging Face tokenizer with no end-of-text token, in ``folder``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({"<unk>": 0, "a": 1, "b": 2}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    folder.mkdir()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_block_causal_attention_needs_the_tokenizers_eos_token(capsys, empty_cwd, form):
+    assets = tokenizer_without_eos(empty_cwd.parent / "no_eos")
+    code, out, err = documents_preflight(
+        capsys, empty_cwd.parent, form, HF_ASSETS_FLAG[form], str(assets)
+    )
+    assert (code, out) == (1, "")
+    assert (
+        "titan-train: error: block_causal attention ends each document at the EOS token, but "
+        f"the tokenizer in {assets} has no eos_token"
+    ) in err
+    assert "Traceback" not in err
+    assert list(empty_cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_block_causal_attention_passes_with_an_eos_token_or_a_tokenizer_read_elsewhere(
+    capsys, empty_cwd, form
+):
+    summary = "pre-flight passed: llama3 debugmodel_flex_attn, 1 GPU (one process)"
+    code, out, err = documents_preflight(capsys, empty_cwd.parent, form)
+    assert code == 0, err
+    assert out.startswith(summary)
+    # A tokenizer that is not on this machine is the run's to read: nothing to judge here.
+    elsewhere = str(empty_cwd.parent / "only_on_the_cluster")
+    code, out, err = documents_preflight(
+        capsys, empty_cwd.parent, form, HF_ASSETS_FLAG[form], elsewhere
+    )
+    assert code == 0, err
+    assert out.startswith(summary)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_tokenizer_larger_than_the_models_vocabulary_is_refused(capsys, empty_cwd, form):
+    from tokenizers import Tokenizer, models
+
+    assets = empty_cwd.parent / "large"
+    assets.mkdir()
+    words = {f"w{i}": i for i in range(3000)}  # the debug model has 2,048 token ids
+    Tokenizer(models.WordLevel(words, unk_token="w0")).save(str(assets / "tokenizer.json"))
+    code, out, err = preflight(capsys, *FORMS[form], HF_ASSETS_FLAG[form], str(assets))
+    assert (code, out) == (1, "")
+    assert (
+        f"titan-train: error: the tokenizer in {assets} has 3000 tokens but the model's "
+        "vocab_size is 2048"
+    ) in err
+
+
+def test_block_causal_attention_without_a_tokenizer_needs_the_models_eos_id(capsys, empty_cwd):
+    registry = empty_cwd.parent / "config_registry.py"
+    registry.write_text(DOCUMENT_REGISTRY, encoding="utf-8")
+    code, _, err = preflight(
+        capsys, "--registry", str(registry), "--config", "deepseek_v3_documents_without_tokenizer"
+    )
+    assert code == 1
+    assert "this config has no tokenizer and DeepSeekV3Model.Config no eos_id" in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("args", "wanted"),
     [

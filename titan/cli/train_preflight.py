@@ -8,16 +8,19 @@ What is checked, in the order a real run meets it:
 2. the family's capability record (``ModelSpec.refusals``) for every other feature;
 3. the parallel layout: ``ParallelDims`` for N processes, the expert-parallel rule included,
    and the family's functions the run imports (loss, TP plan, MoE hook, HF adapter);
-4. the model built on the meta device with its converters, so a shape that does not build, or
-   a converter that cannot run here, is found;
-5. the combinations the generic parallelization refuses before it touches the model (tensor
+4. the tokenizer, when its files are here: its vocabulary fits the model's;
+5. the model built on the meta device with its converters, so a shape that does not build, or
+   a converter that cannot run here, is found, and the EOS id that per-document
+   (``block_causal``) attention ends documents at: the tokenizer's, else the model config's;
+6. the combinations the generic parallelization refuses before it touches the model (tensor
    parallel vs heads and sequence length, DDP with TP, CPU offload without FSDP, async TP).
 
 Checks that depend on the hardware (float8's GPU, async tensor parallel's CUDA) judge this
 machine, as a run here would: run pre-flight where the job will run to have them judged there.
 
 Nothing is started or written: no process group, no device mesh, no dump folder, no lock, no
-log file. The dataset and tokenizer files are not read (they may exist only where the job runs).
+log file. The dataset is not read, and the tokenizer only when its files are on this machine
+(they may exist only where the job runs; then its checks are left to the run).
 A pass prints one line on stdout, e.g. ``pre-flight passed: qwen3 32B, 8 GPUs (FSDP 8),
 32.8B parameters``, and exits 0; a finding or refusal prints the message a run would print and
 exits 1; a malformed command line exits 2.
@@ -150,7 +153,12 @@ def _check_run(config: Any, *, ngpu: int) -> str:
     from titan.distributed.parallel_dims import ParallelDims
     from titan.distributed.parallelize import _refuse_unrunnable
     from titan.distributed.process_group import default_device_type
-    from titan.training.setup import _degrees
+    from titan.training.setup import (
+        _degrees,
+        _document_eos_id,
+        _hf_assets_path,
+        _model_config,
+    )
     from titan.training.weights import DTYPES, default_dtype
 
     spec = config.model_spec
@@ -164,10 +172,15 @@ def _check_run(config: Any, *, ngpu: int) -> str:
     named = [f for f in ("post_optimizer_build_fn", "state_dict_adapter") if getattr(spec, f)]
     for field in needed + named:
         spec.resolve(field)
-    model_config = spec.model
-    model_config.update_from_config(trainer_config=config)
+    hf_assets_path = _hf_assets_path(config.hf_assets_path)
+    tokenizer = _tokenizer_if_here(config, hf_assets_path=hf_assets_path)
+    model_config = _model_config(config, tokenizer)
     with torch.device("meta"), default_dtype(DTYPES[config.training.dtype]):
         model = model_config.build()
+    if tokenizer is not None or config.tokenizer is None:
+        _document_eos_id(
+            model, tokenizer=tokenizer, model_config=model_config, hf_assets_path=hf_assets_path
+        )
     compile_model = config.compile.enable and "model" in config.compile.components
     converters = config.model_converters.build(
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
@@ -190,6 +203,18 @@ def _check_run(config: Any, *, ngpu: int) -> str:
         f"{spec.name} {spec.flavor}, {gpus} ({_degrees(parallel_dims)}), "
         f"{_amount(parameters)} parameters"
     )
+
+
+def _tokenizer_if_here(config: Any, *, hf_assets_path: str) -> Any:
+    """The run's tokenizer when the config has one and its files are on this machine, else None."""
+    from titan.components.tokenizer import TokenizerNotFoundError
+
+    if config.tokenizer is None:
+        return None
+    try:
+        return config.tokenizer.build(tokenizer_path=hf_assets_path)
+    except TokenizerNotFoundError:
+        return None  # read where the job runs, which may be the only place it exists
 
 
 def _amount(count: int) -> str:
