@@ -90,6 +90,9 @@ def test_group_limited_routing_keeps_the_best_groups():
         ({"num_expert_groups": 2}, "num_limited_groups must be set"),
         ({"num_expert_groups": 3, "num_limited_groups": 1}, "not divisible"),
         ({"num_expert_groups": 4, "num_limited_groups": 1}, "at least 2 experts per group"),
+        ({"num_expert_groups": 2, "num_limited_groups": 3}, r"between 1 and .*num_expert_groups"),
+        ({"num_expert_groups": 2, "num_limited_groups": 0}, r"between 1 and .*num_expert_groups"),
+        ({"num_expert_groups": 2, "num_limited_groups": 1, "top_k": 3}, "more than the 2 experts"),
     ],
 )
 def test_bad_expert_groups_are_refused(fields, message):

@@ -122,11 +122,24 @@ def check_expert_groups(config: moe_config.MoE.Config) -> None:
             f"moe.num_experts ({config.num_experts}) is not divisible by "
             f"moe.num_expert_groups ({groups})"
         )
-    if config.num_experts // groups < 2:
+    per_group = config.num_experts // groups
+    if per_group < 2:
         raise ValueError(
             f"group-limited routing needs at least 2 experts per group, got "
-            f"{config.num_experts // groups} (num_experts {config.num_experts} / "
+            f"{per_group} (num_experts {config.num_experts} / "
             f"num_expert_groups {groups})"
+        )
+    # Beyond these, torch.topk fails at the first forward or picks experts masked to -inf.
+    limited = config.num_limited_groups
+    if not 1 <= limited <= groups:
+        raise ValueError(
+            f"moe.num_limited_groups ({limited}) must be between 1 and "
+            f"moe.num_expert_groups ({groups})"
+        )
+    if config.top_k > limited * per_group:
+        raise ValueError(
+            f"moe.top_k ({config.top_k}) is more than the {limited * per_group} experts that "
+            f"moe.num_limited_groups ({limited}) groups of {per_group} hold"
         )
 
 
