@@ -23,6 +23,7 @@ from titan.models.common.model import (
     OUTPUT_CUTOFF_STDS,
     Decoder,
     RoPE,
+    TransformerBlock,
     apply_rotary_emb,
     attention_mask_spec,
     block_init_std,
@@ -184,8 +185,11 @@ def local_heads(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-class DeepSeekV3TransformerBlock(nn.Module):
-    """Pre-norm block of MLA attention, then the dense SwiGLU (leading layers) or the MoE."""
+class DeepSeekV3TransformerBlock(TransformerBlock):
+    """Pre-norm block of MLA attention, then the dense SwiGLU (leading layers) or the MoE.
+
+    ``init_weights`` and ``forward`` are the shared block's.
+    """
 
     Config = model_config.DeepSeekV3TransformerBlock.Config
 
@@ -199,7 +203,10 @@ class DeepSeekV3TransformerBlock(nn.Module):
         norm_eps: float,
         softmax_scale: float,
     ):
-        super().__init__()
+        # Not TransformerBlock.__init__: MLA needs the norm eps and the (YaRN-scaled) softmax
+        # scale, and the submodules keep deepseek's registration order (attention, norms, then
+        # the feed-forward), which orders the parameters, and so the gradient norm's sum.
+        nn.Module.__init__(self)
         self.layer_id = layer_id
         self.attention = config.attention.build(
             dim=dim, norm_eps=norm_eps, softmax_scale=softmax_scale
@@ -215,29 +222,6 @@ class DeepSeekV3TransformerBlock(nn.Module):
         else:
             self.feed_forward = config.feed_forward.build(dim=dim)
         self.weight_init_std = block_init_std(config.init_std, layer_id=layer_id, n_layers=n_layers)
-
-    def init_weights(self, buffer_device: torch.device | str | None = None) -> None:
-        """Reset the norms and initialize attention and the feed-forward or MoE."""
-        for norm in (self.attention_norm, self.ffn_norm):
-            norm.reset_parameters()
-        self.attention.init_weights(self.weight_init_std)
-        if self.moe_enabled:
-            self.moe.init_weights(self.weight_init_std, buffer_device=buffer_device)
-        else:
-            self.feed_forward.init_weights(self.weight_init_std)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        freqs_cis: torch.Tensor,
-        *,
-        attention_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Run the block over ``x`` of shape ``[bs, seq, dim]`` (``attention_mask``: this
-        batch's mask for its attention, None for plain causal)."""
-        h = x + self.attention(self.attention_norm(x), freqs_cis, attention_mask=attention_mask)
-        ffn = self.moe if self.moe_enabled else self.feed_forward
-        return h + ffn(self.ffn_norm(h))
 
 
 class DeepSeekV3Model(Decoder):
