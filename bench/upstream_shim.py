@@ -80,36 +80,43 @@ class _CpuDeviceModule(types.ModuleType):
     """``torch.cpu`` with the calls 0.3.0 makes on its device module that torch.cpu lacks."""
 
     def __getattr__(self, name: str) -> Any:
+        """Everything else is torch.cpu's."""
         return getattr(torch.cpu, name)
 
     def current_device(self) -> int:
+        """Device index 0."""
         # torch.cpu answers "cpu"; 0.3.0 builds torch.device(device_type, index) from it.
         return 0
 
     def get_device_name(self, device: Any = None) -> str:
+        """``"cpu"``."""
         return "cpu"
 
     def get_device_properties(self, device: Any = None) -> Any:
+        """The name and the machine's physical memory, the two properties 0.3.0 reads."""
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         return types.SimpleNamespace(name="cpu", total_memory=memory)
 
     def memory_stats(self, device: Any = None) -> dict[str, int]:
+        """No statistics."""
         return {}  # no allocator statistics on CPU: 0.3.0 then logs its "-1" (unknown) values
 
     def reset_peak_memory_stats(self, device: Any = None) -> None:
-        pass
+        """Nothing to reset."""
 
     def empty_cache(self) -> None:
-        pass
+        """No cache to empty."""
 
 
 def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
 def _one_process_world() -> None:
+    """torchrun's variables for a world of one; refuse a launcher's larger world."""
     if os.environ.get("WORLD_SIZE", "1") != "1":
         raise RuntimeError(
             f"the upstream CPU shim trains one process; WORLD_SIZE={os.environ['WORLD_SIZE']}"
@@ -128,6 +135,7 @@ def _one_process_world() -> None:
 
 
 def _cpu_device() -> None:
+    """Point 0.3.0's device type and module at the CPU, wherever it copied them."""
     import torchtitan.tools.utils as utils
 
     before = utils.device_type
@@ -143,12 +151,14 @@ def _cpu_device() -> None:
 
 
 def _eager_flex_attention() -> None:
+    """Run flex attention and its block masks eagerly, CPU inputs with gradients allowed."""
     import torch.nn.attention.flex_attention as flex
     from torchtitan.models.common import attention, decoder
 
     refuse = flex._validate_device
 
     def validate_device(query: Any, key: Any, value: Any) -> None:
+        """torch's device check, skipped for CPU inputs (the eager path differentiates them)."""
         if query.device.type != "cpu":
             refuse(query, key, value)
 
@@ -188,6 +198,7 @@ def use_causal_sdpa() -> None:
         return_aux: Any,
         kernel_options: dict,
     ) -> tuple[torch.Tensor, None]:
+        """0.3.0's flex call as causal SDPA, after checking it asks for nothing else."""
         if score_mod is not None:
             raise ValueError(
                 "use_causal_sdpa: this model's flex attention has a score modifier, which causal "
@@ -214,6 +225,7 @@ def use_causal_sdpa() -> None:
 
 
 def _no_timeout_change() -> None:
+    """Make 0.3.0's after-first-step process-group timeout change a no-op."""
     import torchtitan.distributed.utils as dist_utils
 
     def set_pg_timeouts(timeout: Any, parallel_dims: Any) -> None:
@@ -223,10 +235,12 @@ def _no_timeout_change() -> None:
 
 
 def _titan_test_data() -> None:
+    """Point 0.3.0's ``c4_test`` dataset at titan's copy of its training documents."""
     from datasets import load_dataset
     from torchtitan.hf_datasets import text_datasets
 
     def load_train_file(path: str) -> Any:
+        """The JSON-lines file as a dataset's train split."""
         return load_dataset("json", data_files=path, split="train")
 
     text_datasets.DATASETS["c4_test"] = dataclasses.replace(
@@ -270,9 +284,11 @@ class FixedBatches:
     """
 
     def __init__(self, batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Keep ``batches`` to feed in order."""
         self.batches = list(batches)
 
     def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], torch.Tensor]]:
+        """Each batch as 0.3.0's loader yields one: inputs with positions, then labels."""
         for inputs, labels in self.batches:
             positions = torch.arange(inputs.shape[1]).expand_as(inputs).contiguous()
             yield {"input": inputs.long(), "positions": positions}, labels.long()
@@ -285,6 +301,7 @@ class Run:
     losses: list[float]
     """The loss 0.3.0 logged after each step (``global_avg_loss``), in step order."""
     grad_norms: list[float]
+    """The gradient norm 0.3.0 logged after each step, in step order."""
     step_seconds: list[float]
     """Wall time of each step, up to its loss being logged."""
     step_cpu_seconds: list[float]
@@ -297,6 +314,7 @@ class Run:
 
 
 def _intervals(start: float, marks: list[float]) -> list[float]:
+    """The time from ``start`` to the first mark, then between consecutive marks."""
     return [b - a for a, b in zip([start, *marks[:-1]], marks, strict=True)]
 
 
@@ -354,7 +372,9 @@ def load_hf_weights(trainer: Any, folder: str | os.PathLike[str]) -> None:
     missing = sorted(set(current) - set(loaded) - buffers)
     unexpected = sorted(set(loaded) - set(current))
     if missing or unexpected:
-        raise KeyError(f"{folder} does not match the model: missing {missing}, extra {unexpected}")
+        raise ValueError(
+            f"{folder} does not match the model: missing {missing}, extra {unexpected}"
+        )
     state = {}
     for key, value in loaded.items():
         like = current[key]
@@ -364,7 +384,7 @@ def load_hf_weights(trainer: Any, folder: str | os.PathLike[str]) -> None:
         state[key] = value
     result = model.load_state_dict(state, strict=False)
     if result.unexpected_keys or set(result.missing_keys) - buffers:
-        raise KeyError(f"{folder} did not load into the model: {result}")
+        raise ValueError(f"{folder} did not load into the model: {result}")
 
 
 def train(
@@ -420,6 +440,7 @@ def train(
             *args: Any,
             **kwargs: Any,
         ) -> Any:
+            """0.3.0's metrics log, after noting the step's loss, gradient norm and times."""
             logged_at.append(time.perf_counter())
             cpu_at.append(time.process_time())
             losses.append(float(global_avg_loss))
