@@ -27,14 +27,15 @@ def model_registry(flavor: str) -> ModelSpec:
         # Proven by tests/test_deepseek_v3_*.py: one process, FSDP2/HSDP/DDP and TP over 2 ranks
         # (the gradients of one process), float8 linears (emulated), activation checkpointing,
         # Hugging Face import/export; EP (experts split over the FSDP ranks) matches one process
-        # on 2 ranks (tests/test_expert_parallel.py). No expert TP; compile fails in the shared
-        # grouped experts.
+        # on 2 ranks (tests/test_expert_parallel.py); compiled blocks train with eager's losses
+        # (tests/test_deepseek_v3_compile.py). No expert TP.
         capabilities=Capabilities(
             fsdp=True,
             ddp=True,
             tp=True,
             ep=True,
             float8=True,
+            compile=True,
             activation_checkpoint=True,
             hf_checkpoints=True,
         ),
