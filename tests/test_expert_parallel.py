@@ -3,12 +3,13 @@ under torchrun on gloo, MoE models whose experts are split over ranks training l
 
 The fast tests build no process group. The slow ones launch real processes: the tiny MoE of each
 family against one process (``dist_scripts/expert_parallel_check.py``: losses, gradients,
-weights after AdamW, and the load-balancing bias bitwise), then ``titan-train`` itself on the
-qwen3 MoE debug model (EP against FSDP alone, and a bitwise resume under EP).
+weights after AdamW, and the load-balancing bias bitwise), then ``titan-train`` itself on a
+small qwen3 MoE (EP against FSDP alone, and a bitwise resume under EP).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import sys
 import pytest
 
 from schemas.rules import expert_layout_problem
-from tests.training_runs import REPO, SEED, SMALL, child_env, loss_bits, titan_train
+from tests.training_runs import REPO, SEED, Run, child_env, loss_bits, titan_train
 from titan.cli import validate
 from titan.config.configs import ParallelismConfig
 from titan.distributed.parallel_dims import ParallelDims
@@ -97,11 +98,6 @@ def test_a_layout_that_cannot_be_formed_fails_with_the_validators_rule(world_siz
     )
 
 
-def test_ep_with_tp_is_refused_with_a_hint():
-    with pytest.raises(ValueError, match=r"expert parallel \(2\) with tensor parallel \(2\)"):
-        dims(4, expert_parallel_degree=2, tensor_parallel_degree=2)
-
-
 @pytest.mark.parametrize("ep", ["3", "8"])
 def test_titan_validate_reports_the_same_layouts_in_both_forms(ep, tmp_path):
     problem = expert_layout_problem(ep=int(ep), etp=1, tp=1, cp=1, dp_shard=4)
@@ -158,41 +154,6 @@ def test_ep_with_fsdp_of_the_experts_and_hsdp_on_four_ranks():
         assert f"OK qwen3 {scenario}:" in out
 
 
-FP32 = ["--training.mixed_precision_param", "float32"]
-
-
-@pytest.mark.slow
-def test_titan_train_ep2_matches_fsdp2(tmp_path):
-    """qwen3 debugmodel_moe, 3 steps on 2 processes reading the same batches, with and without
-    EP: in float32 the losses agree to 1e-5 relative (not bitwise: the experts' gradients are
-    summed over the ranks in another order) and the expert biases saved at the end are equal.
-
-    (One process reads other batches, since the loader deals documents out to data-parallel
-    ranks; the comparison with one process on one batch is the dist-script tests' above.)
-    """
-    import torch
-
-    from tests.test_qwen3_train import dcp_tensors
-
-    args = ["--config", "qwen3_moe_debug", *SMALL, *SEED, *FP32, "--training.steps", "3"]
-    args += ["--checkpoint.enable", "--checkpoint.interval", "3"]
-    fsdp = titan_train(args, dump_folder=tmp_path / "fsdp", legacy=False, nproc=2).check()
-    ep = titan_train(
-        [*args, "--parallelism.expert_parallel_degree", "2"],
-        dump_folder=tmp_path / "ep",
-        legacy=False,
-        nproc=2,
-    ).check()
-    assert "(FSDP 2, EP 2)" in ep.stderr and "(FSDP 2)" in fsdp.stderr
-    assert len(ep.losses) == 3
-    assert ep.losses == pytest.approx(fsdp.losses, rel=1e-5)
-    saved = [dcp_tensors(run.dump_folder / "checkpoint" / "step-3") for run in (fsdp, ep)]
-    biases = [key for key in saved[0] if key.endswith("moe.expert_bias")]
-    assert len(biases) == 8
-    assert all(torch.equal(saved[0][key], saved[1][key]) for key in biases)
-    assert all(saved[1][key].abs().sum() > 0 for key in biases)
-
-
 SMALL_MOE = """
 from titan.models.qwen3.config_registry import qwen3_moe_debug
 
@@ -204,33 +165,83 @@ def small_moe():
     model.n_layers = 2
     model.layer.moe.num_experts = 8
     model.layer.moe.top_k = 2
+    model.layer.moe.hidden_dim = 128
     return config
 """
 
 
+@dataclasses.dataclass
+class EpRuns:
+    """titan-train on the small qwen3 MoE, 2 processes reading the same batches, 4 steps with a
+    checkpoint every 2: under FSDP alone, under EP 2, and under EP 2 resumed from the EP run's
+    step-2 checkpoint."""
+
+    fsdp: Run
+    ep: Run
+    resumed: Run
+
+
+@pytest.fixture(scope="module")
+def ep_runs(tmp_path_factory) -> EpRuns:
+    """The three runs, shared by the tests that compare them (each launch takes seconds of
+    torchrun start-up alone)."""
+    folder = tmp_path_factory.mktemp("ep_runs")
+    registry = folder / "config_registry.py"
+    registry.write_text(SMALL_MOE, encoding="utf-8")
+    args = ["--registry", str(registry), "--config", "small_moe", *SEED]
+    args += ["--training.seq_len", "32", "--training.local_batch_size", "2"]
+    args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
+    args += ["--checkpoint.keep_latest_k", "0"]
+    ep = [*args, "--parallelism.expert_parallel_degree", "2"]
+    fsdp_run = titan_train(args, dump_folder=folder / "fsdp", legacy=False, nproc=2).check()
+    ep_run = titan_train(ep, dump_folder=folder / "ep", legacy=False, nproc=2).check()
+    # A run that finds only the EP run's step-2 checkpoint resumes from it.
+    (folder / "resumed" / "checkpoint").mkdir(parents=True)
+    shutil.copytree(
+        folder / "ep" / "checkpoint" / "step-2", folder / "resumed" / "checkpoint" / "step-2"
+    )
+    resumed = titan_train(ep, dump_folder=folder / "resumed", legacy=False, nproc=2).check()
+    return EpRuns(fsdp=fsdp_run, ep=ep_run, resumed=resumed)
+
+
 @pytest.mark.slow
-def test_ep_resume_is_bitwise(tmp_path):
-    """A run under EP resumed from its step-2 checkpoint ends bit for bit where the straight run
+def test_titan_train_ep2_matches_fsdp2(ep_runs):
+    """The small qwen3 MoE (2 layers of 8 experts, top 2) on 2 processes reading the same batches,
+    with and without EP: in float32 the losses agree to 1e-5 relative (not bitwise: the experts'
+    gradients are summed over the ranks in another order) and the expert biases saved at the end
+    are equal.
+
+    (One process reads other batches, since the loader deals documents out to data-parallel
+    ranks; the comparison with one process on one batch is the dist-script tests' above.)
+    """
+    import torch
+
+    from tests.test_qwen3_train import dcp_tensors
+
+    fsdp, ep = ep_runs.fsdp, ep_runs.ep
+    assert "(FSDP 2, EP 2)" in ep.stderr and "(FSDP 2)" in fsdp.stderr
+    assert len(ep.losses) == 4
+    assert ep.losses == pytest.approx(fsdp.losses, rel=1e-5)
+    saved = [dcp_tensors(run.dump_folder / "checkpoint" / "step-4") for run in (fsdp, ep)]
+    biases = [key for key in saved[0] if key.endswith("moe.expert_bias")]
+    assert len(biases) == 2
+    assert all(torch.equal(saved[0][key], saved[1][key]) for key in biases)
+    assert all(saved[1][key].abs().sum() > 0 for key in biases)
+
+
+@pytest.mark.slow
+def test_ep_resume_is_bitwise(ep_runs):
+    """The run under EP resumed from its step-2 checkpoint ends bit for bit where the straight run
     does: losses, and every saved tensor (the EP-sharded experts, saved whole, and the biases)."""
     import torch
 
     from tests.test_qwen3_train import dcp_tensors
 
-    registry = tmp_path / "config_registry.py"
-    registry.write_text(SMALL_MOE, encoding="utf-8")
-    args = ["--registry", str(registry), "--config", "small_moe", *SMALL, *SEED]
-    args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
-    args += ["--checkpoint.keep_latest_k", "0", "--parallelism.expert_parallel_degree", "2"]
-    straight = titan_train(args, dump_folder=tmp_path / "a", legacy=False, nproc=2).check()
-    (tmp_path / "b" / "checkpoint").mkdir(parents=True)
-    shutil.copytree(
-        tmp_path / "a" / "checkpoint" / "step-2", tmp_path / "b" / "checkpoint" / "step-2"
-    )
-    resumed = titan_train(args, dump_folder=tmp_path / "b", legacy=False, nproc=2).check()
+    straight, resumed = ep_runs.ep, ep_runs.resumed
     assert resumed.metrics[0]["step"] == 2
     assert loss_bits(resumed.losses) == loss_bits(straight.losses[2:])
-    final_a = dcp_tensors(tmp_path / "a" / "checkpoint" / "step-4")
-    final_b = dcp_tensors(tmp_path / "b" / "checkpoint" / "step-4")
+    final_a = dcp_tensors(straight.dump_folder / "checkpoint" / "step-4")
+    final_b = dcp_tensors(resumed.dump_folder / "checkpoint" / "step-4")
     assert final_a.keys() == final_b.keys()
     assert [key for key in final_a if not torch.equal(final_a[key], final_b[key])] == []
     experts = [key for key in final_a if key.endswith("moe.experts.w1")]

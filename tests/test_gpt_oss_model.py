@@ -436,7 +436,13 @@ def test_tp_plan_refuses_an_moe_it_cannot_split_before_touching_the_model(change
     with torch.device("meta"):
         model = config.build()
     with pytest.raises(ValueError, match=message):
-        parallelize_gpt_oss(model, tp_mesh=_TwoRanks(), loss_parallel=True, float8_enabled=False)
+        parallelize_gpt_oss(
+            model,
+            tp_mesh=_TwoRanks(),
+            loss_parallel=True,
+            float8_enabled=False,
+            ep_borrows_tp=False,
+        )
 
 
 def test_grouped_gemm_experts_match_the_loop():

@@ -30,7 +30,8 @@ FLAT_DP_NAME = "dp"
 # What each name ``ParallelDims.mesh`` accepts stands for. Without context parallel, torchtitan's
 # cp-folded names ("dp_shard_cp", "dp_cp") are their plain data-parallel counterparts. "dp_shard"
 # is one dimension without EP and the two EP halves of it with EP; "ep" is the borrowed half (and
-# tp when the experts are not TP-sharded); "efsdp" shards the experts with FSDP.
+# tp when the experts are not TP-sharded); "efsdp" shards the experts with FSDP. "dp_tp" (titan's)
+# holds every rank that routes its own tokens when expert parallel takes the TP ranks.
 MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "dp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
     "dp_cp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
@@ -40,6 +41,7 @@ MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "tp": ("tp",),
     "ep": ("dp_shard_in_ep", "tp"),
     "efsdp": ("dp_shard_mod_ep",),
+    "dp_tp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp"),
     "dp_shard_mod_ep": ("dp_shard_mod_ep",),
     "dp_shard_in_ep": ("dp_shard_in_ep",),
 }
@@ -157,6 +159,12 @@ class ParallelDims:
         return self.ep_enabled and self.etp > 1
 
     @property
+    def ep_borrows_tp(self) -> bool:
+        """Whether the EP groups hold the TP ranks (``etp = 1`` with TP): each TP rank then routes
+        its own sequence slice to the experts instead of every rank the same tokens."""
+        return self.ep_enabled and self.tp_enabled and self.etp == 1
+
+    @property
     def dp_shard_in_ep(self) -> int:
         """The part of dp_shard that expert parallel borrows (1 without EP)."""
         if not self.ep_enabled:
@@ -213,10 +221,13 @@ class ParallelDims:
     @property
     def fsdp_mesh_dim_names(self) -> tuple[str, ...]:
         """Mesh dimensions ``fully_shard`` takes: both for HSDP, the shard one alone for FSDP
-        (with EP, "dp_shard" is the flattened dimension :meth:`build_mesh` makes)."""
+        (with EP, "dp_shard" is the flattened dimension :meth:`build_mesh` makes, or the one half
+        of it that is not of size 1 when EP takes the TP ranks)."""
+        shard_dims = self._present_dims("dp_shard")
+        shard = shard_dims[0] if len(shard_dims) == 1 else "dp_shard"
         if self.dp_replicate_enabled:
-            return ("dp_replicate", "dp_shard")
-        return ("dp_shard",)
+            return ("dp_replicate", shard)
+        return (shard,)
 
     @property
     def expert_fsdp_mesh_dim_names(self) -> tuple[str, ...]:
@@ -245,7 +256,8 @@ class ParallelDims:
 
         Also builds the flattened dimensions the run uses, so that every rank creates their
         process groups in the same order: "dp" when both data-parallel dimensions are > 1, and
-        with EP "dp_shard" (the dense FSDP dimension) and "ep" when they span several dimensions.
+        with EP "dp_shard" (the dense FSDP dimension) and "ep" when they span several dimensions,
+        and "dp_tp" when EP takes the TP ranks.
         """
         if self.world_size == 1:
             return None
@@ -256,7 +268,7 @@ class ParallelDims:
         world_mesh = init_device_mesh(
             device_type, tuple(degrees[name] for name in names), mesh_dim_names=names
         )
-        for name in ("dp_shard", "dp", "ep"):
+        for name in ("dp_shard", "dp", "ep", *(("dp_tp",) if self.ep_borrows_tp else ())):
             self.mesh(world_mesh, name)
         return world_mesh
 
@@ -294,29 +306,30 @@ class ParallelDims:
 
 
 def _flat_name(dims: tuple[str, ...]) -> str:
-    """The name of the flattened mesh over ``dims``: data parallel with replicas, the expert
-    group when tp is folded in, else the (EP-split) shard dimension."""
+    """The name of the flattened mesh over ``dims``: data parallel with tp ("dp_tp"), the expert
+    group when tp is folded in ("ep"), data parallel with replicas ("dp"), else the (EP-split)
+    shard dimension."""
+    if "tp" in dims:
+        return "dp_tp" if set(dims) - {"dp_shard_in_ep", "tp"} else "ep"
     if "dp_replicate" in dims:
         return FLAT_DP_NAME
-    if "tp" in dims:
-        return "ep"
     return "dp_shard"
 
 
 def _check_expert_layout(*, ep: int, etp: int, tp: int, dp_shard: int) -> None:
     """Raise ``ValueError`` when expert parallel cannot be laid out on these degrees, with the
-    rule titan-validate reports, or runs with tensor parallel (not in titan-train yet)."""
+    rule titan-validate reports, or shards each expert over the TP ranks (expert tensor parallel,
+    not in titan-train yet)."""
     problem = expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=1, dp_shard=dp_shard)
     if problem is not None:
         fact, message, hint = problem
         raise ValueError(f"parallelism.{_EXPERT_FIELDS[fact]}: {message}; hint: {hint}")
-    if tp > 1:
+    if etp > 1:
         raise ValueError(
-            f"expert parallel ({ep}) with tensor parallel ({tp}) is not supported by titan-train "
-            "yet: the experts' token exchange does not split the tokens tensor-parallel ranks "
-            "share (expert_tensor_parallel_degree = 1) nor shard each expert over them "
-            "(= tensor_parallel_degree); hint: set tensor_parallel_degree = 1 and let EP borrow "
-            "from data_parallel_shard_degree"
+            f"parallelism.expert_tensor_parallel_degree ({etp}): expert tensor parallel (each "
+            "expert's hidden units split over the TP ranks) is not supported by titan-train yet; "
+            "hint: set expert_tensor_parallel_degree = 1, so that expert parallel takes the TP "
+            "ranks too (each TP rank sends its own tokens to the experts)"
         )
 
 

@@ -82,6 +82,7 @@ def parallelize_model(
             tp_mesh=tp_mesh,
             loss_parallel=parallel_dims.loss_parallel_enabled,
             float8_enabled=float8_enabled,
+            ep_borrows_tp=parallel_dims.ep_borrows_tp,
         )
         if parallelism.enable_async_tensor_parallel:
             _enable_async_tp(tp_mesh)

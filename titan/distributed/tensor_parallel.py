@@ -6,12 +6,22 @@ gathers them before attention and the feed-forward and reduce-scatters after. A 
 :func:`attention_plan` and :func:`feed_forward_plan` (or :func:`replicated_moe_plan`) plus whatever
 its own modules need.
 
-MoE layers run *replicated* across the TP ranks (:func:`replicated_moe_plan`): each gathers the
-whole sequence, routes it, runs the router, every expert and the shared expert on all of it, and
-keeps its own sequence slice of the output; their parameters become replicated DTensors, so
-clipping, optimizers and FSDP see one kind of parameter. This spends the TP ranks' compute on
-duplicate expert work instead of sharding the experts' hidden dimension as torchtitan's
-``apply_moe_ep_tp`` does; the math stays exactly the one-process math.
+A family's plan picks the MoE layers' plan with :func:`moe_plan`:
+
+- TP alone: MoE layers run *replicated* across the TP ranks (:func:`replicated_moe_plan`): each
+  gathers the whole sequence, routes it, runs the router, every expert and the shared expert on
+  all of it, and keeps its own sequence slice of the output; their parameters become replicated
+  DTensors, so clipping, optimizers and FSDP see one kind of parameter. This spends the TP ranks'
+  compute on duplicate expert work instead of sharding the experts' hidden dimension as
+  torchtitan's ``apply_moe_ep_tp`` does; the math stays exactly the one-process math.
+- Expert parallel over the TP ranks too (``expert_tensor_parallel_degree = 1``, so EP borrows TP):
+  nothing is gathered (:func:`token_split_moe_plan`). Each TP rank routes only its own sequence
+  slice and sends those tokens to their experts over the EP group, which holds the TP ranks; the
+  router's gate and the shared experts are replicated parameters applied to different tokens on
+  each rank, so their gradients are summed over the TP ranks (DTensor's ``Partial``), as the
+  sequence-parallel norms' are. torchtitan gathers the sequence and splits the flattened tokens
+  instead (``ReordererSequenceParallel``), then reduce-scatters the output: same math, one
+  all-gather and one reduce-scatter more per MoE layer.
 """
 
 from __future__ import annotations
@@ -157,9 +167,40 @@ def _local_output(module: nn.Module, output: Any, device_mesh: DeviceMesh) -> An
     return output.to_local() if isinstance(output, DTensor) else output
 
 
+def moe_plan(moe: nn.Module, *, ep_borrows_tp: bool) -> dict[str, ParallelStyle]:
+    """The TP plan of a block's MoE ``moe`` (at ``moe``): :func:`token_split_moe_plan` when
+    expert parallel takes the TP ranks (``ep_borrows_tp``), else :func:`replicated_moe_plan`."""
+    if ep_borrows_tp:
+        return token_split_moe_plan(moe)
+    return replicated_moe_plan(moe)
+
+
+def token_split_moe_plan(moe: nn.Module) -> dict[str, ParallelStyle]:
+    """The plan of a block's MoE ``moe`` (at ``moe``) whose routed experts are split over an EP
+    group that holds the TP ranks: each rank runs the MoE on its own sequence slice (the block's
+    sequence-parallel input as it is), with the gate and the shared experts as replicated
+    parameters whose gradients sum over the TP ranks. The experts themselves are left to
+    expert parallel (``titan.distributed.expert_parallel``)."""
+    plan: dict[str, ParallelStyle] = {
+        "moe": PrepareModuleInput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Shard(1),), use_local_output=True
+        ),
+        # The router sees the slice's tokens flattened to [tokens, dim].
+        "moe.router.gate": SequenceParallel(sequence_dim=0, use_local_output=True),
+    }
+    if moe.shared_experts is not None:
+        # SwiGLU on the slice's flattened tokens: w1 and w3 hand w2 DTensors, w2 returns the
+        # plain slice.
+        for name in ("w1", "w3"):
+            plan[f"moe.shared_experts.{name}"] = SequenceParallel(sequence_dim=0)
+        plan["moe.shared_experts.w2"] = SequenceParallel(sequence_dim=0, use_local_output=True)
+    return plan
+
+
 def replicated_moe_plan(moe: nn.Module) -> dict[str, ParallelStyle]:
-    """The plan of a block's shared MoE ``moe`` (at ``moe``) run whole on every TP rank: input gathered from
-    the sequence shards, output cut back to this rank's sequence slice, parameters replicated."""
+    """The plan of a block's MoE ``moe`` (at ``moe``) run whole on every TP rank: input gathered
+    from the sequence shards, output cut back to this rank's sequence slice, parameters
+    replicated."""
     plan: dict[str, ParallelStyle] = {
         "moe": PrepareModuleInputOutput(
             input_layouts=(Shard(1),),

@@ -258,8 +258,9 @@ class ModelSpec:
     build_loss_fn: str | None = None
     """Import path of the loss builder."""
     parallelize_fn: str | None = None
-    """Import path of the family's TP/EP plan:
-    ``(model, *, tp_mesh, loss_parallel, float8_enabled) -> None``."""
+    """Import path of the family's TP plan:
+    ``(model, *, tp_mesh, loss_parallel, float8_enabled, ep_borrows_tp) -> None``
+    (``ep_borrows_tp``: expert parallel's groups hold the TP ranks; see ``ParallelDims``)."""
     pipelining_fn: str | None = None
     """Import path of the pipeline-splitting function; ``None`` when not supported."""
     post_optimizer_build_fn: str | None = None

@@ -2,7 +2,8 @@
 
 Each MoE layer counts, in its ``tokens_per_expert`` buffer, the tokens every expert received
 during the forward passes since the last optimizer step. Once per optimizer step this module sums
-the counts over the data-parallel ranks and moves each layer's ``expert_bias`` by
+the counts over the ranks that routed different tokens (the data-parallel ones, and the TP ones
+too when expert parallel takes them) and moves each layer's ``expert_bias`` by
 ``load_balance_coeff`` toward the experts that got fewer tokens than average (torchtitan v0.2.2's
 rule: ``delta = coeff * sign(mean - counts)``, centred to mean zero), then zeroes the counts.
 
@@ -25,8 +26,10 @@ from torch import nn
 from titan.distributed.parallel_dims import ParallelDims
 
 # Ranks that see different tokens and so must pool their counts: the data-parallel ones
-# (tensor-parallel ranks route the same, replicated tokens).
+# (tensor-parallel ranks route the same, replicated tokens), and the tensor-parallel ones too when
+# expert parallel takes them (each routes its own sequence slice).
 BALANCE_MESH = "dp_cp"
+BALANCE_MESH_EP_BORROWS_TP = "dp_tp"
 
 
 def balanced_moe_layers(model_parts: list[nn.Module]) -> list[nn.Module]:
@@ -48,8 +51,17 @@ def expert_bias_delta(tokens_per_expert: torch.Tensor, coeff: float) -> torch.Te
     return delta - delta.mean()
 
 
+def balance_mesh(parallel_dims: ParallelDims, world_mesh: Any) -> Any:
+    """The mesh of the ranks whose token counts pool (:data:`BALANCE_MESH`, or
+    :data:`BALANCE_MESH_EP_BORROWS_TP` when expert parallel takes the TP ranks); None when one
+    rank sees every token."""
+    name = BALANCE_MESH_EP_BORROWS_TP if parallel_dims.ep_borrows_tp else BALANCE_MESH
+    return parallel_dims.mesh(world_mesh, name)
+
+
 def update_expert_bias(layers: list[nn.Module], *, dp_mesh: Any) -> None:
-    """Pool the layers' token counts over ``dp_mesh`` (if any), update the biases, zero counts."""
+    """Pool the layers' token counts over ``dp_mesh`` (if any: :func:`balance_mesh`), update the
+    biases, zero the counts."""
     counts = torch.vstack([layer.tokens_per_expert for layer in layers])
     if dp_mesh is not None:
         # One all-reduce for all layers: the counts are small and the sync is on the step path.
@@ -71,12 +83,14 @@ def register_moe_load_balancing(
     layers = balanced_moe_layers(model_parts)
     if not layers:
         return
-    dp_mesh = parallel_dims.mesh(world_mesh, BALANCE_MESH)
+    dp_mesh = balance_mesh(parallel_dims, world_mesh)
     optimizers.register_step_post_hook(lambda *_: update_expert_bias(layers, dp_mesh=dp_mesh))
 
 
 __all__ = [
     "BALANCE_MESH",
+    "BALANCE_MESH_EP_BORROWS_TP",
+    "balance_mesh",
     "balanced_moe_layers",
     "expert_bias_delta",
     "register_moe_load_balancing",

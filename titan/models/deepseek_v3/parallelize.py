@@ -11,8 +11,9 @@ whole on every rank as replicated DTensors. Inside the attention everything stay
 the gradients of the replicated parts are summed over the ranks' heads by DTensor's autograd;
 ``MLAttention`` hands SDPA the local heads.
 
-The MoE layers run *replicated* across the TP ranks (``titan.distributed.tensor_parallel``'s
-``replicated_moe_plan``), which keeps the MoE exactly the one-process math.
+The MoE layers run *replicated* across the TP ranks, or on each rank's sequence slice when expert
+parallel takes the TP ranks (``titan.distributed.tensor_parallel``'s ``moe_plan``), which keeps
+the MoE exactly the one-process math.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from torch.distributed.tensor.parallel.style import ParallelStyle
 from titan.distributed.tensor_parallel import (
     ReplicatedCompute,
     feed_forward_plan,
+    moe_plan,
     parallelize_decoder_ends,
-    replicated_moe_plan,
     tp_styles,
 )
 
@@ -41,9 +42,16 @@ if TYPE_CHECKING:
 
 
 def parallelize_deepseek_v3(
-    model: nn.Module, *, tp_mesh: DeviceMesh, loss_parallel: bool, float8_enabled: bool
+    model: nn.Module,
+    *,
+    tp_mesh: DeviceMesh,
+    loss_parallel: bool,
+    float8_enabled: bool,
+    ep_borrows_tp: bool,
 ) -> None:
-    """Shard deepseek_v3's attention and dense matmuls over ``tp_mesh``; replicate its MoE.
+    """Shard deepseek_v3's attention and dense matmuls over ``tp_mesh``; replicate its MoE,
+    or, with ``ep_borrows_tp`` (expert parallel takes the TP ranks), run it on each rank's
+    sequence slice.
 
     Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
     logits stay sharded on the vocabulary (a DTensor).
@@ -73,7 +81,7 @@ def parallelize_deepseek_v3(
             plan["attention.q_norm"] = ReplicatedCompute(wrap_io=False)
             plan["attention.wq_b"] = styles.colwise(use_local_output=False)
         if block.moe_enabled:
-            plan.update(replicated_moe_plan(block.moe))
+            plan.update(moe_plan(block.moe, ep_borrows_tp=ep_borrows_tp))
         else:
             plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)

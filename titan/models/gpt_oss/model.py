@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Partial, Replicate
@@ -345,28 +344,25 @@ class ScaledInForward(torch.autograd.Function):
 
 
 class GptOssRouter(TokenChoiceTopKRouter):
-    """The shared router, runnable when tensor parallelism replicates its gate as DTensors.
+    """The shared router, whose scores' gradient can be summed over tensor-parallel ranks.
 
-    Every TP rank routes the same (replicated) tokens with the same gate, but the gradient of
-    the routing scores is partial on each rank (the experts' outputs they weight are), so it is
-    summed over the ranks before it reaches the gate.
+    When tensor parallelism splits the experts' hidden units, every TP rank routes the same
+    (replicated) tokens with the same gate, but the gradient of the routing scores is partial on
+    each rank (the expert outputs they weight are), so it is summed over the ranks before it
+    reaches the gate. The TP plan says so by setting ``partial_score_grads_over`` to its mesh.
     """
 
-    def scores(self, x: torch.Tensor) -> torch.Tensor:
-        """``[T, num_experts]`` float32 scores, with the gate's local (replicated) tensors."""
-        bias = None if self.gate.bias is None else local_tensor(self.gate.bias)
-        logits = F.linear(x, local_tensor(self.gate.weight), bias).float()
-        if self.score_func == "sigmoid":
-            return torch.sigmoid(logits)
-        return F.softmax(logits, dim=1)
+    def __init__(self, *, config: model_config.GptOssMoE.Config, dim: int):
+        super().__init__(config=config, dim=dim)
+        self.partial_score_grads_over: DeviceMesh | None = None
 
     def forward(
         self, x: torch.Tensor, expert_bias: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The shared routing, its scores' gradient summed over the TP ranks under TP."""
+        """The shared routing, its scores' gradient summed over ``partial_score_grads_over``."""
         top_scores, selected, counts = super().forward(x, expert_bias)
-        if isinstance(self.gate.weight, DTensor):
-            top_scores = with_summed_grad(top_scores, self.gate.weight.device_mesh)
+        if self.partial_score_grads_over is not None:
+            top_scores = with_summed_grad(top_scores, self.partial_score_grads_over)
         return top_scores, selected, counts
 
 

@@ -4,7 +4,11 @@
 torchtitan v0.2.2's plan: attention as llama3's (heads split over the ranks, sequence parallel
 between blocks) with the sinks split by head too; the router replicated; every expert's hidden
 units split over the ranks (``mlp1`` by its interleaved gate/up rows, ``mlp2`` by its input
-columns), each rank returning a partial sum that is reduce-scattered onto the sequence.
+columns), each rank returning a partial sum that is reduce-scattered onto the sequence. The
+router then sums its scores' gradients over the ranks (they weight partial sums).
+
+When expert parallel takes the TP ranks, the experts are whole on each EP rank instead and the MoE
+runs on each rank's sequence slice (``titan.distributed.tensor_parallel.token_split_moe_plan``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,13 @@ from torch import nn
 from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import PrepareModuleInputOutput, parallelize_module
 
-from titan.distributed.tensor_parallel import attention_plan, parallelize_decoder_ends, tp_styles
+from titan.distributed.tensor_parallel import (
+    ReplicatedCompute,
+    attention_plan,
+    parallelize_decoder_ends,
+    token_split_moe_plan,
+    tp_styles,
+)
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -30,38 +40,46 @@ EXPERT_PLACEMENTS = {
 
 
 def parallelize_gpt_oss(
-    model: nn.Module, *, tp_mesh: DeviceMesh, loss_parallel: bool, float8_enabled: bool
+    model: nn.Module,
+    *,
+    tp_mesh: DeviceMesh,
+    loss_parallel: bool,
+    float8_enabled: bool,
+    ep_borrows_tp: bool,
 ) -> None:
     """Shard attention heads, sinks and expert hidden units over ``tp_mesh``, with sequence
-    parallel between them; the router is replicated.
+    parallel between them; the router is replicated. With ``ep_borrows_tp`` (expert parallel
+    takes the TP ranks) the experts are left whole to expert parallel and each rank routes its
+    own sequence slice.
 
     With ``loss_parallel`` the output logits stay sharded on the vocabulary (a DTensor).
     ``ValueError`` for an MoE this plan cannot split (shared experts, or scores applied before
     the experts, which would sum the routing gradient twice): gpt-oss has neither.
     """
-    for block in model.layers.values():
-        _check_splittable(block.moe, tp_mesh.size())
+    if not ep_borrows_tp:
+        for block in model.layers.values():
+            _check_splittable(block.moe, tp_mesh.size())
     parallelize_decoder_ends(model, tp_mesh=tp_mesh, loss_parallel=loss_parallel)
     styles = tp_styles(float8_enabled)
     for block in model.layers.values():
-        parallelize_module(
-            block,
-            tp_mesh,
-            {
-                **attention_plan(styles),
-                # Tokens gathered from the sequence shards, the partial sums reduce-scattered.
-                "moe": PrepareModuleInputOutput(
-                    input_layouts=(Shard(1),),
-                    desired_input_layouts=(Replicate(),),
-                    use_local_input=True,
-                    output_layouts=(Partial(),),
-                    desired_output_layouts=(Shard(1),),
-                ),
-            },
-        )
+        plan = attention_plan(styles)
+        if ep_borrows_tp:
+            plan.update(token_split_moe_plan(block.moe))
+        else:
+            # Tokens gathered from the sequence shards, the partial sums reduce-scattered.
+            plan["moe"] = PrepareModuleInputOutput(
+                input_layouts=(Shard(1),),
+                desired_input_layouts=(Replicate(),),
+                use_local_input=True,
+                output_layouts=(Partial(),),
+                desired_output_layouts=(Shard(1),),
+            )
+            plan["moe.router.gate"] = ReplicatedCompute()
+        parallelize_module(block, tp_mesh, plan)
         _distribute(block.attention, {"sinks": Shard(0)}, tp_mesh)
-        _distribute(block.moe.router.gate, {"weight": Replicate(), "bias": Replicate()}, tp_mesh)
-        _distribute(block.moe.experts, EXPERT_PLACEMENTS, tp_mesh)
+        if not ep_borrows_tp:
+            _distribute(block.moe.experts, EXPERT_PLACEMENTS, tp_mesh)
+            block.moe.router.partial_score_grads_over = tp_mesh
 
 
 def _check_splittable(moe: nn.Module, tp: int) -> None:

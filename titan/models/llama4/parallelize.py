@@ -5,7 +5,8 @@ Embeddings, attention and the dense layers' SwiGLU are sharded as torchtitan v0.
 ``apply_non_moe_tp`` shards them (``titan.distributed.tensor_parallel``'s shared plans), with
 sequence parallel between the blocks. Each attention gathers the whole sequence before it runs, so
 the chunked and global masks see every position. The MoE layers run replicated across the TP
-ranks (``replicated_moe_plan``): exactly the one-process math.
+ranks, or on each rank's sequence slice when expert parallel takes the TP ranks
+(``moe_plan``): exactly the one-process math either way.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from torch.distributed.tensor.parallel import parallelize_module
 from titan.distributed.tensor_parallel import (
     attention_plan,
     feed_forward_plan,
+    moe_plan,
     parallelize_decoder_ends,
-    replicated_moe_plan,
     tp_styles,
 )
 
@@ -28,9 +29,16 @@ if TYPE_CHECKING:
 
 
 def parallelize_llama4(
-    model: nn.Module, *, tp_mesh: DeviceMesh, loss_parallel: bool, float8_enabled: bool
+    model: nn.Module,
+    *,
+    tp_mesh: DeviceMesh,
+    loss_parallel: bool,
+    float8_enabled: bool,
+    ep_borrows_tp: bool,
 ) -> None:
-    """Shard llama4's attention and dense matmuls over ``tp_mesh``; replicate its MoE layers.
+    """Shard llama4's attention and dense matmuls over ``tp_mesh``; replicate its MoE layers,
+    or, with ``ep_borrows_tp`` (expert parallel takes the TP ranks), run them on each rank's
+    sequence slice.
 
     Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
     output logits stay sharded on the vocabulary (a DTensor). ``float8_enabled``: the linears are
@@ -41,7 +49,7 @@ def parallelize_llama4(
     for block in model.layers.values():
         plan = attention_plan(styles)
         if block.moe_enabled:
-            plan.update(replicated_moe_plan(block.moe))
+            plan.update(moe_plan(block.moe, ep_borrows_tp=ep_borrows_tp))
         else:
             plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)

@@ -4,10 +4,11 @@ Attention and the dense feed-forward are sharded as torchtitan v0.2.2 shards qwe
 act on each rank's local heads; they are wrapped so their (replicated) weights see the heads as
 a tensor sharded on dim 2, which makes their gradients sum over the TP ranks.
 
-MoE layers run *replicated* across the TP ranks (``titan.distributed.tensor_parallel``'s
-``replicated_moe_plan``: every rank runs every expert on the whole sequence). Routed experts are
-not sharded here because sharding them splits the router's gradient into per-rank
-partial sums when scores apply after the experts (qwen3's ``score_before_experts=False``).
+MoE layers take ``titan.distributed.tensor_parallel``'s ``moe_plan``: replicated across the TP
+ranks (every rank runs every expert on the whole sequence), or, when expert parallel takes the TP
+ranks, each rank's sequence slice routed to the experts over the EP group. Routed experts are not
+hidden-sharded here: that splits the router's gradient into per-rank partial sums when scores
+apply after the experts (qwen3's ``score_before_experts=False``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from torch.distributed.tensor.parallel import SequenceParallel, parallelize_modu
 from titan.distributed.tensor_parallel import (
     attention_plan,
     feed_forward_plan,
+    moe_plan,
     parallelize_decoder_ends,
-    replicated_moe_plan,
     tp_styles,
 )
 
@@ -33,13 +34,20 @@ HEADS_DIM = 2
 
 
 def parallelize_qwen3(
-    model: nn.Module, *, tp_mesh: DeviceMesh, loss_parallel: bool, float8_enabled: bool
+    model: nn.Module,
+    *,
+    tp_mesh: DeviceMesh,
+    loss_parallel: bool,
+    float8_enabled: bool,
+    ep_borrows_tp: bool,
 ) -> None:
     """Shard qwen3's matmuls over ``tp_mesh`` with sequence parallel between them.
 
     Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
     logits stay sharded on the vocabulary (a DTensor). With tied embeddings both the embedding
     and the output projection shard the vocabulary rows, so ``init_buffers`` can tie them again.
+    ``ep_borrows_tp`` (expert parallel takes the TP ranks): the MoE layers run on each rank's
+    sequence slice instead of replicated.
     """
     parallelize_decoder_ends(model, tp_mesh=tp_mesh, loss_parallel=loss_parallel)
     styles = tp_styles(float8_enabled)
@@ -49,7 +57,7 @@ def parallelize_qwen3(
             for norm in ("attention.q_norm", "attention.k_norm"):
                 plan[norm] = SequenceParallel(sequence_dim=HEADS_DIM, use_local_output=True)
         if block.moe_enabled:
-            plan.update(replicated_moe_plan(block.moe))
+            plan.update(moe_plan(block.moe, ep_borrows_tp=ep_borrows_tp))
         else:
             plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)

@@ -1,0 +1,169 @@
+"""Expert parallel over the tensor-parallel ranks (``expert_tensor_parallel_degree = 1``): the EP
+group takes the TP ranks, each of which routes only its own sequence slice.
+
+The layouts ``ParallelDims`` builds for it, then every MoE family under TP 2 x EP 2 (and with FSDP
+and EP 4 on four ranks) against one process (``dist_scripts/expert_parallel_check.py``: losses,
+every gradient, weights after AdamW, the load-balancing bias bitwise), then ``titan-train``
+itself: TP 2 x EP 2 against one process on the same batches, and a bitwise resume.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.training_runs import REPO, SEED, SMALL, child_env, loss_bits, titan_train
+from titan.config.configs import ParallelismConfig
+from titan.distributed.parallel_dims import ParallelDims
+
+CHECK = REPO / "tests" / "dist_scripts" / "expert_parallel_check.py"
+FAMILIES = ("qwen3", "llama4", "deepseek_v3", "gpt_oss")
+
+
+def dims(world_size: int, **degrees) -> ParallelDims:
+    return ParallelDims.from_config(ParallelismConfig(**degrees), world_size=world_size)
+
+
+@pytest.mark.parametrize(
+    ("world_size", "degrees", "names", "halves", "fsdp_dims"),
+    [
+        # EP is the TP ranks: nothing borrowed from dp_shard, no FSDP.
+        (2, {"expert_parallel_degree": 2}, ("dp_shard_mod_ep", "tp"), (1, 1), ("dp_shard_mod_ep",)),
+        # FSDP 2 x TP 2, EP the TP ranks: the experts FSDP-shard over the 2 data-parallel ranks.
+        (4, {"expert_parallel_degree": 2}, ("dp_shard_mod_ep", "tp"), (2, 1), ("dp_shard_mod_ep",)),
+        # FSDP 2 x TP 2, EP every rank: the experts are not FSDP-sharded.
+        (
+            4,
+            {"expert_parallel_degree": 4},
+            ("dp_shard_mod_ep", "dp_shard_in_ep", "tp"),
+            (1, 2),
+            ("dp_shard",),
+        ),
+    ],
+)
+def test_ep_takes_the_tp_ranks(world_size, degrees, names, halves, fsdp_dims):
+    got = dims(world_size, tensor_parallel_degree=2, **degrees)
+    assert got.ep_borrows_tp and got.ep_enabled and not got.etp_enabled
+    assert got.mesh_dim_names == names
+    assert (got.dp_shard_mod_ep, got.dp_shard_in_ep) == halves
+    assert got.fsdp_mesh_dim_names == fsdp_dims
+    assert got.expert_fsdp_mesh_dim_names == ("dp_shard_mod_ep",)
+    assert got._present_dims("ep")[-1] == "tp"
+    # Every rank routes its own tokens, so the load-balancing counts pool over all of them.
+    assert got._present_dims("dp_tp") == names
+
+
+def test_ep_without_tp_or_tp_without_ep_does_not_split_tokens():
+    assert not dims(2, expert_parallel_degree=2).ep_borrows_tp
+    assert not dims(2, tensor_parallel_degree=2).ep_borrows_tp
+
+
+def test_expert_tensor_parallel_is_refused_with_a_hint():
+    with pytest.raises(ValueError) as raised:
+        dims(
+            4,
+            tensor_parallel_degree=2,
+            expert_parallel_degree=2,
+            expert_tensor_parallel_degree=2,
+        )
+    message = str(raised.value)
+    assert message.startswith("parallelism.expert_tensor_parallel_degree (2): expert tensor ")
+    assert "hint: set expert_tensor_parallel_degree = 1" in message
+
+
+def torchrun_check(nproc: int, family: str, *scenarios: str) -> str:
+    """Run the EP check script on ``nproc`` gloo processes; its output (it fails on a mismatch)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        + [f"--nproc-per-node={nproc}", str(CHECK), family, *scenarios],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=child_env(),
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-6000:]
+    for scenario in scenarios:
+        assert f"OK {family} {scenario}:" in done.stdout, done.stdout
+    return done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_tp2_ep2_trains_like_one_process(family):
+    # gpt_oss has its own TP plan (hidden-split experts) that EP over TP replaces; qwen3 also
+    # recomputes every block (activation checkpointing re-runs the routing and the exchange).
+    torchrun_check(2, family, "tp2_ep2", *(("tp2_ep2_ac",) if family == "qwen3" else ()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["qwen3", "gpt_oss"])
+def test_fsdp_tp_and_ep_on_four_ranks_train_like_one_process(family):
+    torchrun_check(4, family, "fsdp2_tp2_ep2", "fsdp2_tp2_ep4")
+
+
+SMALL_MOE = """
+from titan.models.qwen3.config_registry import qwen3_moe_debug
+
+
+def small_moe():
+    config = qwen3_moe_debug()
+    config.training.mixed_precision_param = "float32"
+    model = config.model_spec.model
+    model.n_layers = 2
+    model.layer.moe.num_experts = 8
+    model.layer.moe.top_k = 2
+    return config
+"""
+
+
+@pytest.mark.slow
+def test_titan_train_tp2_ep2_matches_fsdp2_and_resumes_bitwise(tmp_path):
+    """A small qwen3 MoE, 4 steps: under TP 2 x EP 2 (2 processes, one data-parallel rank) the
+    losses agree with one process on the same batches to 1e-5 relative (fp32; the sums run in
+    other orders), the run resumed from its step-2 checkpoint ends bit for bit where the
+    straight one does, and the expert biases it saved moved as the one process's did."""
+    import torch
+
+    from tests.test_qwen3_train import dcp_tensors
+
+    registry = tmp_path / "config_registry.py"
+    registry.write_text(SMALL_MOE, encoding="utf-8")
+    args = ["--registry", str(registry), "--config", "small_moe", *SMALL, *SEED]
+    args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
+    args += ["--checkpoint.keep_latest_k", "0"]
+    tp_ep = [
+        "--parallelism.tensor_parallel_degree",
+        "2",
+        "--parallelism.expert_parallel_degree",
+        "2",
+    ]
+    one = titan_train(args, dump_folder=tmp_path / "one", legacy=False).check()
+    straight = titan_train([*args, *tp_ep], dump_folder=tmp_path / "a", legacy=False, nproc=2)
+    straight.check()
+    assert "(TP 2, EP 2)" in straight.stderr, straight.stderr[-3000:]
+    assert len(straight.losses) == 4
+    assert straight.losses == pytest.approx(one.losses, rel=1e-5)
+
+    (tmp_path / "b" / "checkpoint").mkdir(parents=True)
+    shutil.copytree(
+        tmp_path / "a" / "checkpoint" / "step-2", tmp_path / "b" / "checkpoint" / "step-2"
+    )
+    resumed = titan_train([*args, *tp_ep], dump_folder=tmp_path / "b", legacy=False, nproc=2)
+    resumed.check()
+    assert resumed.metrics[0]["step"] == 2
+    assert loss_bits(resumed.losses) == loss_bits(straight.losses[2:])
+    final_a = dcp_tensors(tmp_path / "a" / "checkpoint" / "step-4")
+    final_b = dcp_tensors(tmp_path / "b" / "checkpoint" / "step-4")
+    assert final_a.keys() == final_b.keys()
+    assert [key for key in final_a if not torch.equal(final_a[key], final_b[key])] == []
+    final_one = dcp_tensors(tmp_path / "one" / "checkpoint" / "step-4")
+    biases = [key for key in final_a if key.endswith("moe.expert_bias")]
+    assert len(biases) == 2
+    for key in biases:
+        assert final_a[key].abs().sum() > 0
+        # The counts are integers pooled over both ranks' slices: one process's bias.
+        assert torch.equal(final_a[key], final_one[key])
