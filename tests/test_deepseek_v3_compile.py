@@ -15,6 +15,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from tests.dist_scripts.deepseek_v3_parallel_check import model_config as parallel_check_config
+from tests.dist_scripts.parallel_check import BATCH, SEQ, VOCAB
 from tests.training_runs import compiled_and_eager_loop, loss_bits
 from titan.components.loss import cross_entropy_loss
 from titan.config.configs import ActivationCheckpointConfig, ParallelismConfig, TrainingConfig
@@ -22,47 +24,19 @@ from titan.distributed.activation_checkpoint import apply_activation_checkpointi
 from titan.distributed.amp import amp_context
 from titan.distributed.parallel_dims import ParallelDims
 from titan.distributed.parallelize import apply_compile
-from titan.models.common import FeedForward, MoE
 from titan.models.common.moe_balance import balanced_moe_layers, update_expert_bias
-from titan.models.deepseek_v3.model import DeepSeekV3Model, MLAttention, YaRNRoPE
-from titan.models.deepseek_v3.model_config import DeepSeekV3TransformerBlock
+from titan.models.deepseek_v3.model import DeepSeekV3Model
 
-VOCAB, SEQ, BATCH, STEPS = 128, 32, 2, 4
+STEPS = 4
 
 
 def tiny_config() -> DeepSeekV3Model.Config:
-    """1 dense and 2 MoE layers; query LoRA, YaRN on (64 positions past a context of 16),
-    heads of 16 + 8 rope against values of 16, group-limited softmax routing as in 236B."""
-    return DeepSeekV3Model.Config(
-        dim=64,
-        n_layers=3,
-        vocab_size=VOCAB,
-        max_seq_len=64,
-        rope=YaRNRoPE.Config(original_seq_len=16, rope_factor=40, mscale=0.7),
-        layer=DeepSeekV3TransformerBlock.Config(
-            attention=MLAttention.Config(
-                n_heads=4,
-                q_lora_rank=16,
-                kv_lora_rank=16,
-                qk_nope_head_dim=16,
-                qk_rope_head_dim=8,
-                v_head_dim=16,
-            ),
-            feed_forward=FeedForward.Config(hidden_dim=96),
-            moe=MoE.Config(
-                hidden_dim=32,
-                num_experts=8,
-                num_shared_experts=1,
-                top_k=2,
-                score_func="softmax",
-                score_before_experts=False,
-                num_expert_groups=4,
-                num_limited_groups=2,
-                use_grouped_mm=False,
-            ),
-            n_dense_layers=1,
-        ),
-    )
+    """The torchrun checks' tiny deepseek_v3 (MLA with a query LoRA, heads of 16 + 8 rope
+    against values of 16, YaRN on, group-limited routing), its experts by the exact loop."""
+    config = parallel_check_config()
+    assert config.layer.moe is not None
+    config.layer.moe.use_grouped_mm = False
+    return config
 
 
 def prepared_model(*, compiled: bool) -> DeepSeekV3Model:
