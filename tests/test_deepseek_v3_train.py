@@ -7,10 +7,6 @@ imports back bit for bit.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from tests.training_runs import (
@@ -18,8 +14,10 @@ from tests.training_runs import (
     SEED,
     SMALL,
     both_forms,
+    hf_round_trip,
     loss_bits,
     migrated,
+    parallel_check,
     titan_train,
 )
 
@@ -120,18 +118,7 @@ def test_tensor_parallel_on_two_processes_gives_identical_losses_that_fall(
 def test_parallel_runs_match_one_process(nproc):
     """Loss, gradients and clipped norm of FSDP/DDP/HSDP (and offload, bf16), TP and FSDP+TP
     against one process."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    done = subprocess.run(
-        [*command, f"--nproc-per-node={nproc}", str(PARALLEL_CHECK), *SCENARIOS[nproc]],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    for scenario in SCENARIOS[nproc]:
-        assert f"OK {scenario}:" in done.stdout
+    parallel_check(PARALLEL_CHECK, SCENARIOS[nproc], nproc=nproc)
 
 
 def test_hf_export_of_a_trained_model_imports_bit_for_bit(tmp_path, monkeypatch):
@@ -143,41 +130,21 @@ def test_hf_export_of_a_trained_model_imports_bit_for_bit(tmp_path, monkeypatch)
 
     monkeypatch.chdir(REPO)  # hf_assets_path is ./tests/assets/tokenizer
 
-    def config(dump: str):
+    def config():
         c = deepseek_v3_debugmodel()
-        c.dump_folder = str(tmp_path / dump)
         c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 64, 2
         c.debug.seed = 7
-        c.checkpoint.enable = True
         c.checkpoint.interval = 3
         return c
 
-    exporting = config("export")
-    exporting.checkpoint.last_save_model_only = True
-    exporting.checkpoint.last_save_in_hf = True
-    trainer = exporting.build()
-    try:
-        trainer.train()
-        trained = {k: v.clone() for k, v in trainer.parts.model.state_dict().items()}
-    finally:
-        trainer.close()
-    folder = tmp_path / "export" / "checkpoint" / "step-3"
-    hf = load_file(str(folder / "model.safetensors"))
+    done = hf_round_trip(config, tmp_path)
+    trained, loaded = done.trained, done.loaded
+    hf = load_file(str(done.folder / "model.safetensors"))
     assert "model.layers.1.mlp.experts.7.down_proj.weight" in hf
     assert "model.layers.1.mlp.gate.e_score_correction_bias" in hf
     # The expert bias moved during training (load balancing), so the export carries real values.
     assert bool(trained["layers.1.moe.expert_bias"].any())
-    config_json = (folder / "config.json").read_text(encoding="utf-8")
+    config_json = (done.folder / "config.json").read_text(encoding="utf-8")
     assert '"model_type": "deepseek_v3"' in config_json
-
-    importing = config("import")
-    importing.checkpoint.initial_load_path = str(folder)
-    importing.checkpoint.initial_load_in_hf = True
-    trainer = importing.build()
-    try:
-        assert trainer.parts.checkpointer.load()
-        loaded = trainer.parts.model.state_dict()
-        assert loaded.keys() == trained.keys()
-        assert [k for k in trained if not torch.equal(trained[k], loaded[k])] == []
-    finally:
-        trainer.close()
+    assert loaded.keys() == trained.keys()
+    assert [k for k in trained if not torch.equal(trained[k], loaded[k])] == []

@@ -10,14 +10,19 @@ the debug flavor keeps gpt-oss's 201k-token vocabulary and 2880-wide experts (18
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.training_runs import REPO, both_forms, loss_bits, migrated, titan_train
+from tests.training_runs import (
+    REPO,
+    both_forms,
+    hf_round_trip,
+    loss_bits,
+    migrated,
+    parallel_check,
+    titan_train,
+)
 
 pytestmark = pytest.mark.slow  # every test here trains for real
 
@@ -129,40 +134,16 @@ def test_hf_export_then_import_gives_identical_parameters(tmp_path, monkeypatch)
     namespace: dict = {}
     exec(NARROW_REGISTRY, namespace)
 
-    def config(dump: str):
-        c = namespace["narrow_gpt_oss"]()
-        c.dump_folder = str(tmp_path / dump)
-        c.checkpoint.enable = True
-        return c
-
-    exporting = config("export")
-    exporting.checkpoint.last_save_model_only = True
-    exporting.checkpoint.last_save_in_hf = True
-    trainer = exporting.build()
-    try:
-        trainer.train()
-        trained = {k: v.clone() for k, v in trainer.parts.model.state_dict().items()}
-    finally:
-        trainer.close()
-    folder = Path(tmp_path / "export" / "checkpoint" / "step-3")
-    hf = load_file(str(folder / "model.safetensors"))
+    done = hf_round_trip(namespace["narrow_gpt_oss"], tmp_path)
+    trained, loaded = done.trained, done.loaded
+    hf = load_file(str(done.folder / "model.safetensors"))
     assert (
         "model.layers.0.mlp.experts.gate_up_proj" in hf and "model.layers.1.self_attn.sinks" in hf
     )
     # Every titan tensor but each layer's expert_bias, which Hugging Face has no place for.
     biases = [k for k in trained if k.endswith("moe.expert_bias")]
     assert len(biases) == 4 and len(hf) == len(trained) - len(biases)
-    assert (folder / "config.json").exists()
-
-    importing = config("import")
-    importing.checkpoint.initial_load_path = str(folder)
-    importing.checkpoint.initial_load_in_hf = True
-    trainer = importing.build()
-    try:
-        assert trainer.parts.checkpointer.load()
-        loaded = trainer.parts.model.state_dict()
-    finally:
-        trainer.close()
+    assert (done.folder / "config.json").exists()
     assert loaded.keys() == trained.keys()
     differ = [
         k for k in trained if "expert_bias" not in k and not torch.equal(trained[k], loaded[k])
@@ -174,15 +155,4 @@ def test_hf_export_then_import_gives_identical_parameters(tmp_path, monkeypatch)
 
 
 def test_fsdp_tp_ddp_and_hsdp_match_one_process_on_two_processes():
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    done = subprocess.run(
-        [*command, str(PARALLEL_CHECK), *SCENARIOS],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    for scenario in SCENARIOS:
-        assert f"OK {scenario}:" in done.stdout
+    parallel_check(PARALLEL_CHECK, SCENARIOS, nproc=2)

@@ -7,13 +7,17 @@ loss and gradients.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.training_runs import REPO, both_forms, compiled_and_eager_loop, loss_bits, migrated
+from tests.training_runs import (
+    REPO,
+    both_forms,
+    compiled_and_eager_loop,
+    hf_round_trip,
+    loss_bits,
+    migrated,
+    parallel_check,
+)
 
 pytestmark = pytest.mark.slow  # trains for real
 
@@ -47,18 +51,7 @@ def test_both_forms_train_the_debug_moe_with_identical_falling_losses(llama4_reg
 
 @pytest.mark.parametrize("nproc", sorted(LAUNCHES))
 def test_fsdp_ddp_tp_and_2d_match_one_process(nproc):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    done = subprocess.run(
-        [*command, f"--nproc-per-node={nproc}", str(PARALLEL_CHECK), *LAUNCHES[nproc]],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    for scenario in LAUNCHES[nproc]:
-        assert f"OK {scenario}:" in done.stdout
+    parallel_check(PARALLEL_CHECK, LAUNCHES[nproc], nproc=nproc)
 
 
 def test_hf_export_of_a_trained_model_loads_in_hf_and_back(tmp_path, monkeypatch):
@@ -75,46 +68,28 @@ def test_hf_export_of_a_trained_model_loads_in_hf_and_back(tmp_path, monkeypatch
     from titan.models.llama4.config_registry import llama4_debugmodel
 
     monkeypatch.chdir(REPO)  # hf_assets_path is ./tests/assets/tokenizer
+    tokens = torch.randint(0, 2048, (2, 64), generator=torch.Generator().manual_seed(1))
 
-    def config(dump: str):
+    def config():
         c = llama4_debugmodel()
-        c.dump_folder = str(tmp_path / dump)
         c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 64, 2
         c.debug.seed = 7
-        c.checkpoint.enable = True
         return c
 
-    exporting = config("export")
-    exporting.checkpoint.last_save_model_only = True
-    exporting.checkpoint.last_save_in_hf = True
-    trainer = exporting.build()
-    try:
-        trainer.train()
-        model = trainer.parts.model
-        trained = {k: v.clone() for k, v in model.state_dict().items()}
-        biases = [k for k in trained if k.endswith("moe.expert_bias")]
-        assert biases and any(trained[k].any() for k in biases)  # load balancing moved them
+    def unbiased_logits(model):
+        """The trained model's logits with every expert bias zeroed (after the state is kept)."""
         with torch.no_grad():
-            for key in biases:
+            for key in [k for k in model.state_dict() if k.endswith("moe.expert_bias")]:
                 model.get_submodule(key.rsplit(".", 1)[0]).expert_bias.zero_()
-            tokens = torch.randint(0, 2048, (2, 64), generator=torch.Generator().manual_seed(1))
-            titan_logits = model(tokens)
-    finally:
-        trainer.close()
-    folder = tmp_path / "export" / "checkpoint" / "step-3"
-    hf = Llama4ForCausalLM.from_pretrained(folder).eval()
-    with torch.no_grad():
-        torch.testing.assert_close(hf(tokens).logits, titan_logits, atol=1e-5, rtol=0)
+            return model(tokens)
 
-    importing = config("import")
-    importing.checkpoint.initial_load_path = str(folder)
-    importing.checkpoint.initial_load_in_hf = True
-    trainer = importing.build()
-    try:
-        assert trainer.parts.checkpointer.load()
-        loaded = trainer.parts.model.state_dict()
-    finally:
-        trainer.close()
+    done = hf_round_trip(config, tmp_path, observe=unbiased_logits)
+    trained, loaded = done.trained, done.loaded
+    biases = [k for k in trained if k.endswith("moe.expert_bias")]
+    assert biases and any(trained[k].any() for k in biases)  # load balancing moved them
+    hf = Llama4ForCausalLM.from_pretrained(done.folder).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(tokens).logits, done.observed, atol=1e-5, rtol=0)
     assert loaded.keys() == trained.keys()
     assert [k for k in trained if k not in biases and not torch.equal(trained[k], loaded[k])] == []
     assert all(not loaded[k].any() for k in biases)

@@ -16,6 +16,7 @@ from tests.training_runs import (
     SEED,
     both_forms,
     compiled_and_eager_loop,
+    hf_round_trip,
     loss_bits,
     migrated,
     titan_train,
@@ -178,54 +179,34 @@ def test_hf_export_loads_in_hugging_face_and_back_into_titan(tmp_path, monkeypat
     from titan.models.qwen3.config_registry import qwen3_moe_debug
 
     monkeypatch.chdir(REPO)  # hf_assets_path is ./tests/assets/tokenizer
+    tokens = torch.randint(0, 2048, (2, 16), generator=torch.Generator().manual_seed(5))
 
-    def config(dump: str):
+    def config():
         c = qwen3_moe_debug()
-        c.dump_folder = str(tmp_path / dump)
         c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 32, 2
         c.training.mixed_precision_param = "float32"
         c.debug.seed = 7
         c.model_spec.model.n_layers = 2
         c.model_spec.model.layer.moe.num_experts = 8
         c.model_spec.model.layer.moe.hidden_dim = 128
-        c.checkpoint.enable = True
         c.checkpoint.export_dtype = "float32"
         return c
 
-    exporting = config("export")
-    exporting.checkpoint.last_save_model_only = True
-    exporting.checkpoint.last_save_in_hf = True
-    trainer = exporting.build()
-    try:
-        trainer.train()
-        model = trainer.parts.model
-        trained = {k: v.clone() for k, v in model.state_dict().items()}
-        tokens = torch.randint(0, 2048, (2, 16), generator=torch.Generator().manual_seed(5))
+    def logits_of(model):
         with torch.no_grad():
-            logits = model(tokens)
-    finally:
-        trainer.close()
-    folder = tmp_path / "export" / "checkpoint" / "step-3"
-    hf = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="sdpa")
+            return model(tokens)
+
+    done = hf_round_trip(config, tmp_path, observe=logits_of)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(done.folder, attn_implementation="sdpa")
     assert type(hf).__name__ == "Qwen3MoeForCausalLM"
     with torch.no_grad():
         # Same float32 math as tests/test_qwen3_model.py's anchor (measured equal bit for bit).
-        torch.testing.assert_close(hf.eval()(tokens).logits, logits, rtol=0, atol=1e-5)
-
-    importing = config("import")
-    importing.checkpoint.initial_load_path = str(folder)
-    importing.checkpoint.initial_load_in_hf = True
-    trainer = importing.build()
-    try:
-        assert trainer.parts.checkpointer.load()
-        loaded = trainer.parts.model.state_dict()
-        for key, value in trained.items():
-            if key.endswith("expert_bias"):  # Hugging Face has none: import starts unbiased
-                assert torch.equal(loaded[key], torch.zeros_like(value))
-            else:
-                assert torch.equal(loaded[key], value), key
-    finally:
-        trainer.close()
+        torch.testing.assert_close(hf.eval()(tokens).logits, done.observed, rtol=0, atol=1e-5)
+    for key, value in done.trained.items():
+        if key.endswith("expert_bias"):  # Hugging Face has none: import starts unbiased
+            assert torch.equal(done.loaded[key], torch.zeros_like(value))
+        else:
+            assert torch.equal(done.loaded[key], value), key
 
 
 def test_compiled_blocks_train_like_the_eager_expert_loop(tmp_path):

@@ -22,6 +22,7 @@ from tests.training_runs import (
     SMALL,
     both_forms,
     child_env,
+    hf_round_trip,
     launch,
     loss_bits,
     signal_when,
@@ -202,43 +203,25 @@ def test_hf_safetensors_export_then_import_gives_identical_parameters(tmp_path, 
 
     monkeypatch.chdir(REPO)  # hf_assets_path is ./tests/assets/tokenizer
 
-    def config(dump: str):
+    def config():
         c = llama3_debugmodel()
-        c.dump_folder = str(tmp_path / dump)
         c.training.steps, c.training.seq_len, c.training.local_batch_size = 3, 64, 2
         c.debug.seed = 7
-        c.checkpoint.enable = True
         return c
 
-    exporting = config("export")
-    exporting.checkpoint.last_save_model_only = True
-    exporting.checkpoint.last_save_in_hf = True
-    trainer = exporting.build()
-    try:
-        trainer.train()
-        trained = {k: v.clone() for k, v in trainer.parts.model.state_dict().items()}
-    finally:
-        trainer.close()
-    folder = tmp_path / "export" / "checkpoint" / "step-3"
-    hf = load_file(str(folder / "model.safetensors"))
+    done = hf_round_trip(config, tmp_path)
+    trained, loaded = done.trained, done.loaded
+    hf = load_file(str(done.folder / "model.safetensors"))
     assert "model.layers.0.self_attn.q_proj.weight" in hf and "lm_head.weight" in hf
     assert len(hf) == len(trained)
-    assert (folder / "config.json").exists()
-
-    importing = config("import")
-    importing.checkpoint.initial_load_path = str(folder)
-    importing.checkpoint.initial_load_in_hf = True
-    trainer = importing.build()
-    try:
-        assert trainer.parts.checkpointer.load()
-        loaded = trainer.parts.model.state_dict()
-        assert loaded.keys() == trained.keys()
-        differ = [k for k in trained if not torch.equal(trained[k], loaded[k])]
-        assert differ == []
-        # It did not just keep a fresh init: the import changed every tensor it loaded.
-    finally:
-        trainer.close()
-    fresh = config("fresh").build()
+    assert (done.folder / "config.json").exists()
+    assert loaded.keys() == trained.keys()
+    differ = [k for k in trained if not torch.equal(trained[k], loaded[k])]
+    assert differ == []
+    # It did not just keep a fresh init: the import changed every tensor it loaded.
+    fresh_config = config()
+    fresh_config.dump_folder = str(tmp_path / "fresh")
+    fresh = fresh_config.build()
     try:
         initial = fresh.parts.model.state_dict()
         assert all(not torch.equal(initial[k], trained[k]) for k in trained if "norm" not in k)

@@ -220,3 +220,74 @@ def compiled_and_eager_loop(base_source: str, tmp_path: Path, *, steps: int = 3)
         for name in ("compiled", "eager_loop")
     ]
     return runs[0], runs[1]
+
+
+def parallel_check(script: Path, scenarios: list[str], *, nproc: int, timeout: int = 300) -> str:
+    """``torchrun --nproc-per-node NPROC SCRIPT SCENARIO...``: a ``tests/dist_scripts`` check of
+    sharded models against one process on gloo ranks. It must succeed and print ``OK
+    <scenario>:`` for every scenario; returns its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        + [f"--nproc-per-node={nproc}", str(script), *scenarios],
+        capture_output=True,
+        text=True,
+        env=dict(child_env(), PYTHONPATH=str(REPO)),
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    missing = [name for name in scenarios if f"OK {name}:" not in done.stdout]
+    assert missing == [], done.stdout[-3000:]
+    return done.stdout
+
+
+@dataclasses.dataclass
+class HfRoundTrip:
+    """A model trained, exported in Hugging Face's format by its run's last save, and imported
+    by a new run."""
+
+    folder: Path
+    """The exported step folder (``model.safetensors`` and ``config.json``)."""
+    trained: dict
+    """The trained model's state dict, as the exporting run ended."""
+    loaded: dict
+    """The importing run's model state dict after it loaded the export."""
+    observed: object
+    """What ``observe`` returned on the trained model before its run closed (None without)."""
+
+
+def hf_round_trip(
+    make_config: Callable[[], object],
+    tmp_path: Path,
+    *,
+    observe: Callable[[object], object] | None = None,
+) -> HfRoundTrip:
+    """Train ``make_config()``'s run (checkpointing on, its last save model-only in HF format
+    under ``tmp_path/export``), then build a second run that loads that export as its initial
+    weights. Both run in this process."""
+    exporting = make_config()
+    exporting.dump_folder = str(tmp_path / "export")
+    exporting.checkpoint.enable = True
+    exporting.checkpoint.last_save_model_only = True
+    exporting.checkpoint.last_save_in_hf = True
+    trainer = exporting.build()
+    try:
+        trainer.train()
+        model = trainer.parts.model
+        trained = {key: value.clone() for key, value in model.state_dict().items()}
+        observed = observe(model) if observe is not None else None
+    finally:
+        trainer.close()
+    folder = tmp_path / "export" / "checkpoint" / f"step-{exporting.training.steps}"
+
+    importing = make_config()
+    importing.dump_folder = str(tmp_path / "import")
+    importing.checkpoint.enable = True
+    importing.checkpoint.initial_load_path = str(folder)
+    importing.checkpoint.initial_load_in_hf = True
+    trainer = importing.build()
+    try:
+        assert trainer.parts.checkpointer.load()
+        loaded = trainer.parts.model.state_dict()
+    finally:
+        trainer.close()
+    return HfRoundTrip(folder=folder, trained=trained, loaded=loaded, observed=observed)
