@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,11 +55,27 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.slow
-def test_a_publish_killed_between_its_renames_is_finished_by_the_next_run(tmp_path):
+@pytest.fixture(scope="module")
+def four_steps(tmp_path_factory) -> Path:
+    """The dump folder of a finished 4-step run checkpointed at steps 2 and 4, which each test
+    below starts from (as a copy of its own)."""
+    dump = tmp_path_factory.mktemp("four_steps") / "run"
+    titan_train([*REGISTRY, *checkpointed(4, interval=2)], dump_folder=dump, legacy=False).check()
+    return dump
+
+
+def copy_of(four_steps: Path, tmp_path: Path) -> Path:
+    """A copy of the 4-step run's dump folder as ``tmp_path/run``: a run's checkpoints name no
+    absolute path, so the copy is what the run would have written there."""
     dump = tmp_path / "run"
+    shutil.copytree(four_steps, dump)
+    return dump
+
+
+@pytest.mark.slow
+def test_a_publish_killed_between_its_renames_is_finished_by_the_next_run(four_steps, tmp_path):
+    dump = copy_of(four_steps, tmp_path)
     base = [*REGISTRY, *checkpointed(4, interval=2), "--dump_folder", str(dump)]
-    titan_train(base[:-2], dump_folder=dump, legacy=False).check()
     assert step_folders(dump) == ["step-2", "step-4"]
     old_step_4 = snapshot(dump / "checkpoint" / "step-4")
     # Resume from step 2 with another learning rate: the new step 4 differs from the old one.
@@ -95,9 +112,8 @@ def _copy_without_hidden_files(source: Path, target: Path) -> None:
 
 
 @pytest.mark.slow
-def test_step_folders_titan_cannot_load_stop_the_run_and_stay_untouched(tmp_path):
-    dump = tmp_path / "run"
-    titan_train([*REGISTRY, *checkpointed(4, interval=2)], dump_folder=dump, legacy=False).check()
+def test_step_folders_titan_cannot_load_stop_the_run_and_stay_untouched(four_steps, tmp_path):
+    dump = copy_of(four_steps, tmp_path)
     root = dump / "checkpoint"
     args = [*REGISTRY, *checkpointed(8, interval=2, keep=2)]
     for name in ("step-6", "step-1"):  # newer than every checkpoint, then older
@@ -118,9 +134,8 @@ def test_step_folders_titan_cannot_load_stop_the_run_and_stay_untouched(tmp_path
 
 
 @pytest.mark.slow
-def test_a_damaged_checkpoint_names_itself_and_the_step_to_go_back_to(tmp_path):
-    dump = tmp_path / "run"
-    titan_train([*REGISTRY, *checkpointed(4, interval=2)], dump_folder=dump, legacy=False).check()
+def test_a_damaged_checkpoint_names_itself_and_the_step_to_go_back_to(four_steps, tmp_path):
+    dump = copy_of(four_steps, tmp_path)
     shard = dump / "checkpoint" / "step-4" / "__0_0.distcp"
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
     args = [*REGISTRY, *checkpointed(6, interval=2)]
