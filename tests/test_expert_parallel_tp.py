@@ -1,8 +1,9 @@
-"""Expert parallel over the tensor-parallel ranks (``expert_tensor_parallel_degree = 1``): the EP
-group takes the TP ranks, each of which routes only its own sequence slice.
+"""Expert parallel with tensor parallel: over the TP ranks (``expert_tensor_parallel_degree = 1``:
+the EP group takes the TP ranks, each of which routes only its own sequence slice), or with each
+expert's hidden units split over them (expert tensor parallel, ``= tensor_parallel_degree``).
 
 The layouts ``ParallelDims`` builds for it, then every MoE family under TP 2 x EP 2 (and with FSDP
-and EP 4 on four ranks) against one process (``dist_scripts/expert_parallel_check.py``: losses,
+and EP 4 on four ranks, and expert tensor parallel) against one process (``dist_scripts/expert_parallel_check.py``: losses,
 every gradient, weights after AdamW, the load-balancing bias bitwise), then ``titan-train``
 itself: TP 2 x EP 2 against one process on the same batches, and a bitwise resume.
 """
@@ -61,17 +62,86 @@ def test_ep_without_tp_or_tp_without_ep_does_not_split_tokens():
     assert not dims(2, tensor_parallel_degree=2).ep_borrows_tp
 
 
-def test_expert_tensor_parallel_is_refused_with_a_hint():
-    with pytest.raises(ValueError) as raised:
-        dims(
+def test_expert_tensor_parallel_splits_experts_over_ep_and_their_hidden_units_over_tp():
+    got = dims(
+        4, tensor_parallel_degree=2, expert_parallel_degree=2, expert_tensor_parallel_degree=2
+    )
+    assert got.etp_enabled and not got.ep_borrows_tp
+    assert got.moe_layout == "hidden_split"
+    # EP borrows dp_shard alone; the TP ranks route the same tokens and pool nothing.
+    assert got.mesh_dim_names == ("dp_shard_mod_ep", "dp_shard_in_ep", "tp")
+    assert (got.dp_shard_mod_ep, got.dp_shard_in_ep) == (1, 2)
+    assert got._present_dims("ep") == ("dp_shard_in_ep",)
+    assert got.fsdp_mesh_dim_names == ("dp_shard",)
+
+
+@pytest.mark.parametrize(
+    ("world_size", "degrees", "layout"),
+    [
+        (2, {"tensor_parallel_degree": 2}, "replicated"),
+        (2, {"tensor_parallel_degree": 2, "expert_parallel_degree": 2}, "token_split"),
+        (
             4,
-            tensor_parallel_degree=2,
-            expert_parallel_degree=2,
-            expert_tensor_parallel_degree=2,
-        )
-    message = str(raised.value)
-    assert message.startswith("parallelism.expert_tensor_parallel_degree (2): expert tensor ")
-    assert "hint: set expert_tensor_parallel_degree = 1" in message
+            {
+                "tensor_parallel_degree": 2,
+                "expert_parallel_degree": 2,
+                "expert_tensor_parallel_degree": 2,
+            },
+            "hidden_split",
+        ),
+        # Without EP, the expert TP degree is moot (torchtitan's rule): replicated under TP.
+        (2, {"tensor_parallel_degree": 2, "expert_tensor_parallel_degree": 2}, "replicated"),
+    ],
+)
+def test_the_moe_layout_follows_the_degrees(world_size, degrees, layout):
+    assert dims(world_size, **degrees).moe_layout == layout
+
+
+def test_gpt_oss_refuses_expert_tensor_parallel_before_building(capsys):
+    from titan.train import main
+
+    code = main(
+        [
+            "--preflight",
+            "--ngpu",
+            "4",
+            "--job.config_file",
+            str(REPO / "legacy_configs" / "gpt_oss" / "debug_model.toml"),
+            "--parallelism.tensor_parallel_degree",
+            "2",
+            "--parallelism.expert_parallel_degree",
+            "2",
+            "--parallelism.expert_tensor_parallel_degree",
+            "2",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert (
+        "expert_tensor_parallel_degree" in err
+        and "set parallelism.expert_tensor_parallel_degree to 1" in err
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "degrees", "summary"),
+    [
+        ("qwen3_moe_debug", ("2", "2", "1"), "4 GPUs (FSDP 2, TP 2, EP 2)"),
+        ("llama4_debugmodel", ("2", "2", "2"), "4 GPUs (FSDP 2, TP 2, EP 2, ETP 2)"),
+    ],
+)
+def test_preflight_passes_expert_parallel_with_tp(capsys, config, degrees, summary):
+    from titan.train import main
+
+    tp, ep, etp = degrees
+    code = main(
+        ["--preflight", "--ngpu", "4", "--config", config]
+        + ["--parallelism.tensor_parallel_degree", tp, "--parallelism.expert_parallel_degree", ep]
+        + ["--parallelism.expert_tensor_parallel_degree", etp]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert summary in out
 
 
 def torchrun_check(nproc: int, family: str, *scenarios: str) -> str:
@@ -103,6 +173,20 @@ def test_tp2_ep2_trains_like_one_process(family):
 @pytest.mark.parametrize("family", ["qwen3", "gpt_oss"])
 def test_fsdp_tp_and_ep_on_four_ranks_train_like_one_process(family):
     torchrun_check(4, family, "fsdp2_tp2_ep2", "fsdp2_tp2_ep4")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("family", "scenarios"),
+    [
+        # Scores after the experts (their gradient needs the whole expert output), and with AC.
+        ("qwen3", ("fsdp2_tp2_ep2_etp2", "fsdp2_tp2_ep2_etp2_ac")),
+        # Scores before the experts, a shared expert, dense layers between.
+        ("llama4", ("fsdp2_tp2_ep2_etp2",)),
+    ],
+)
+def test_expert_tensor_parallel_on_four_ranks_trains_like_one_process(family, scenarios):
+    torchrun_check(4, family, *scenarios)
 
 
 SMALL_MOE = """
@@ -167,3 +251,41 @@ def test_titan_train_tp2_ep2_matches_fsdp2_and_resumes_bitwise(tmp_path):
         assert final_a[key].abs().sum() > 0
         # The counts are integers pooled over both ranks' slices: one process's bias.
         assert torch.equal(final_a[key], final_one[key])
+
+
+@pytest.mark.slow
+def test_titan_train_expert_tensor_parallel_matches_fsdp2_and_resumes_bitwise(tmp_path):
+    """The small qwen3 MoE, 4 steps: FSDP 2 x TP 2 with EP 2 and expert TP 2 (4 processes, two
+    data-parallel ranks) agrees with FSDP 2 on the same batches to 1e-5 relative, and resumed
+    from its step-2 checkpoint (experts saved from their (ep, tp) shards) ends bit for bit where
+    the straight run does."""
+    import torch
+
+    from tests.test_qwen3_train import dcp_tensors
+
+    registry = tmp_path / "config_registry.py"
+    registry.write_text(SMALL_MOE, encoding="utf-8")
+    args = ["--registry", str(registry), "--config", "small_moe", *SMALL, *SEED]
+    args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
+    args += ["--checkpoint.keep_latest_k", "0"]
+    etp = ["--parallelism.tensor_parallel_degree", "2", "--parallelism.expert_parallel_degree"]
+    etp += ["2", "--parallelism.expert_tensor_parallel_degree", "2"]
+    fsdp = titan_train(args, dump_folder=tmp_path / "fsdp", legacy=False, nproc=2).check()
+    straight = titan_train([*args, *etp], dump_folder=tmp_path / "a", legacy=False, nproc=4)
+    straight.check()
+    assert "(FSDP 2, TP 2, EP 2, ETP 2)" in straight.stderr, straight.stderr[-3000:]
+    assert straight.losses == pytest.approx(fsdp.losses, rel=1e-5)
+
+    (tmp_path / "b" / "checkpoint").mkdir(parents=True)
+    shutil.copytree(
+        tmp_path / "a" / "checkpoint" / "step-2", tmp_path / "b" / "checkpoint" / "step-2"
+    )
+    resumed = titan_train([*args, *etp], dump_folder=tmp_path / "b", legacy=False, nproc=4)
+    resumed.check()
+    assert resumed.metrics[0]["step"] == 2
+    assert loss_bits(resumed.losses) == loss_bits(straight.losses[2:])
+    final_a = dcp_tensors(tmp_path / "a" / "checkpoint" / "step-4")
+    final_b = dcp_tensors(tmp_path / "b" / "checkpoint" / "step-4")
+    assert [key for key in final_a if not torch.equal(final_a[key], final_b[key])] == []
+    experts = [key for key in final_a if key.endswith("moe.experts.w2")]
+    assert len(experts) == 2 and all(final_a[key].shape[0] == 8 for key in experts)

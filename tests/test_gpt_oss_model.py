@@ -441,7 +441,7 @@ def test_tp_plan_refuses_an_moe_it_cannot_split_before_touching_the_model(change
             tp_mesh=_TwoRanks(),
             loss_parallel=True,
             float8_enabled=False,
-            ep_borrows_tp=False,
+            moe_layout="replicated",
         )
 
 

@@ -344,6 +344,18 @@ SCENARIOS = {
     # 4 processes: FSDP 2 x TP 2; EP 2 is the TP ranks (the experts FSDP-sharded over the other
     # 2), EP 4 is every rank.
     "fsdp2_tp2_ep2": dict(parallelism=ParallelismConfig(tensor_parallel_degree=2, **EP2_TP2)),
+    # Expert tensor parallel: EP 2 over the FSDP ranks, each expert's hidden units over TP 2.
+    "fsdp2_tp2_ep2_etp2": dict(
+        parallelism=ParallelismConfig(
+            tensor_parallel_degree=2, expert_tensor_parallel_degree=2, **EP2_TP2
+        )
+    ),
+    "fsdp2_tp2_ep2_etp2_ac": dict(
+        parallelism=ParallelismConfig(
+            tensor_parallel_degree=2, expert_tensor_parallel_degree=2, **EP2_TP2
+        ),
+        ac=ActivationCheckpointConfig(mode="full"),
+    ),
     "fsdp2_tp2_ep4": dict(
         parallelism=ParallelismConfig(
             tensor_parallel_degree=2, expert_parallel_degree=4, disable_loss_parallel=True

@@ -151,13 +151,13 @@ def _check_run(config: Any, *, ngpu: int) -> str:
 
     from titan.config.configurable import NotBuildableError
     from titan.distributed.parallel_dims import ParallelDims
-    from titan.distributed.parallelize import _refuse_unrunnable
+    from titan.distributed.parallelize import refuse_unrunnable
     from titan.distributed.process_group import default_device_type
     from titan.training.setup import (
-        _degrees,
         _document_eos_id,
         _hf_assets_path,
         _model_config,
+        degrees_in_words,
     )
     from titan.training.weights import DTYPES, default_dtype
 
@@ -186,7 +186,7 @@ def _check_run(config: Any, *, ngpu: int) -> str:
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
     )
     converters.convert(model)
-    _refuse_unrunnable(
+    refuse_unrunnable(
         spec,
         parallel_dims=parallel_dims,
         training=config.training,
@@ -200,7 +200,7 @@ def _check_run(config: Any, *, ngpu: int) -> str:
     gpus = f"{ngpu} GPU" if ngpu == 1 else f"{ngpu} GPUs"
     # The degrees in the words of the run's own summary line.
     return (
-        f"{spec.name} {spec.flavor}, {gpus} ({_degrees(parallel_dims)}), "
+        f"{spec.name} {spec.flavor}, {gpus} ({degrees_in_words(parallel_dims)}), "
         f"{_amount(parameters)} parameters"
     )
 

@@ -30,7 +30,14 @@ from torch.distributed._functional_collectives import (
     all_to_all_single_autograd,
 )
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.tensor import Shard, distribute_module, distribute_tensor
+from torch.distributed.tensor import (
+    DTensor,
+    Partial,
+    Replicate,
+    Shard,
+    distribute_module,
+    distribute_tensor,
+)
 from torch.distributed.tensor.parallel import ParallelStyle, parallelize_module
 
 if TYPE_CHECKING:
@@ -110,6 +117,82 @@ class ExpertParallel(ParallelStyle):
         )
 
 
+class ExpertTensorParallel(ExpertParallel):
+    """Expert parallel over the first dimension of a 2-D ``(ep, tp)`` mesh, with each expert's
+    hidden units split over the second (``expert_tensor_parallel_degree = tp``).
+
+    The TP ranks of an EP rank route the same tokens (the MoE layer runs replicated over TP), so
+    each exchanges the same rows with its EP peers of the same TP index. Its experts then compute
+    partial outputs from their hidden shards, which are summed over TP before they travel back,
+    and the gradient of the rows is summed over TP in backward (Megatron's pair of collectives
+    around a split MLP). Everything after the experts is the one-process math, so the router's
+    gradient is whole on every rank whether the scores apply before or after the experts.
+
+    ``hidden_dims`` names each parameter's hidden dimension (``GroupedExperts``: w1 and w3 on 1,
+    w2 on 2).
+    """
+
+    def __init__(self, hidden_dims: dict[str, int]) -> None:
+        super().__init__()
+        self.hidden_dims = hidden_dims
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        """Shard ``module``'s parameters on (experts, hidden) and wrap its forward."""
+        return distribute_module(
+            module,
+            device_mesh,
+            partition_fn=self.shard_experts_and_hidden,
+            input_fn=self.dispatch_rows,
+            output_fn=self.combine_rows,
+        )
+
+    def shard_experts_and_hidden(
+        self, name: str, module: nn.Module, device_mesh: DeviceMesh
+    ) -> None:
+        """Make every parameter ``module`` holds a DTensor ``[Shard(0), Shard(hidden)]``."""
+        for param_name, param in list(module.named_parameters(recurse=False)):
+            placements = [Shard(0), Shard(self.hidden_dims[param_name])]
+            sharded = nn.Parameter(distribute_tensor(param, device_mesh, placements))
+            module.register_parameter(param_name, sharded)
+
+    def dispatch_rows(
+        self, module: nn.Module, inputs: tuple[Any, ...], device_mesh: DeviceMesh
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`ExpertParallel.dispatch` over the EP dimension; the rows' gradient summed
+        over the TP dimension."""
+        ep_mesh, tp_mesh = _ep_and_tp(device_mesh)
+        rows, counts = self.dispatch(module, inputs, ep_mesh)
+        return with_grad_summed_over(rows, tp_mesh), counts
+
+    def combine_rows(
+        self, module: nn.Module, routed_output: torch.Tensor, device_mesh: DeviceMesh
+    ) -> torch.Tensor:
+        """Sum the partial outputs over the TP dimension, then :meth:`ExpertParallel.combine`
+        over the EP dimension."""
+        ep_mesh, tp_mesh = _ep_and_tp(device_mesh)
+        return self.combine(module, summed_over(routed_output, tp_mesh), ep_mesh)
+
+
+def _ep_and_tp(device_mesh: DeviceMesh) -> tuple[DeviceMesh, DeviceMesh]:
+    """The two 1-D meshes of a 2-D ``(ep, tp)`` mesh."""
+    ep_name, tp_name = device_mesh.mesh_dim_names
+    return device_mesh[ep_name], device_mesh[tp_name]
+
+
+def with_grad_summed_over(x: torch.Tensor, mesh: DeviceMesh) -> torch.Tensor:
+    """``x`` itself forward; backward, its gradient summed over ``mesh`` (each rank computes a
+    partial one from its shard of the weights)."""
+    replicated = DTensor.from_local(x, mesh, (Replicate(),), run_check=False)
+    return replicated.to_local(grad_placements=(Partial(),))
+
+
+def summed_over(x: torch.Tensor, mesh: DeviceMesh) -> torch.Tensor:
+    """The sum of every rank's ``x`` over ``mesh`` (an all-reduce); backward, the gradient as it
+    is (every rank's partial ``x`` contributed to the whole sum)."""
+    partial = DTensor.from_local(x, mesh, (Partial(),), run_check=False)
+    return partial.redistribute(placements=(Replicate(),)).to_local()
+
+
 def shard_expert_dim(name: str, module: nn.Module, device_mesh: DeviceMesh) -> None:
     """Make every parameter that ``module`` itself holds a DTensor sharded on dim 0 (experts)."""
     for param_name, param in list(module.named_parameters(recurse=False)):
@@ -122,9 +205,13 @@ def moe_layers(model: nn.Module) -> list[nn.Module]:
     return [block.moe for block in model.layers.values() if getattr(block, "moe_enabled", False)]
 
 
-def apply_expert_parallel(model: nn.Module, *, ep_mesh: DeviceMesh) -> None:
-    """Split every MoE layer's routed experts over ``ep_mesh``; ``ValueError`` if the model has
-    no MoE layer or a layer's experts do not divide evenly over the EP ranks."""
+def apply_expert_parallel(
+    model: nn.Module, *, ep_mesh: DeviceMesh, expert_tp_mesh: DeviceMesh | None = None
+) -> None:
+    """Split every MoE layer's routed experts over ``ep_mesh``, and with ``expert_tp_mesh`` (the
+    2-D ``(ep, tp)`` mesh of expert tensor parallel) each expert's hidden units over its TP
+    dimension too; ``ValueError`` if the model has no MoE layer or a layer's experts (or their
+    hidden units) do not divide evenly over the ranks."""
     layers = moe_layers(model)
     if not layers:
         raise ValueError(
@@ -137,7 +224,24 @@ def apply_expert_parallel(model: nn.Module, *, ep_mesh: DeviceMesh) -> None:
                 f"expert_parallel_degree ({ep_mesh.size()}) must divide the number of experts "
                 f"({moe.num_experts}): each EP rank holds the same number of whole experts"
             )
-        parallelize_module(moe.experts, ep_mesh, ExpertParallel())
+        if expert_tp_mesh is None:
+            parallelize_module(moe.experts, ep_mesh, ExpertParallel())
+            continue
+        hidden_dims = getattr(moe.experts, "HIDDEN_DIMS", None)
+        if hidden_dims is None:
+            raise ValueError(
+                f"{type(moe.experts).__name__} cannot be split by expert tensor parallel; hint: "
+                "set parallelism.expert_tensor_parallel_degree = 1"
+            )
+        tp = expert_tp_mesh.size(1)
+        for param_name, dim in hidden_dims.items():
+            hidden = getattr(moe.experts, param_name).shape[dim]
+            if hidden % tp:
+                raise ValueError(
+                    f"expert_tensor_parallel_degree ({tp}) must divide the experts' hidden size "
+                    f"({hidden}): each TP rank holds the same share of every expert"
+                )
+        parallelize_module(moe.experts, expert_tp_mesh, ExpertTensorParallel(hidden_dims))
 
 
 def shard_experts_with_fsdp(
@@ -184,8 +288,11 @@ def shard_experts_with_fsdp(
 
 __all__ = [
     "ExpertParallel",
+    "ExpertTensorParallel",
     "apply_expert_parallel",
     "moe_layers",
     "shard_expert_dim",
     "shard_experts_with_fsdp",
+    "summed_over",
+    "with_grad_summed_over",
 ]

@@ -7,7 +7,7 @@ can hold a ``ParallelDims`` without importing torch.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from schemas.rules import expert_borrowed_degree, expert_layout_problem
 
@@ -45,6 +45,13 @@ MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "dp_shard_mod_ep": ("dp_shard_mod_ep",),
     "dp_shard_in_ep": ("dp_shard_in_ep",),
 }
+
+
+# How tensor parallel runs the MoE layers (``ParallelDims.moe_layout``): every TP rank runs every
+# expert on the same tokens ("replicated"); EP takes the TP ranks and each routes its own sequence
+# slice ("token_split"); or expert tensor parallel splits each expert's hidden units over the TP
+# ranks, which route the same tokens ("hidden_split").
+MoELayout = Literal["replicated", "token_split", "hidden_split"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -163,6 +170,15 @@ class ParallelDims:
         """Whether the EP groups hold the TP ranks (``etp = 1`` with TP): each TP rank then routes
         its own sequence slice to the experts instead of every rank the same tokens."""
         return self.ep_enabled and self.tp_enabled and self.etp == 1
+
+    @property
+    def moe_layout(self) -> MoELayout:
+        """How tensor parallel runs the MoE layers (see :data:`MoELayout`)."""
+        if self.ep_borrows_tp:
+            return "token_split"
+        if self.etp_enabled:
+            return "hidden_split"
+        return "replicated"
 
     @property
     def dp_shard_in_ep(self) -> int:
@@ -299,6 +315,14 @@ class ParallelDims:
                 dims = ("dp_shard_in_ep",)  # TP shards inside each expert instead
         return tuple(dim for dim in dims if dim in self.mesh_dim_names)
 
+    def expert_tensor_mesh(self, world_mesh: DeviceMesh | None) -> DeviceMesh | None:
+        """The 2-D ``(ep, tp)`` mesh over which expert tensor parallel splits the experts (whole
+        experts over ep, hidden units over tp); None without expert tensor parallel."""
+        if world_mesh is None or not self.etp_enabled:
+            return None
+        (ep_dim,) = self._present_dims("ep")
+        return world_mesh[(ep_dim, "tp")]
+
     def dp_rank(self, world_mesh: DeviceMesh | None) -> int:
         """This process's data-parallel rank (which slice of the global batch it loads)."""
         dp_mesh = self.mesh(world_mesh, "dp")
@@ -318,19 +342,11 @@ def _flat_name(dims: tuple[str, ...]) -> str:
 
 def _check_expert_layout(*, ep: int, etp: int, tp: int, dp_shard: int) -> None:
     """Raise ``ValueError`` when expert parallel cannot be laid out on these degrees, with the
-    rule titan-validate reports, or shards each expert over the TP ranks (expert tensor parallel,
-    not in titan-train yet)."""
+    rule titan-validate reports."""
     problem = expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=1, dp_shard=dp_shard)
     if problem is not None:
         fact, message, hint = problem
         raise ValueError(f"parallelism.{_EXPERT_FIELDS[fact]}: {message}; hint: {hint}")
-    if etp > 1:
-        raise ValueError(
-            f"parallelism.expert_tensor_parallel_degree ({etp}): expert tensor parallel (each "
-            "expert's hidden units split over the TP ranks) is not supported by titan-train yet; "
-            "hint: set expert_tensor_parallel_degree = 1, so that expert parallel takes the TP "
-            "ranks too (each TP rank sends its own tokens to the experts)"
-        )
 
 
 _EXPERT_FIELDS = {"ep": "expert_parallel_degree", "etp": "expert_tensor_parallel_degree"}

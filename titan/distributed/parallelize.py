@@ -65,7 +65,7 @@ def parallelize_model(
     the model changes.
     """
     model_compile_enabled = compile.enable and "model" in compile.components
-    _refuse_unrunnable(
+    refuse_unrunnable(
         spec,
         parallel_dims=parallel_dims,
         training=training,
@@ -82,13 +82,17 @@ def parallelize_model(
             tp_mesh=tp_mesh,
             loss_parallel=parallel_dims.loss_parallel_enabled,
             float8_enabled=float8_enabled,
-            ep_borrows_tp=parallel_dims.ep_borrows_tp,
+            moe_layout=parallel_dims.moe_layout,
         )
         if parallelism.enable_async_tensor_parallel:
             _enable_async_tp(tp_mesh)
     if parallel_dims.ep_enabled:
         assert world_mesh is not None
-        apply_expert_parallel(model, ep_mesh=parallel_dims.mesh(world_mesh, "ep"))
+        apply_expert_parallel(
+            model,
+            ep_mesh=parallel_dims.mesh(world_mesh, "ep"),
+            expert_tp_mesh=parallel_dims.expert_tensor_mesh(world_mesh),
+        )
     apply_activation_checkpointing(
         model,
         config=activation_checkpoint,
@@ -120,7 +124,7 @@ def parallelize_model(
     return model
 
 
-def _refuse_unrunnable(
+def refuse_unrunnable(
     spec: ModelSpec,
     *,
     parallel_dims: ParallelDims,

@@ -22,6 +22,10 @@ A family's plan picks the MoE layers' plan with :func:`moe_plan`:
   sequence-parallel norms' are. torchtitan gathers the sequence and splits the flattened tokens
   instead (``ReordererSequenceParallel``), then reduce-scatters the output: same math, one
   all-gather and one reduce-scatter more per MoE layer.
+- Expert tensor parallel (``expert_tensor_parallel_degree = tensor_parallel_degree``): the MoE
+  layers run replicated as under TP alone, except the routed experts, which
+  ``titan.distributed.expert_parallel.ExpertTensorParallel`` splits over EP (whole experts) and
+  TP (hidden units), summing their partial outputs over TP before the scores weight them.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from torch.distributed.tensor.parallel import (
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
+
+    from titan.distributed.parallel_dims import MoELayout
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -167,12 +173,17 @@ def _local_output(module: nn.Module, output: Any, device_mesh: DeviceMesh) -> An
     return output.to_local() if isinstance(output, DTensor) else output
 
 
-def moe_plan(moe: nn.Module, *, ep_borrows_tp: bool) -> dict[str, ParallelStyle]:
-    """The TP plan of a block's MoE ``moe`` (at ``moe``): :func:`token_split_moe_plan` when
-    expert parallel takes the TP ranks (``ep_borrows_tp``), else :func:`replicated_moe_plan`."""
-    if ep_borrows_tp:
+def moe_plan(moe: nn.Module, *, moe_layout: MoELayout) -> dict[str, ParallelStyle]:
+    """The TP plan of a block's MoE ``moe`` (at ``moe``) for ``moe_layout``
+    (``ParallelDims.moe_layout``): :func:`token_split_moe_plan` when expert parallel takes the TP
+    ranks, else :func:`replicated_moe_plan`, whose routed experts expert tensor parallel splits
+    instead (``titan.distributed.expert_parallel.ExpertTensorParallel``)."""
+    if moe_layout == "token_split":
         return token_split_moe_plan(moe)
-    return replicated_moe_plan(moe)
+    plan = replicated_moe_plan(moe)
+    if moe_layout == "hidden_split":
+        del plan["moe.experts"]
+    return plan
 
 
 def token_split_moe_plan(moe: nn.Module) -> dict[str, ParallelStyle]:

@@ -259,8 +259,8 @@ class ModelSpec:
     """Import path of the loss builder."""
     parallelize_fn: str | None = None
     """Import path of the family's TP plan:
-    ``(model, *, tp_mesh, loss_parallel, float8_enabled, ep_borrows_tp) -> None``
-    (``ep_borrows_tp``: expert parallel's groups hold the TP ranks; see ``ParallelDims``)."""
+    ``(model, *, tp_mesh, loss_parallel, float8_enabled, moe_layout) -> None``
+    (``moe_layout``: how TP runs the MoE layers, ``ParallelDims.moe_layout``)."""
     pipelining_fn: str | None = None
     """Import path of the pipeline-splitting function; ``None`` when not supported."""
     post_optimizer_build_fn: str | None = None

@@ -325,7 +325,7 @@ def _build(
 
     summary = (
         f"{spec.name} {spec.flavor}, {sum(p.numel() for p in model.parameters()):,} parameters, "
-        f"world size {world_size} ({_degrees(parallel_dims)}), device {device.type}, "
+        f"world size {world_size} ({degrees_in_words(parallel_dims)}), device {device.type}, "
         f"{accumulation_steps} micro-batch(es) of {training.local_batch_size}×{training.seq_len}"
     )
     return RunParts(
@@ -451,10 +451,12 @@ def _loss_context(parallel_dims: ParallelDims):
     return contextlib.nullcontext()
 
 
-def _degrees(parallel_dims: ParallelDims) -> str:
+def degrees_in_words(parallel_dims: ParallelDims) -> str:
     """The parallelisms in use, in words ("FSDP 4, TP 2"; "one process" when none)."""
     names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "ep": "EP"}
     used = [f"{label} {getattr(parallel_dims, name)}" for name, label in names.items()]
+    if parallel_dims.etp_enabled:
+        used.append(f"ETP {parallel_dims.etp}")
     shown = [text for text in used if not text.endswith(" 1")]
     return ", ".join(shown) or "one process"
 

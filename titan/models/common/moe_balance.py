@@ -11,8 +11,9 @@ The update runs from the optimizers' step hook. torchtitan registers it as a pre
 containers offer a post-step hook, which is equivalent: the bias is a buffer the optimizer never
 reads, and it only enters the next forward pass either way.
 
-Activation checkpointing recomputes a block's forward, so the counts of a recomputed layer are
-exactly doubled; the update depends only on the signs of ``mean - counts``, which doubling keeps.
+Activation checkpointing recomputes a block's forward, so in eager mode the counts of a
+recomputed layer are exactly doubled (a compiled block counts once); the update depends only on
+the signs of ``mean - counts``, which doubling keeps.
 """
 
 from __future__ import annotations

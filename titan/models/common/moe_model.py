@@ -14,6 +14,8 @@ One token's path through ``MoE.forward``::
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -152,9 +154,12 @@ class GroupedExperts(nn.Module):
     """``num_experts`` SwiGLU experts stored as 3-D weights, run over tokens sorted by expert.
 
     ``w1``/``w3`` are ``[E, hidden, dim]`` and ``w2`` is ``[E, dim, hidden]`` (torchtitan's
-    layout). Under tensor parallelism they are DTensors sharded on the hidden dimension, and each
-    rank computes a partial sum from its local shards.
+    layout). Under expert tensor parallel they are DTensors sharded on the hidden dimension
+    (``HIDDEN_DIMS``), and each rank computes a partial sum from its local shards.
     """
+
+    HIDDEN_DIMS: ClassVar[dict[str, int]] = {"w1": 1, "w2": 2, "w3": 1}
+    """Each weight's hidden dimension, the one expert tensor parallel splits."""
 
     def __init__(self, *, dim: int, hidden_dim: int, num_experts: int, use_grouped_mm: bool):
         super().__init__()

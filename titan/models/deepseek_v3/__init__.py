@@ -28,12 +28,14 @@ def model_registry(flavor: str) -> ModelSpec:
         # (the gradients of one process), float8 linears (emulated), activation checkpointing,
         # Hugging Face import/export; EP (experts split over the FSDP ranks) matches one process
         # on 2 ranks (tests/test_expert_parallel.py); compiled blocks train with eager's losses
-        # (tests/test_deepseek_v3_compile.py). No expert TP.
+        # (tests/test_deepseek_v3_compile.py); EP with TP (over the TP ranks, and expert TP)
+        # matches one process (tests/test_expert_parallel_tp.py).
         capabilities=Capabilities(
             fsdp=True,
             ddp=True,
             tp=True,
             ep=True,
+            etp=True,
             float8=True,
             compile=True,
             activation_checkpoint=True,

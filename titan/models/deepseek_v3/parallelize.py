@@ -40,6 +40,8 @@ from titan.distributed.tensor_parallel import (
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+    from titan.distributed.parallel_dims import MoELayout
+
 
 def parallelize_deepseek_v3(
     model: nn.Module,
@@ -47,11 +49,11 @@ def parallelize_deepseek_v3(
     tp_mesh: DeviceMesh,
     loss_parallel: bool,
     float8_enabled: bool,
-    ep_borrows_tp: bool,
+    moe_layout: MoELayout,
 ) -> None:
-    """Shard deepseek_v3's attention and dense matmuls over ``tp_mesh``; replicate its MoE,
-    or, with ``ep_borrows_tp`` (expert parallel takes the TP ranks), run it on each rank's
-    sequence slice.
+    """Shard deepseek_v3's attention and dense matmuls over ``tp_mesh``; run its MoE layers as
+    ``moe_layout`` says (``moe_plan``: replicated, or on each rank's sequence slice when expert
+    parallel takes the TP ranks, or with expert tensor parallel splitting the experts).
 
     Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
     logits stay sharded on the vocabulary (a DTensor).
@@ -81,7 +83,7 @@ def parallelize_deepseek_v3(
             plan["attention.q_norm"] = ReplicatedCompute(wrap_io=False)
             plan["attention.wq_b"] = styles.colwise(use_local_output=False)
         if block.moe_enabled:
-            plan.update(moe_plan(block.moe, ep_borrows_tp=ep_borrows_tp))
+            plan.update(moe_plan(block.moe, moe_layout=moe_layout))
         else:
             plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)

@@ -30,6 +30,8 @@ from titan.distributed.tensor_parallel import (
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+    from titan.distributed.parallel_dims import MoELayout
+
 # Expert tensor -> how it is split over the TP ranks (torchtitan's GptossTensorParallel).
 EXPERT_PLACEMENTS = {
     "mlp1_weight": Shard(1),
@@ -45,17 +47,23 @@ def parallelize_gpt_oss(
     tp_mesh: DeviceMesh,
     loss_parallel: bool,
     float8_enabled: bool,
-    ep_borrows_tp: bool,
+    moe_layout: MoELayout,
 ) -> None:
     """Shard attention heads, sinks and expert hidden units over ``tp_mesh``, with sequence
-    parallel between them; the router is replicated. With ``ep_borrows_tp`` (expert parallel
-    takes the TP ranks) the experts are left whole to expert parallel and each rank routes its
-    own sequence slice.
+    parallel between them; the router is replicated. With ``moe_layout`` "token_split" (expert
+    parallel takes the TP ranks) the experts are left whole to expert parallel and each rank
+    routes its own sequence slice; expert tensor parallel ("hidden_split") is refused.
 
     With ``loss_parallel`` the output logits stay sharded on the vocabulary (a DTensor).
     ``ValueError`` for an MoE this plan cannot split (shared experts, or scores applied before
     the experts, which would sum the routing gradient twice): gpt-oss has neither.
     """
+    if moe_layout == "hidden_split":
+        raise ValueError(
+            "gpt_oss does not run expert tensor parallel yet; hint: set "
+            "parallelism.expert_tensor_parallel_degree = 1 (expert parallel then takes the TP ranks)"
+        )
+    ep_borrows_tp = moe_layout == "token_split"
     if not ep_borrows_tp:
         for block in model.layers.values():
             _check_splittable(block.moe, tp_mesh.size())

@@ -18,6 +18,8 @@ from titan.distributed.tensor_parallel import (
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+    from titan.distributed.parallel_dims import MoELayout
+
 
 def parallelize_llama(
     model: nn.Module,
@@ -25,12 +27,12 @@ def parallelize_llama(
     tp_mesh: DeviceMesh,
     loss_parallel: bool,
     float8_enabled: bool,
-    ep_borrows_tp: bool,
+    moe_layout: MoELayout,
 ) -> None:
     """Shard the embeddings, every block's attention heads and feed-forward hidden units, and the
     output over ``tp_mesh``, with sequence parallel in between (``titan.distributed.
     tensor_parallel``). ``float8_enabled``: the linears are torchao float8 linears (tensorwise
-    recipe), sharded with torchao's styles. ``ep_borrows_tp`` is moot: llama3 has no experts.
+    recipe), sharded with torchao's styles. ``moe_layout`` is moot: llama3 has no experts.
     """
     parallelize_decoder_ends(model, tp_mesh=tp_mesh, loss_parallel=loss_parallel)
     styles = tp_styles(float8_enabled)

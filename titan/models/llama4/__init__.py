@@ -31,13 +31,15 @@ def model_registry(flavor: str) -> ModelSpec:
         # FSDP (also CPU-offloaded, bf16), DDP, TP (MoE layers replicated), FSDP+TP and HSDP
         # match one process on 2-4 gloo ranks; HF import/export. EP (experts split over the
         # FSDP ranks, tests/test_expert_parallel.py) matches one process on 2 gloo ranks;
-        # compiled blocks train as the eager expert loop bit for bit. No float8, expert TP, PP
-        # or CP yet.
+        # compiled blocks train as the eager expert loop bit for bit; EP with TP (over the TP
+        # ranks, and expert TP) matches one process on 4 ranks (tests/test_expert_parallel_tp.py).
+        # No float8, PP or CP yet.
         capabilities=Capabilities(
             fsdp=True,
             ddp=True,
             tp=True,
             ep=True,
+            etp=True,
             activation_checkpoint=True,
             compile=True,
             hf_checkpoints=True,

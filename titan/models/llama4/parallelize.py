@@ -27,6 +27,8 @@ from titan.distributed.tensor_parallel import (
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+    from titan.distributed.parallel_dims import MoELayout
+
 
 def parallelize_llama4(
     model: nn.Module,
@@ -34,11 +36,11 @@ def parallelize_llama4(
     tp_mesh: DeviceMesh,
     loss_parallel: bool,
     float8_enabled: bool,
-    ep_borrows_tp: bool,
+    moe_layout: MoELayout,
 ) -> None:
-    """Shard llama4's attention and dense matmuls over ``tp_mesh``; replicate its MoE layers,
-    or, with ``ep_borrows_tp`` (expert parallel takes the TP ranks), run them on each rank's
-    sequence slice.
+    """Shard llama4's attention and dense matmuls over ``tp_mesh``; run its MoE layers as
+    ``moe_layout`` says (``moe_plan``: replicated, or on each rank's sequence slice when expert
+    parallel takes the TP ranks, or with expert tensor parallel splitting the experts).
 
     Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
     output logits stay sharded on the vocabulary (a DTensor). ``float8_enabled``: the linears are
@@ -49,7 +51,7 @@ def parallelize_llama4(
     for block in model.layers.values():
         plan = attention_plan(styles)
         if block.moe_enabled:
-            plan.update(moe_plan(block.moe, ep_borrows_tp=ep_borrows_tp))
+            plan.update(moe_plan(block.moe, moe_layout=moe_layout))
         else:
             plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)

@@ -27,12 +27,15 @@ def model_registry(flavor: str) -> ModelSpec:
         # matches DDP=2 (torchrun, gloo), Hugging Face import/export. Under TP the MoE layers
         # run replicated (parallelize.py). EP=2 matches one process and FSDP=2 and resumes
         # bitwise (tests/test_expert_parallel.py); compiled blocks train as the eager expert loop
-        # bit for bit. Expert TP, PP, CP and float8 are not proved.
+        # bit for bit; EP with TP (over the TP ranks, and expert TP) matches one process on 2-4
+        # ranks and resumes bitwise (tests/test_expert_parallel_tp.py). PP, CP and float8 are
+        # not proved.
         capabilities=Capabilities(
             fsdp=True,
             ddp=True,
             tp=True,
             ep=True,
+            etp=True,
             activation_checkpoint=True,
             compile=True,
             hf_checkpoints=True,

@@ -6,9 +6,10 @@ a tensor sharded on dim 2, which makes their gradients sum over the TP ranks.
 
 MoE layers take ``titan.distributed.tensor_parallel``'s ``moe_plan``: replicated across the TP
 ranks (every rank runs every expert on the whole sequence), or, when expert parallel takes the TP
-ranks, each rank's sequence slice routed to the experts over the EP group. Routed experts are not
-hidden-sharded here: that splits the router's gradient into per-rank partial sums when scores
-apply after the experts (qwen3's ``score_before_experts=False``).
+ranks, each rank's sequence slice routed to the experts over the EP group, or replicated with the
+experts' hidden units split by expert tensor parallel, whose partial outputs are summed before
+the scores weight them (so the router's gradient stays whole with qwen3's
+``score_before_experts=False``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from titan.distributed.tensor_parallel import (
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+    from titan.distributed.parallel_dims import MoELayout
+
 # Dim of a ``[bs, seq, heads, head_dim]`` projection that column-sharded q/k/v split.
 HEADS_DIM = 2
 
@@ -39,15 +42,14 @@ def parallelize_qwen3(
     tp_mesh: DeviceMesh,
     loss_parallel: bool,
     float8_enabled: bool,
-    ep_borrows_tp: bool,
+    moe_layout: MoELayout,
 ) -> None:
     """Shard qwen3's matmuls over ``tp_mesh`` with sequence parallel between them.
 
     Activations between blocks are sharded on the sequence (dim 1). With ``loss_parallel`` the
     logits stay sharded on the vocabulary (a DTensor). With tied embeddings both the embedding
     and the output projection shard the vocabulary rows, so ``init_buffers`` can tie them again.
-    ``ep_borrows_tp`` (expert parallel takes the TP ranks): the MoE layers run on each rank's
-    sequence slice instead of replicated.
+    The MoE layers run as ``moe_layout`` says (``moe_plan``).
     """
     parallelize_decoder_ends(model, tp_mesh=tp_mesh, loss_parallel=loss_parallel)
     styles = tp_styles(float8_enabled)
@@ -57,7 +59,7 @@ def parallelize_qwen3(
             for norm in ("attention.q_norm", "attention.k_norm"):
                 plan[norm] = SequenceParallel(sequence_dim=HEADS_DIM, use_local_output=True)
         if block.moe_enabled:
-            plan.update(moe_plan(block.moe, ep_borrows_tp=ep_borrows_tp))
+            plan.update(moe_plan(block.moe, moe_layout=moe_layout))
         else:
             plan.update(feed_forward_plan(styles))
         parallelize_module(block, tp_mesh, plan)
