@@ -545,10 +545,20 @@ def tensor_parallel_heads(facts: ConfigFacts) -> Iterator[Diagnostic]:
                 tp,
                 f"tensor parallel degree {tp.value} does not divide the {heads} {kind} of "
                 f"`{facts.model_name.value}` flavor `{facts.flavor.value}`",
-                f"use a tensor parallel degree that divides {heads}, e.g. "
-                f"{_largest_divisor(heads, at_most=tp.value)}",
+                f"use a tensor parallel degree that divides {heads}"
+                f"{'' if facts.ngpu is None else f' and the {facts.ngpu} GPUs'}, e.g. "
+                f"{_heads_tp_degree(facts, at_most=tp.value)}",
             )
             return
+
+
+def _heads_tp_degree(facts: ConfigFacts, *, at_most: int) -> int:
+    """The largest TP degree not above ``at_most`` that divides both head counts and, with
+    ``--ngpu``, the GPU count (1 when none above it does)."""
+    counts = [heads for heads in (facts.n_heads, facts.n_kv_heads) if heads is not None]
+    if facts.ngpu is not None:
+        counts.append(facts.ngpu)
+    return max(d for d in range(1, at_most + 1) if all(count % d == 0 for count in counts))
 
 
 def checkpoint_keep(facts: ConfigFacts) -> Iterator[Diagnostic]:

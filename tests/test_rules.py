@@ -438,3 +438,22 @@ def test_every_code_the_rules_emit_has_a_case():
     emitted = set(re.findall(r'_diag\(\s*"([\w-]+)"', Path(rules.__file__).read_text()))
     covered = {e[0] for case in CASES for e in expected(source(case))}
     assert len(emitted) == 18 and emitted <= covered
+
+
+@pytest.mark.parametrize(
+    ("ngpu", "suggested"),
+    [
+        # 40 heads, 8 key/value heads: 4 divides both; on 10 GPUs only 2 also divides the GPUs.
+        (None, "divides 8, e.g. 4"),
+        (10, "divides 8 and the 10 GPUs, e.g. 2"),
+        (20, "divides 8 and the 20 GPUs, e.g. 4"),
+    ],
+)
+def test_the_tp_heads_hint_suggests_a_degree_that_fits_the_gpus(tmp_path, ngpu, suggested):
+    text = (
+        '[model]\nname = "llama4"\nflavor = "17bx16e"\n[parallelism]\ntensor_parallel_degree = 5\n'
+    )
+    options = CheckOptions(ngpu=ngpu)
+    checked = check_text(text, file="job.toml", base_dir=tmp_path, options=options)
+    (finding,) = [d for d in checked.diagnostics if d.code == "tp-heads"]
+    assert finding.hint == f"use a tensor parallel degree that {suggested}"
