@@ -32,8 +32,9 @@ import math
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Partial, Replicate
+from torch.distributed.tensor import DTensor
 
+from titan.distributed.expert_parallel import with_grad_summed_over
 from titan.models.common.attention_masks import MaskSpec
 from titan.models.common.model import Decoder, RoPE, block_init_std, repeat_kv
 from titan.models.common.moe_model import (
@@ -269,7 +270,7 @@ class GptOssGroupedExperts(nn.Module):
             # output (and its gradient for x) is a partial sum over the ranks. The output bias
             # is replicated: each rank adds its 1/tp share, and the gradient of x is summed.
             # (Expert parallel's whole experts per rank compute whole outputs: nothing to sum.)
-            x = with_summed_grad(x, mesh)
+            x = with_grad_summed_over(x, mesh)
             b2 = ScaledInForward.apply(b2, 1.0 / mesh.size())
         # torch.compile traces _grouped_mm with a fake kernel that takes bfloat16 only.
         traceable = x.dtype == torch.bfloat16 or not torch.compiler.is_compiling()
@@ -320,13 +321,6 @@ def hidden_split_mesh(mlp2_weight: torch.Tensor) -> DeviceMesh | None:
     return None
 
 
-def with_summed_grad(x: torch.Tensor, mesh: object) -> torch.Tensor:
-    """``x`` itself forward; backward, its gradient summed over ``mesh``'s ranks (each of which
-    computes a partial one from its shard of the weights)."""
-    replicated = DTensor.from_local(x, mesh, (Replicate(),), run_check=False)
-    return replicated.to_local(grad_placements=(Partial(),))
-
-
 class ScaledInForward(torch.autograd.Function):
     """``tensor * factor`` forward, the gradient passed through unscaled (torchtitan's
     ``ScaleBiasForward``): tp ranks each add ``bias / tp`` to a partial sum, and each must see
@@ -362,7 +356,7 @@ class GptOssRouter(TokenChoiceTopKRouter):
         """The shared routing, its scores' gradient summed over ``partial_score_grads_over``."""
         top_scores, selected, counts = super().forward(x, expert_bias)
         if self.partial_score_grads_over is not None:
-            top_scores = with_summed_grad(top_scores, self.partial_score_grads_over)
+            top_scores = with_grad_summed_over(top_scores, self.partial_score_grads_over)
         return top_scores, selected, counts
 
 
@@ -474,6 +468,5 @@ __all__ = [
     "apply_rotary_emb",
     "clamped_swiglu",
     "sink_attention",
-    "with_summed_grad",
     "yarn_correction_range",
 ]
