@@ -117,6 +117,27 @@ def test_missing_tokenizer_names_the_path_and_key(tmp_path, make_folder):
     assert "model.hf_assets_path" in message
 
 
+@pytest.mark.parametrize(
+    "content",
+    [b'{"version": "1.0", "model": {', b"{}", b"\x00\xff\xfe not json", b""],
+    ids=["truncated", "not-a-tokenizer", "binary", "empty"],
+)
+def test_an_unreadable_tokenizer_json_is_a_value_error_naming_the_file(tmp_path, content):
+    (tmp_path / "tokenizer.json").write_bytes(content)
+    with pytest.raises(ValueError) as error:
+        HuggingFaceTokenizer.Config().build(tokenizer_path=str(tmp_path))
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path / 'tokenizer.json'} is not a tokenizer.json")
+    assert "hint: point hf_assets_path at a folder with a valid one" in message
+
+
+def test_a_tokenizer_config_that_is_not_utf8_json_is_a_value_error(tmp_path):
+    (tmp_path / "tokenizer.json").write_bytes((ASSETS / "tokenizer/tokenizer.json").read_bytes())
+    (tmp_path / "tokenizer_config.json").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ValueError, match="tokenizer_config.json is not valid JSON"):
+        HuggingFaceTokenizer.Config().build(tokenizer_path=str(tmp_path))
+
+
 # Shipped assets -----------------------------------------------------------------------------
 
 

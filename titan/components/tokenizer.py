@@ -47,7 +47,13 @@ class HuggingFaceTokenizer(BaseTokenizer):
                 "(legacy TOML: model.hf_assets_path, or model.tokenizer_path) to a folder with "
                 "Hugging Face's tokenizer.json, e.g. ./tests/assets/tokenizer"
             )
-        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        try:
+            self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        except Exception as error:  # tokenizers raises a bare Exception for a file it cannot read
+            raise ValueError(
+                f"{tokenizer_file} is not a tokenizer.json the Hugging Face tokenizers library can "
+                f"read ({error}); hint: point hf_assets_path at a folder with a valid one"
+            ) from None
         # Text that happens to contain "<|end_of_text|>" is encoded as ordinary bytes, so a
         # document can never forge a special token (and decode(encode(text)) gives it back).
         self._tokenizer.encode_special_tokens = True
@@ -97,8 +103,10 @@ def _special_tokens(config_file: Path) -> dict[str, str]:
         return {}
     try:
         settings: dict[str, Any] = json.loads(config_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{config_file} is not valid JSON: {error}") from None
+    except OSError as error:
+        raise ValueError(f"cannot read {config_file}: {error.strerror or error}") from None
     found = {}
     for key in ("bos_token", "eos_token"):
         value = settings.get(key)
