@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import math
+import warnings
 
 import pytest
 import torch
@@ -316,6 +317,31 @@ def test_logits_match_hugging_face(tmp_path, q_lora_rank, yarn):
         expected = reference(tokens()).logits
         actual = model(tokens())
     torch.testing.assert_close(actual, expected, rtol=0, atol=LOGITS_ATOL)
+
+
+def test_bfloat16_autocast_forward_does_not_warn_and_norms_see_their_weight_dtype(tmp_path):
+    # titan-train's one-process mixed precision: float32 weights, bfloat16 autocast. The latent
+    # norms get bfloat16 projections; handed to rms_norm with float32 weights they warn (once a
+    # process, hence the dtype hooks as well as the filter).
+    hf = hf_config(q_lora_rank=24, yarn=True)
+    saved_hf_model(tmp_path, hf)
+    model = titan_from_hf(tmp_path, titan_config(hf))
+    with torch.no_grad():
+        fp32 = model(tokens())
+    seen = []
+    for layer in model.layers.values():
+        for norm in (layer.attention.q_norm, layer.attention.kv_norm):
+            norm.register_forward_pre_hook(
+                lambda norm, args: seen.append((args[0].dtype, norm.weight.dtype))
+            )
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = model(tokens())
+    assert seen == [(torch.float32, torch.float32)] * (2 * len(model.layers))
+    assert got.dtype == torch.bfloat16
+    # bfloat16 matmuls against the float32 forward: a few bfloat16 ulps at logits below 1.
+    torch.testing.assert_close(got.float(), fp32, rtol=0, atol=5e-2)
 
 
 def test_export_loads_in_hugging_face_with_the_same_logits(tmp_path):

@@ -248,6 +248,17 @@ class FeedForward(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
+def norm_in_weight_dtype(norm: nn.RMSNorm, x: torch.Tensor) -> torch.Tensor:
+    """``norm(x)`` computed in the dtype of the norm's weight, returned in ``x``'s dtype.
+
+    Under autocast the projections give bfloat16 activations while the norm weights stay
+    float32; ``rms_norm`` then warns about the mismatch and computes the same thing unfused
+    (float32 math, bfloat16 result), which the explicit casts give without the warning, bit for
+    bit (qwen3's q/k norms, deepseek_v3's latent norms).
+    """
+    return norm(x.to(norm.weight.dtype)).to(x.dtype)
+
+
 def block_init_std(init_std: str, *, layer_id: int, n_layers: int) -> float:
     """The std of a block's output projections: scaled down by depth or by the layer count."""
     depth = layer_id + 1 if init_std == "by_layer" else n_layers
@@ -418,6 +429,7 @@ __all__ = [
     "TransformerBlock",
     "apply_rotary_emb",
     "block_init_std",
+    "norm_in_weight_dtype",
     "llama_scaled_frequencies",
     "masked_sdpa",
     "repeat_kv",

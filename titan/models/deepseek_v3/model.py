@@ -28,6 +28,7 @@ from titan.models.common.model import (
     attention_mask_spec,
     block_init_std,
     masked_sdpa,
+    norm_in_weight_dtype,
 )
 from titan.models.deepseek_v3 import model_config
 
@@ -155,7 +156,11 @@ class MLAttention(nn.Module):
         """Attend over ``x`` of shape ``[bs, seq, dim]``: causally, or where the boolean
         ``attention_mask`` (broadcastable to ``[bs, heads, seq, seq]``) allows."""
         bs, seqlen, _ = x.shape
-        q = self.wq(x) if self.q_lora_rank == 0 else self.wq_b(self.q_norm(self.wq_a(x)))
+        q = (
+            self.wq(x)
+            if self.q_lora_rank == 0
+            else self.wq_b(norm_in_weight_dtype(self.q_norm, self.wq_a(x)))
+        )
         # -1 heads: as many as the projection holds (under tensor parallelism a DTensor's view).
         q = q.view(bs, seqlen, -1, self.qk_head_dim)
         q_nope, q_rope = torch.split(q, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)
@@ -164,7 +169,7 @@ class MLAttention(nn.Module):
         )
         q_rope, k_rope = apply_rotary_emb(q_rope, k_rope.unsqueeze(2), freqs_cis)
         q = torch.cat([q_nope, q_rope], dim=-1)
-        kv = self.wkv_b(self.kv_norm(latent)).view(
+        kv = self.wkv_b(norm_in_weight_dtype(self.kv_norm, latent)).view(
             bs, seqlen, -1, self.qk_nope_head_dim + self.v_head_dim
         )
         k_nope, v = torch.split(kv, [self.qk_nope_head_dim, self.v_head_dim], dim=-1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from titan.models.common.model import Attention, Decoder
+from titan.models.common.model import Attention, Decoder, norm_in_weight_dtype
 from titan.models.qwen3 import model_config
 
 
@@ -35,16 +35,6 @@ def apply_half_rotary_emb(
     cos = table[..., :head_dim].to(xq.dtype)
     sin = table[..., head_dim:].to(xq.dtype)
     return xq * cos + rotate_half(xq) * sin, xk * cos + rotate_half(xk) * sin
-
-
-def norm_heads(norm: nn.RMSNorm, heads: torch.Tensor) -> torch.Tensor:
-    """``norm(heads)`` computed in the dtype of the norm's weight, returned in ``heads``' dtype.
-
-    Under autocast the projections give bfloat16 heads while the norm weights stay float32;
-    ``rms_norm`` then warns about the mismatch and computes the same thing unfused (float32
-    math, bfloat16 result), which the explicit casts give without the warning, bit for bit.
-    """
-    return norm(heads.to(norm.weight.dtype)).to(heads.dtype)
 
 
 class Qwen3Attention(Attention):
@@ -84,7 +74,7 @@ class Qwen3Attention(Attention):
         """Queries, keys and values per head, queries and keys RMS-normed per head."""
         xq, xk, xv = super().project_heads(x)
         if self.q_norm is not None and self.k_norm is not None:
-            xq, xk = norm_heads(self.q_norm, xq), norm_heads(self.k_norm, xk)
+            xq, xk = norm_in_weight_dtype(self.q_norm, xq), norm_in_weight_dtype(self.k_norm, xk)
         return xq, xk, xv
 
     def rotate(
@@ -141,4 +131,4 @@ class Qwen3Model(Decoder):
         return [[self.tok_embeddings], *blocks, [self.norm, self.output]]
 
 
-__all__ = ["Qwen3Attention", "Qwen3Model", "apply_half_rotary_emb", "norm_heads", "rotate_half"]
+__all__ = ["Qwen3Attention", "Qwen3Model", "apply_half_rotary_emb", "rotate_half"]
