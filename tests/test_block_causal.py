@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.training_runs import REPO, SEED, SMALL, loss_bits, titan_train
+from tests.training_runs import REPO, SEED, SMALL, Launch, loss_bits, titan_trains
 from titan.config.configurable import NotBuildableError
 from titan.models import model_registry
 from titan.models.common.attention_masks import MaskSpec, build_attention_masks, document_ids
@@ -257,17 +257,26 @@ def test_flex_flavors_train_in_both_forms_with_identical_losses(family, tmp_path
         section = "validator.dataloader" if key == "dataset" else "validator"
         validation += [f"--{section}.{key}", value]
         legacy_validation += [f"--validation.{key}", value]
-    legacy = titan_train(
-        ["--job.config_file", toml, *SMALL, *SEED, *STEPS, *legacy_validation],
-        dump_folder=tmp_path / "toml",
-        legacy=True,
-    ).check()
-    code = titan_train(
-        ["--registry", str(registry), "--config", function.group(1)]
-        + [*SMALL, *SEED, *STEPS, *validation],
-        dump_folder=tmp_path / "registry",
-        legacy=False,
-    ).check()
+    launches = [
+        Launch(
+            ["--job.config_file", toml, *SMALL, *SEED, *STEPS, *legacy_validation],
+            dump_folder=tmp_path / "toml",
+            legacy=True,
+        ),
+        Launch(
+            ["--registry", str(registry), "--config", function.group(1)]
+            + [*SMALL, *SEED, *STEPS, *validation],
+            dump_folder=tmp_path / "registry",
+        ),
+        # The same run on the causal debug flavor, for the comparison at the end.
+        Launch(
+            ["--job.config_file", str(REPO / "legacy_configs" / family / "debug_model.toml")]
+            + [*SMALL, *SEED, *STEPS, *legacy_validation],
+            dump_folder=tmp_path / "causal",
+            legacy=True,
+        ),
+    ]
+    legacy, code, causal = (run.check() for run in titan_trains(launches))
     assert f"{family} {TRAINED[family]}" in legacy.stderr
     assert len(legacy.losses) == 6 and loss_bits(legacy.losses) == loss_bits(code.losses)
     assert legacy.losses[-1] < legacy.losses[0]
@@ -275,12 +284,6 @@ def test_flex_flavors_train_in_both_forms_with_identical_losses(family, tmp_path
     assert len(validated) == 2 and validated == [
         m["validation_loss"] for m in code.metrics if "validation_loss" in m
     ]
-    # The masks change the numbers: the same run on the causal debug flavor trains differently
-    # (the c4 batches hold documents shorter than the 64-token rows).
-    causal = titan_train(
-        ["--job.config_file", str(REPO / "legacy_configs" / family / "debug_model.toml")]
-        + [*SMALL, *SEED, *STEPS, *legacy_validation],
-        dump_folder=tmp_path / "causal",
-        legacy=True,
-    ).check()
+    # The masks change the numbers: the causal debug flavor trains differently (the c4 batches
+    # hold documents shorter than the 64-token rows).
     assert loss_bits(causal.losses) != loss_bits(legacy.losses)

@@ -16,12 +16,13 @@ import pytest
 
 from tests.training_runs import (
     REPO,
+    Launch,
     both_forms,
     hf_round_trip,
     loss_bits,
     migrated,
     parallel_check,
-    titan_train,
+    titan_trains,
 )
 
 pytestmark = pytest.mark.slow  # every test here trains for real
@@ -97,15 +98,17 @@ def narrow_registry(folder: Path) -> Path:
 
 def test_activation_checkpointing_recomputes_the_same_losses(tmp_path):
     registry = narrow_registry(tmp_path)
-    runs = {
-        mode: titan_train(
+    modes = ("none", "full", "selective")
+    launches = [
+        Launch(
             ["--registry", str(registry), "--config", "narrow_gpt_oss"]
             + ["--activation_checkpoint.mode", mode],
             dump_folder=tmp_path / mode,
             legacy=False,
-        ).check()
-        for mode in ("none", "full", "selective")
-    }
+        )
+        for mode in modes
+    ]
+    runs = {mode: run.check() for mode, run in zip(modes, titan_trains(launches), strict=True)}
     assert len(runs["none"].losses) == 3
     assert loss_bits(runs["full"].losses) == loss_bits(runs["none"].losses)
     assert loss_bits(runs["selective"].losses) == loss_bits(runs["none"].losses)
@@ -116,14 +119,18 @@ def test_compiled_blocks_train_like_eager(tmp_path):
     per-expert row counts break the graph, which must not change the numbers."""
     registry = narrow_registry(tmp_path)
     args = ["--registry", str(registry), "--config", "narrow_gpt_oss"]
-    eager = titan_train(args, dump_folder=tmp_path / "eager", legacy=False).check()
-    compiled = titan_train(
-        [*args, "--compile.enable", "--compile.backend", "aot_eager"],
-        dump_folder=tmp_path / "compiled",
-        legacy=False,
-    ).check()
-    assert len(eager.losses) == 3
-    assert compiled.losses == pytest.approx(eager.losses, rel=1e-5)
+    eager, compiled = titan_trains(
+        [
+            Launch(args, dump_folder=tmp_path / "eager", legacy=False),
+            Launch(
+                [*args, "--compile.enable", "--compile.backend", "aot_eager"],
+                dump_folder=tmp_path / "compiled",
+                legacy=False,
+            ),
+        ]
+    )
+    assert len(eager.check().losses) == 3
+    assert compiled.check().losses == pytest.approx(eager.losses, rel=1e-5)
 
 
 def test_hf_export_then_import_gives_identical_parameters(tmp_path, monkeypatch):

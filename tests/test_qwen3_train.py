@@ -14,12 +14,14 @@ import pytest
 from tests.training_runs import (
     REPO,
     SEED,
+    Launch,
     both_forms,
     compiled_and_eager_loop,
     hf_round_trip,
     loss_bits,
     migrated,
     titan_train,
+    titan_trains,
 )
 
 pytestmark = pytest.mark.slow  # trains for real
@@ -154,9 +156,12 @@ TOLERANCE = 1e-4
 @pytest.mark.parametrize("name", ["small_dense", "small_moe"])
 def test_tensor_parallel_matches_one_process(tmp_path, name):
     args = small_run(tmp_path, name)
-    one = titan_train(args, dump_folder=tmp_path / "one", legacy=False).check()
     tp = ["--parallelism.tensor_parallel_degree", "2"]
-    two = titan_train([*args, *tp], dump_folder=tmp_path / "tp", legacy=False, nproc=2).check()
+    launches = [
+        Launch(args, dump_folder=tmp_path / "one"),
+        Launch([*args, *tp], dump_folder=tmp_path / "tp", nproc=2),
+    ]
+    one, two = (run.check() for run in titan_trains(launches))
     assert two.losses == pytest.approx(one.losses, rel=TOLERANCE)
 
 
@@ -167,9 +172,12 @@ def test_fsdp_matches_ddp(tmp_path, name):
     args = [*small_run(tmp_path, name), "--training.local_batch_size", "1"]
     ddp = ["--parallelism.data_parallel_replicate_degree", "2"]
     fsdp = ["--parallelism.data_parallel_shard_degree", "2"]
-    replicated = titan_train([*args, *ddp], dump_folder=tmp_path / "ddp", legacy=False, nproc=2)
-    sharded = titan_train([*args, *fsdp], dump_folder=tmp_path / "fsdp", legacy=False, nproc=2)
-    assert sharded.check().losses == pytest.approx(replicated.check().losses, rel=TOLERANCE)
+    launches = [
+        Launch([*args, *ddp], dump_folder=tmp_path / "ddp", nproc=2),
+        Launch([*args, *fsdp], dump_folder=tmp_path / "fsdp", nproc=2),
+    ]
+    replicated, sharded = (run.check() for run in titan_trains(launches))
+    assert sharded.losses == pytest.approx(replicated.losses, rel=TOLERANCE)
 
 
 def test_hf_export_loads_in_hugging_face_and_back_into_titan(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from tests.training_runs import (
     REPO,
     SEED,
     SMALL,
+    Launch,
     both_forms,
     child_env,
     hf_round_trip,
@@ -27,6 +28,7 @@ from tests.training_runs import (
     loss_bits,
     signal_when,
     titan_train,
+    titan_trains,
     wide_registry,
 )
 
@@ -235,12 +237,11 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
     common += ["--training.steps", "3", "--training.global_batch_size", "4"]
     # float32 compute (no bf16 autocast), so the two differ only in summation order.
     common += ["--training.mixed_precision_param", "float32"]
-    accumulated = titan_train(
-        [*common, "--training.local_batch_size", "2"], dump_folder=tmp_path / "a", legacy=False
-    ).check()
-    whole = titan_train(
-        [*common, "--training.local_batch_size", "4"], dump_folder=tmp_path / "b", legacy=False
-    ).check()
+    launches = [
+        Launch([*common, "--training.local_batch_size", "2"], dump_folder=tmp_path / "a"),
+        Launch([*common, "--training.local_batch_size", "4"], dump_folder=tmp_path / "b"),
+    ]
+    accumulated, whole = (run.check() for run in titan_trains(launches))
     assert "2 micro-batch(es) of 2×64" in accumulated.stderr
     assert "1 micro-batch(es) of 4×64" in whole.stderr
     for a, b in zip(accumulated.metrics, whole.metrics, strict=True):
@@ -272,12 +273,14 @@ def test_in_backward_optimizer_and_tensorboard_through_the_legacy_flags(tmp_path
 def test_compiled_model_and_loss_train_like_eager(tmp_path):
     """torch.compile of every block and of the loss (aot_eager: traced, no C++ codegen here)."""
     args = ["--config", "llama3_debugmodel", *SMALL, *SEED, "--training.steps", "3"]
-    eager = titan_train(args, dump_folder=tmp_path / "eager", legacy=False).check()
-    compiled = titan_train(
-        [*args, "--compile.enable", "--compile.backend", "aot_eager"],
-        dump_folder=tmp_path / "compiled",
-        legacy=False,
-    ).check()
+    launches = [
+        Launch(args, dump_folder=tmp_path / "eager"),
+        Launch(
+            [*args, "--compile.enable", "--compile.backend", "aot_eager"],
+            dump_folder=tmp_path / "compiled",
+        ),
+    ]
+    eager, compiled = (run.check() for run in titan_trains(launches))
     assert compiled.losses == pytest.approx(eager.losses, rel=1e-5)
 
 
@@ -285,14 +288,12 @@ def test_activation_checkpointing_modes_recompute_the_same_numbers(tmp_path):
     """Recomputation in backward must not change a bit: none, full and selective (the debug
     config's every-2nd-block) give the same losses."""
     args = ["--config", "llama3_debugmodel", *SMALL, *SEED, "--training.steps", "3"]
-    runs = {
-        mode: titan_train(
-            [*args, "--activation_checkpoint.mode", mode],
-            dump_folder=tmp_path / mode,
-            legacy=False,
-        ).check()
-        for mode in ("none", "full", "selective")
-    }
+    modes = ("none", "full", "selective")
+    launches = [
+        Launch([*args, "--activation_checkpoint.mode", mode], dump_folder=tmp_path / mode)
+        for mode in modes
+    ]
+    runs = {mode: run.check() for mode, run in zip(modes, titan_trains(launches), strict=True)}
     assert loss_bits(runs["full"].losses) == loss_bits(runs["none"].losses)
     assert loss_bits(runs["selective"].losses) == loss_bits(runs["none"].losses)
 
@@ -309,21 +310,22 @@ def test_a_seed_checkpoint_fixes_the_initial_weights_of_later_runs(tmp_path):
     assert "seed checkpoint written" in seeded.stderr and seeded.metrics == []
     step0 = tmp_path / "seed" / "checkpoint" / "step-0"
     assert (step0 / ".metadata").exists()
-    runs = []
-    for seed in ("2", "3"):
-        run = titan_train(
+    from_seed = [
+        Launch(
             [*base, "--debug.seed", seed, "--checkpoint.initial_load_path", str(step0)],
             dump_folder=tmp_path / f"run{seed}",
-            legacy=False,
-        ).check()
+        )
+        for seed in ("2", "3")
+    ]
+    unseeded = Launch([*base, "--debug.seed", "2"], dump_folder=tmp_path / "x")
+    *runs, unseeded_run = (run.check() for run in titan_trains([*from_seed, unseeded]))
+    for run in runs:
         assert re.search(r"loaded .*step-0", run.stderr)
         assert [m["step"] for m in run.metrics] == [1, 2]
-        runs.append(run)
     # The same weights and the same data give the same first loss; only the init differs
     # between seeds otherwise (the model has no dropout).
     assert loss_bits(runs[0].losses[:1]) == loss_bits(runs[1].losses[:1])
-    unseeded = titan_train([*base, "--debug.seed", "2"], dump_folder=tmp_path / "x", legacy=False)
-    assert loss_bits(unseeded.check().losses[:1]) != loss_bits(runs[0].losses[:1])
+    assert loss_bits(unseeded_run.losses[:1]) != loss_bits(runs[0].losses[:1])
 
 
 def test_a_finite_dataset_that_runs_out_stops_the_run_cleanly(tmp_path):

@@ -80,7 +80,6 @@ def test_two_nodes_joined_by_rendezvous_run_what_one_node_runs(tmp_path):
     from tests.training_runs import REPO, child_env
 
     args = ["--config", "llama3_debugmodel", *SMALL, *SEED, "--training.steps", "3"]
-    one_node = titan_train(args, dump_folder=tmp_path / "one", legacy=False, nproc=2).check()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -92,6 +91,8 @@ def test_two_nodes_joined_by_rendezvous_run_what_one_node_runs(tmp_path):
         subprocess.Popen(command, cwd=REPO, env=child_env(), stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
+    # The one-node run goes on meanwhile: the four processes share the cores.
+    one_node = titan_train(args, dump_folder=tmp_path / "one", legacy=False, nproc=2).check()
     errors = [node.communicate(timeout=600)[1] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], errors
     two_nodes = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").open()]
