@@ -31,11 +31,11 @@ demo: $(STAMP)
 	$(PY) -m titan.demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q --ignore=tests/upstream
+	$(PY) -m pytest -q --durations=15 --ignore=tests/upstream
 
 # Everything except the tests marked `slow` (real training runs and multi-process launches).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" --ignore=tests/upstream
+	$(PY) -m pytest -q --durations=15 -m "not slow" --ignore=tests/upstream
 
 # The tests against upstream torchtitan itself, in .venv-upstream (made on first use).
 test-upstream: $(STAMP) $(UPSTREAM_STAMP)
