@@ -11,16 +11,15 @@ itself: TP 2 x EP 2 against one process on the same batches, and a bitwise resum
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
+import torch
 
-from tests.training_runs import REPO, SEED, SMALL, child_env, loss_bits, titan_train
+from tests.test_expert_parallel import SMALL_MOE, torchrun_check
+from tests.training_runs import REPO, SEED, Launch, Run, loss_bits, titan_train, titan_trains
 from titan.config.configs import ParallelismConfig
 from titan.distributed.parallel_dims import ParallelDims
 
-CHECK = REPO / "tests" / "dist_scripts" / "expert_parallel_check.py"
 FAMILIES = ("qwen3", "llama4", "deepseek_v3", "gpt_oss")
 
 
@@ -144,21 +143,11 @@ def test_preflight_passes_expert_parallel_with_tp(capsys, config, degrees, summa
     assert summary in out
 
 
-def torchrun_check(nproc: int, family: str, *scenarios: str) -> str:
-    """Run the EP check script on ``nproc`` gloo processes; its output (it fails on a mismatch)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        + [f"--nproc-per-node={nproc}", str(CHECK), family, *scenarios],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=child_env(),
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr[-6000:]
+def checked(nproc: int, family: str, *scenarios: str) -> None:
+    """The EP check script's scenarios on ``nproc`` gloo processes, each reported OK."""
+    out = torchrun_check(nproc, family, *scenarios)
     for scenario in scenarios:
-        assert f"OK {family} {scenario}:" in done.stdout, done.stdout
-    return done.stdout
+        assert f"OK {family} {scenario}:" in out, out
 
 
 @pytest.mark.slow
@@ -166,13 +155,13 @@ def torchrun_check(nproc: int, family: str, *scenarios: str) -> str:
 def test_tp2_ep2_trains_like_one_process(family):
     # gpt_oss has its own TP plan (hidden-split experts) that EP over TP replaces; qwen3 also
     # recomputes every block (activation checkpointing re-runs the routing and the exchange).
-    torchrun_check(2, family, "tp2_ep2", *(("tp2_ep2_ac",) if family == "qwen3" else ()))
+    checked(2, family, "tp2_ep2", *(("tp2_ep2_ac",) if family == "qwen3" else ()))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen3", "gpt_oss"])
 def test_fsdp_tp_and_ep_on_four_ranks_train_like_one_process(family):
-    torchrun_check(4, family, "fsdp2_tp2_ep2", "fsdp2_tp2_ep4")
+    checked(4, family, "fsdp2_tp2_ep2", "fsdp2_tp2_ep4")
 
 
 @pytest.mark.slow
@@ -186,57 +175,39 @@ def test_fsdp_tp_and_ep_on_four_ranks_train_like_one_process(family):
     ],
 )
 def test_expert_tensor_parallel_on_four_ranks_trains_like_one_process(family, scenarios):
-    torchrun_check(4, family, *scenarios)
+    checked(4, family, *scenarios)
 
 
-SMALL_MOE = """
-from titan.models.qwen3.config_registry import qwen3_moe_debug
-
-
-def small_moe():
-    config = qwen3_moe_debug()
-    config.training.mixed_precision_param = "float32"
-    model = config.model_spec.model
-    model.n_layers = 2
-    model.layer.moe.num_experts = 8
-    model.layer.moe.top_k = 2
-    return config
-"""
-
-
-@pytest.mark.slow
-def test_titan_train_tp2_ep2_matches_fsdp2_and_resumes_bitwise(tmp_path):
-    """A small qwen3 MoE, 4 steps: under TP 2 x EP 2 (2 processes, one data-parallel rank) the
-    losses agree with one process on the same batches to 1e-5 relative (fp32; the sums run in
-    other orders), the run resumed from its step-2 checkpoint ends bit for bit where the
-    straight one does, and the expert biases it saved moved as the one process's did."""
-    import torch
-
+def straight_and_resumed(
+    tmp_path, parallel: list[str], *, nproc: int, reference_nproc: int
+) -> tuple[Run, Run, dict, dict]:
+    """The small qwen3 MoE for 4 steps under the ``parallel`` flags on ``nproc`` processes with
+    a checkpoint every 2, side by side with the reference layout (no flags) on
+    ``reference_nproc``; then the same run resumed from the straight run's step-2 checkpoint,
+    checked to end bit for bit where the straight run does. Returns (reference, straight, its
+    final tensors, the reference's)."""
     from tests.test_qwen3_train import dcp_tensors
 
     registry = tmp_path / "config_registry.py"
     registry.write_text(SMALL_MOE, encoding="utf-8")
-    args = ["--registry", str(registry), "--config", "small_moe", *SMALL, *SEED]
+    args = ["--registry", str(registry), "--config", "small_moe", *SEED]
+    args += ["--training.seq_len", "32", "--training.local_batch_size", "2"]
     args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
     args += ["--checkpoint.keep_latest_k", "0"]
-    tp_ep = [
-        "--parallelism.tensor_parallel_degree",
-        "2",
-        "--parallelism.expert_parallel_degree",
-        "2",
-    ]
-    one = titan_train(args, dump_folder=tmp_path / "one", legacy=False).check()
-    straight = titan_train([*args, *tp_ep], dump_folder=tmp_path / "a", legacy=False, nproc=2)
-    straight.check()
-    assert "(TP 2, EP 2)" in straight.stderr, straight.stderr[-3000:]
+    runs = titan_trains(
+        [
+            Launch(args, dump_folder=tmp_path / "reference", nproc=reference_nproc),
+            Launch([*args, *parallel], dump_folder=tmp_path / "a", nproc=nproc),
+        ]
+    )
+    reference, straight = (run.check() for run in runs)
     assert len(straight.losses) == 4
-    assert straight.losses == pytest.approx(one.losses, rel=1e-5)
 
     (tmp_path / "b" / "checkpoint").mkdir(parents=True)
     shutil.copytree(
         tmp_path / "a" / "checkpoint" / "step-2", tmp_path / "b" / "checkpoint" / "step-2"
     )
-    resumed = titan_train([*args, *tp_ep], dump_folder=tmp_path / "b", legacy=False, nproc=2)
+    resumed = titan_train([*args, *parallel], dump_folder=tmp_path / "b", legacy=False, nproc=nproc)
     resumed.check()
     assert resumed.metrics[0]["step"] == 2
     assert loss_bits(resumed.losses) == loss_bits(straight.losses[2:])
@@ -244,13 +215,32 @@ def test_titan_train_tp2_ep2_matches_fsdp2_and_resumes_bitwise(tmp_path):
     final_b = dcp_tensors(tmp_path / "b" / "checkpoint" / "step-4")
     assert final_a.keys() == final_b.keys()
     assert [key for key in final_a if not torch.equal(final_a[key], final_b[key])] == []
-    final_one = dcp_tensors(tmp_path / "one" / "checkpoint" / "step-4")
-    biases = [key for key in final_a if key.endswith("moe.expert_bias")]
+    return (
+        reference,
+        straight,
+        final_a,
+        dcp_tensors(tmp_path / "reference" / "checkpoint" / "step-4"),
+    )
+
+
+@pytest.mark.slow
+def test_titan_train_tp2_ep2_matches_one_process_and_resumes_bitwise(tmp_path):
+    """The small qwen3 MoE, 4 steps: under TP 2 x EP 2 (2 processes, one data-parallel rank) the
+    losses agree with one process on the same batches to 1e-5 relative (fp32; the sums run in
+    other orders), the run resumes bitwise, and its expert biases moved as one process's did
+    (the counts are integers pooled over both ranks' sequence slices)."""
+    parallel = ["--parallelism.tensor_parallel_degree", "2"]
+    parallel += ["--parallelism.expert_parallel_degree", "2"]
+    one, straight, final, final_one = straight_and_resumed(
+        tmp_path, parallel, nproc=2, reference_nproc=1
+    )
+    assert "(TP 2, EP 2)" in straight.stderr, straight.stderr[-3000:]
+    assert straight.losses == pytest.approx(one.losses, rel=1e-5)
+    biases = [key for key in final if key.endswith("moe.expert_bias")]
     assert len(biases) == 2
     for key in biases:
-        assert final_a[key].abs().sum() > 0
-        # The counts are integers pooled over both ranks' slices: one process's bias.
-        assert torch.equal(final_a[key], final_one[key])
+        assert final[key].abs().sum() > 0
+        assert torch.equal(final[key], final_one[key])
 
 
 @pytest.mark.slow
@@ -259,33 +249,11 @@ def test_titan_train_expert_tensor_parallel_matches_fsdp2_and_resumes_bitwise(tm
     data-parallel ranks) agrees with FSDP 2 on the same batches to 1e-5 relative, and resumed
     from its step-2 checkpoint (experts saved from their (ep, tp) shards) ends bit for bit where
     the straight run does."""
-    import torch
-
-    from tests.test_qwen3_train import dcp_tensors
-
-    registry = tmp_path / "config_registry.py"
-    registry.write_text(SMALL_MOE, encoding="utf-8")
-    args = ["--registry", str(registry), "--config", "small_moe", *SMALL, *SEED]
-    args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
-    args += ["--checkpoint.keep_latest_k", "0"]
-    etp = ["--parallelism.tensor_parallel_degree", "2", "--parallelism.expert_parallel_degree"]
-    etp += ["2", "--parallelism.expert_tensor_parallel_degree", "2"]
-    fsdp = titan_train(args, dump_folder=tmp_path / "fsdp", legacy=False, nproc=2).check()
-    straight = titan_train([*args, *etp], dump_folder=tmp_path / "a", legacy=False, nproc=4)
-    straight.check()
+    parallel = ["--parallelism.tensor_parallel_degree", "2"]
+    parallel += ["--parallelism.expert_parallel_degree", "2"]
+    parallel += ["--parallelism.expert_tensor_parallel_degree", "2"]
+    fsdp, straight, final, _ = straight_and_resumed(tmp_path, parallel, nproc=4, reference_nproc=2)
     assert "(FSDP 2, TP 2, EP 2, ETP 2)" in straight.stderr, straight.stderr[-3000:]
     assert straight.losses == pytest.approx(fsdp.losses, rel=1e-5)
-
-    (tmp_path / "b" / "checkpoint").mkdir(parents=True)
-    shutil.copytree(
-        tmp_path / "a" / "checkpoint" / "step-2", tmp_path / "b" / "checkpoint" / "step-2"
-    )
-    resumed = titan_train([*args, *etp], dump_folder=tmp_path / "b", legacy=False, nproc=4)
-    resumed.check()
-    assert resumed.metrics[0]["step"] == 2
-    assert loss_bits(resumed.losses) == loss_bits(straight.losses[2:])
-    final_a = dcp_tensors(tmp_path / "a" / "checkpoint" / "step-4")
-    final_b = dcp_tensors(tmp_path / "b" / "checkpoint" / "step-4")
-    assert [key for key in final_a if not torch.equal(final_a[key], final_b[key])] == []
-    experts = [key for key in final_a if key.endswith("moe.experts.w2")]
-    assert len(experts) == 2 and all(final_a[key].shape[0] == 8 for key in experts)
+    experts = [key for key in final if key.endswith("moe.experts.w2")]
+    assert len(experts) == 2 and all(final[key].shape[0] == 8 for key in experts)
