@@ -3,7 +3,7 @@
 Between blocks the activations are sharded on the sequence (dim 1, sequence parallel); each block
 gathers them before attention and the feed-forward and reduce-scatters after. A family's plan
 (``ModelSpec.parallelize_fn``) applies :func:`parallelize_decoder_ends` once and, per block,
-:func:`attention_plan` and :func:`feed_forward_plan` (or :func:`replicated_moe_plan`) plus whatever
+:func:`attention_plan` and :func:`feed_forward_plan` (or :func:`moe_plan`) plus whatever
 its own modules need.
 
 A family's plan picks the MoE layers' plan with :func:`moe_plan`:
