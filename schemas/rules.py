@@ -555,10 +555,11 @@ def tensor_parallel_heads(facts: ConfigFacts) -> Iterator[Diagnostic]:
 def _heads_tp_degree(facts: ConfigFacts, *, at_most: int) -> int:
     """The largest TP degree not above ``at_most`` that divides both head counts and, with
     ``--ngpu``, the GPU count (1 when none above it does)."""
-    counts = [heads for heads in (facts.n_heads, facts.n_kv_heads) if heads is not None]
-    if facts.ngpu is not None:
-        counts.append(facts.ngpu)
-    return max(d for d in range(1, at_most + 1) if all(count % d == 0 for count in counts))
+    counts = [count for count in (facts.n_heads, facts.n_kv_heads, facts.ngpu) if count]
+    # Bounded by the smallest count, not by ``at_most`` (a hostile degree may be 2**63).
+    top = min([at_most, *counts])
+    fitting = [d for d in range(1, top + 1) if all(count % d == 0 for count in counts)]
+    return max(fitting, default=1)
 
 
 def checkpoint_keep(facts: ConfigFacts) -> Iterator[Diagnostic]:

@@ -457,3 +457,12 @@ def test_the_tp_heads_hint_suggests_a_degree_that_fits_the_gpus(tmp_path, ngpu, 
     checked = check_text(text, file="job.toml", base_dir=tmp_path, options=options)
     (finding,) = [d for d in checked.diagnostics if d.code == "tp-heads"]
     assert finding.hint == f"use a tensor parallel degree that {suggested}"
+
+
+def test_the_tp_heads_hint_is_instant_for_a_huge_degree(tmp_path):
+    # The suggestion searches up to the smallest head count, never up to the degree itself.
+    text = '[model]\nname = "llama4"\nflavor = "17bx16e"\n[parallelism]\n'
+    text += f"tensor_parallel_degree = {2**63 - 1}\n"
+    checked = check_text(text, file="job.toml", base_dir=tmp_path, options=CheckOptions(ngpu=8))
+    (finding,) = [d for d in checked.diagnostics if d.code == "tp-heads"]
+    assert finding.hint == "use a tensor parallel degree that divides 40 and the 8 GPUs, e.g. 8"
