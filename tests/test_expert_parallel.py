@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from schemas.rules import expert_layout_problem
+from tests.test_qwen3_train import SMALL_MOE
 from tests.training_runs import REPO, SEED, Run, child_env, loss_bits, titan_train
 from titan.cli import validate
 from titan.config.configs import ParallelismConfig
@@ -154,20 +155,16 @@ def test_ep_with_fsdp_of_the_experts_and_hsdp_on_four_ranks():
         assert f"OK qwen3 {scenario}:" in out
 
 
-SMALL_MOE = """
-from titan.models.qwen3.config_registry import qwen3_moe_debug
-
-
-def small_moe():
-    config = qwen3_moe_debug()
-    config.training.mixed_precision_param = "float32"
-    model = config.model_spec.model
-    model.n_layers = 2
-    model.layer.moe.num_experts = 8
-    model.layer.moe.top_k = 2
-    model.layer.moe.hidden_dim = 128
-    return config
-"""
+def small_moe_args(folder) -> list[str]:
+    """titan-train flags for qwen3_train's small MoE (2 layers of 8 experts, top 2) in float32,
+    4 steps of 2 x 32 tokens with a checkpoint every 2; its registry is written into ``folder``."""
+    registry = folder / "config_registry.py"
+    registry.write_text(SMALL_MOE, encoding="utf-8")
+    args = ["--registry", str(registry), "--config", "small_moe", *SEED]
+    args += ["--training.mixed_precision_param", "float32"]
+    args += ["--training.seq_len", "32", "--training.local_batch_size", "2"]
+    args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
+    return [*args, "--checkpoint.keep_latest_k", "0"]
 
 
 @dataclasses.dataclass
@@ -186,12 +183,7 @@ def ep_runs(tmp_path_factory) -> EpRuns:
     """The three runs, shared by the tests that compare them (each launch takes seconds of
     torchrun start-up alone)."""
     folder = tmp_path_factory.mktemp("ep_runs")
-    registry = folder / "config_registry.py"
-    registry.write_text(SMALL_MOE, encoding="utf-8")
-    args = ["--registry", str(registry), "--config", "small_moe", *SEED]
-    args += ["--training.seq_len", "32", "--training.local_batch_size", "2"]
-    args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
-    args += ["--checkpoint.keep_latest_k", "0"]
+    args = small_moe_args(folder)
     ep = [*args, "--parallelism.expert_parallel_degree", "2"]
     fsdp_run = titan_train(args, dump_folder=folder / "fsdp", legacy=False, nproc=2).check()
     ep_run = titan_train(ep, dump_folder=folder / "ep", legacy=False, nproc=2).check()

@@ -15,8 +15,8 @@ import shutil
 import pytest
 import torch
 
-from tests.test_expert_parallel import SMALL_MOE, torchrun_check
-from tests.training_runs import REPO, SEED, Launch, Run, loss_bits, titan_train, titan_trains
+from tests.test_expert_parallel import small_moe_args, torchrun_check
+from tests.training_runs import REPO, Launch, Run, loss_bits, titan_train, titan_trains
 from titan.config.configs import ParallelismConfig
 from titan.distributed.parallel_dims import ParallelDims
 
@@ -188,12 +188,7 @@ def straight_and_resumed(
     final tensors, the reference's)."""
     from tests.test_qwen3_train import dcp_tensors
 
-    registry = tmp_path / "config_registry.py"
-    registry.write_text(SMALL_MOE, encoding="utf-8")
-    args = ["--registry", str(registry), "--config", "small_moe", *SEED]
-    args += ["--training.seq_len", "32", "--training.local_batch_size", "2"]
-    args += ["--training.steps", "4", "--checkpoint.enable", "--checkpoint.interval", "2"]
-    args += ["--checkpoint.keep_latest_k", "0"]
+    args = small_moe_args(tmp_path)
     runs = titan_trains(
         [
             Launch(args, dump_folder=tmp_path / "reference", nproc=reference_nproc),
