@@ -66,17 +66,17 @@ bench-upstream: $(STAMP) $(UPSTREAM_STAMP)
 schema: $(STAMP)
 	$(PY) -m schemas.spec_codegen
 	$(VENV)/bin/ruff format -q schemas/legacy_spec.py
-	$(PY) -m migrate.target_codegen
-	$(VENV)/bin/ruff format -q migrate/target_spec.py
+	$(PY) -m migrate.specgen.target_codegen
+	$(VENV)/bin/ruff format -q migrate/targets/titan_spec.py
 	$(PY) -m schemas.flavor_codegen
 	$(VENV)/bin/ruff format -q schemas/flavor_table.py
 	$(VENV)/bin/titan-validate --export-json-schema schemas/json/torchtitan-v0.2.2.schema.json
 
-# Regenerate migrate/upstream_spec_030.py from the torchtitan installed in .venv-upstream
+# Regenerate migrate/targets/upstream_spec_030.py from the torchtitan installed in .venv-upstream
 # (tests/upstream fail while it is stale).
 schema-upstream: $(STAMP) $(UPSTREAM_STAMP)
-	PYTHONPATH=$(CURDIR) $(UPSTREAM_PY) -m migrate.upstream_codegen
-	$(VENV)/bin/ruff format -q migrate/upstream_spec_030.py
+	PYTHONPATH=$(CURDIR) $(UPSTREAM_PY) -m migrate.specgen.upstream_codegen
+	$(VENV)/bin/ruff format -q migrate/targets/upstream_spec_030.py
 
 clean:
 	rm -rf $(VENV) $(UPSTREAM_VENV) .pytest_cache .hypothesis

@@ -24,7 +24,7 @@ from typing import Any
 
 from migrate import homes as homes_table
 from migrate.names import field_name_problem, free_name, rename_reason
-from migrate.target import ClassInfo, Default, default_object, info, register, same
+from migrate.targets.config_objects import ClassInfo, Default, default_object, info, register, same
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
 

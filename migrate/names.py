@@ -17,7 +17,7 @@ import builtins
 import functools
 import keyword
 
-from migrate.target import CLASSES
+from migrate.targets.config_objects import CLASSES
 
 FAMILIES = ("deepseek_v3", "flux", "gpt_oss", "llama3", "llama4", "qwen3")
 """Model family packages a module may import from ``titan.models`` (``migrate.plan`` checks

@@ -2,14 +2,14 @@
 
 :func:`build_plan` reads and checks one TOML exactly as ``titan-validate`` does, then puts every
 key's value at its home (``migrate/homes.py``) inside the default config tree of the right trainer
-class (``migrate/target.py``). What cannot be carried is recorded, never lost silently: every key
+class (``migrate/targets/config_objects.py``). What cannot be carried is recorded, never lost silently: every key
 of the input gets a :class:`KeyOutcome`, and everything dropped, inert, renamed or changing
 behaviour gets a diagnostic with a stable code. Two renderers read the plan: code
-(``migrate/render_code.py``, a ``config_registry.py`` module) and live (``migrate/live.py``, the
+(``migrate/render_code.py``, a ``config_registry.py`` module) and live (``migrate/targets/live.py``, the
 same config objects in memory), so a TOML run and its generated registry run cannot differ.
 
 The plan never imports titan: the classes are named by path and their defaults come from the
-generated ``migrate/target_spec.py``.
+generated ``migrate/targets/titan_spec.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from migrate import homes as homes_table
 from migrate import names
 from migrate.extension_classes import GeneratedClass, GeneratedField, generate_classes
-from migrate.target import (
+from migrate.targets.config_objects import (
     ClassInfo,
     Default,
     Obj,
@@ -185,17 +185,17 @@ class Plan:
         self.effective: dict[str, Any] = {}
         """Every v0.2.2 base-schema key -> the value a v0.2.2 run of the file used (written or
         default, after the era chain and overrides); an invalid key (rejected, reported) has its
-        default, as in the titan config. Other targets (``migrate/upstream.py``) are built
+        default, as in the titan config. Other targets (``migrate/targets/upstream.py``) are built
         from it."""
         self.target = "titan"
-        """The trainer the config is written for (``migrate.targets``)."""
+        """The trainer the config is written for (``migrate.targets.choice``)."""
         self.user_extension: ExtensionSpec | None = None
         """The user's custom config modules merged into one (built-in ones excluded)."""
         self.spans: dict[str, Span] = {}
         """Dotted key -> where the file writes it."""
         self.locals: dict[str, Any] = {}
         """Names the function assigns before building the config (``model_spec``), referred to
-        by :class:`~migrate.target.Local` values in the tree."""
+        by :class:`~migrate.targets.config_objects.Local` values in the tree."""
 
     @property
     def ok(self) -> bool:
@@ -1001,7 +1001,7 @@ class _Builder:
         text = self.check.text
         if not text:
             return
-        from migrate.toml_comments import preamble, toml_comments
+        from migrate.tomledit.comments import preamble, toml_comments
 
         self.plan.preamble = preamble(text)
         for parts, found in toml_comments(text).items():

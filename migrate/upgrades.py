@@ -162,7 +162,7 @@ class Upgrade:
         """The old keys' comments go where their values went (the plan saw no such key)."""
         if not check.text:
             return
-        from migrate.toml_comments import toml_comments
+        from migrate.tomledit.comments import toml_comments
 
         found = toml_comments(check.text)
         for step in self.steps:

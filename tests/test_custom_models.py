@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from migrate.live import instantiate
 from migrate.plan import build_plan
-from migrate.target import RegistryCall, UnsupportedModel
+from migrate.targets.config_objects import RegistryCall, UnsupportedModel
+from migrate.targets.live import instantiate
 
 BAMBA = '''\
 """A fork's own model family: every flavor is llama3's debug model, renamed."""

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from migrate import upgrades
-from migrate.live import instantiate
 from migrate.plan import KeyOutcome, build_plan, flatten
 from migrate.render_code import function_names, render_module
 from migrate.report import as_dict, render_text, summary
+from migrate.targets.live import instantiate
 from schemas import eras
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.moved_keys import CONVERTERS, RULES, Rule

@@ -603,7 +603,7 @@ def _normalised_converters(document: dict) -> dict:
 
 def _kept(text: str, *, fixed_paths: set, struck_headers, tagged: set[str]) -> list[str]:
     """The statements of ``text`` that --fix must leave as they were (see the comment above)."""
-    from migrate.toml_layout import statements
+    from migrate.tomledit.statements import statements
 
     kept = []
     for statement in statements(text):
@@ -623,7 +623,7 @@ def _kept(text: str, *, fixed_paths: set, struck_headers, tagged: set[str]) -> l
 
 
 def _same(value, other) -> bool:
-    from migrate.toml_layout import same_value
+    from migrate.tomledit.statements import same_value
 
     return same_value(value, other)
 
@@ -634,7 +634,7 @@ def test_fix_changes_the_fixed_keys_and_nothing_else(generated):
     import tempfile
     from pathlib import Path
 
-    from migrate.toml_layout import statements
+    from migrate.tomledit.statements import statements
     from schemas.eras import upgrade
 
     text, made = generated

@@ -116,7 +116,7 @@ def test_the_graph_finds_a_cycle_and_its_members():
 def test_the_graph_sees_deferred_and_relative_imports():
     edges = graph()
     # plan imports the comment reader inside a function, and every package is read.
-    assert "migrate.toml_comments" in edges["migrate.plan"]
+    assert "migrate.tomledit.comments" in edges["migrate.plan"]
     assert any(_in("titan", m) for m in edges) and any(_in("schemas", m) for m in edges)
 
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from migrate.live import instantiate
 from migrate.plan import build_plan, flatten
 from migrate.render_code import render_module
 from migrate.report import NOT_CARRIED
+from migrate.targets.live import instantiate
 from tests.helpers import legacy_config_count
 from tests.reference import require
 from tests.test_config_registry import TOMLS as LEGACY_TOMLS
@@ -54,7 +54,7 @@ def same_config(actual: Any, expected: Any, path: str = "config") -> None:
     from the live renderer) are the same when their names, bases and fields are."""
     if dataclasses.is_dataclass(actual) and not isinstance(actual, type):
         a, e = type(actual), type(expected)
-        if a.__module__ == "migrate.live" or e.__module__ == "migrate.live":
+        if a.__module__ == "migrate.targets.live" or e.__module__ == "migrate.targets.live":
             assert a.__qualname__ == e.__qualname__, f"{path}: {a} != {e}"
             assert [b.__qualname__ for b in a.__mro__] == [b.__qualname__ for b in e.__mro__]
         else:

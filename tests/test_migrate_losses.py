@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from migrate.live import instantiate
 from migrate.plan import build_plan
+from migrate.targets.live import instantiate
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import SectionSpec
 from tests.reference import REPO

@@ -1,8 +1,10 @@
-"""``migrate/target_spec.py`` (titan's class defaults, as data for the migrator) is up to date."""
+"""``migrate/targets/titan_spec.py`` (titan's class defaults, as data for the migrator) is current."""
 
 from __future__ import annotations
 
-from migrate import plan, target_codegen, target_spec
+from migrate import plan
+from migrate.specgen import target_codegen
+from migrate.targets import titan_spec as target_spec
 from titan.models import FAMILY_ALIASES, SUPPORTED_MODELS
 
 

@@ -1,4 +1,4 @@
-"""Tests for ``migrate.toml_comments``: each rule, the shipped configs, generated files, totality."""
+"""``migrate.tomledit.comments``: each rule, the shipped configs, generated files, totality."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from migrate.toml_comments import KeyComments, orphans, preamble, toml_comments
+from migrate.tomledit.comments import KeyComments, orphans, preamble, toml_comments
 from schemas.spans import locate_keys
 from tests.reference import REPO, require
 

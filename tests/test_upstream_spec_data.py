@@ -1,4 +1,4 @@
-"""What the migration to torchtitan 0.3.0 relies on in ``migrate/upstream_spec_030.py``.
+"""What the migration to torchtitan 0.3.0 relies on in ``migrate/targets/upstream_spec_030.py``.
 
 The table is generated from the real package (``tests/upstream/test_upstream_spec.py`` keeps it
 current); these are the facts of it that the migration's mapping was written against, checked in
@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from migrate.target_types import REQUIRED, ClassInfo, Default, FamilyInfo
-from migrate.upstream_spec_030 import (
+from migrate.targets.spec_types import REQUIRED, ClassInfo, Default, FamilyInfo
+from migrate.targets.upstream_spec_030 import (
     ATTENTION_BACKENDS,
     CLASSES,
     FAMILIES,
@@ -133,7 +133,7 @@ def test_attention_backends():
 
 def test_reading_the_table_imports_neither_torch_nor_torchtitan():
     code = (
-        "import sys, migrate.upstream_spec_030\n"
+        "import sys, migrate.targets.upstream_spec_030\n"
         "print(sorted(m for m in ('torch', 'torchtitan', 'titan') if m in sys.modules))"
     )
     done = subprocess.run(

@@ -476,13 +476,13 @@ def test_mx_default_skip_list_is_inverted(migrated):
     linear of llama3 but ``lm_head`` is under ``layers``. The inversion needs the model's list of
     linears (``LINEAR_FQNS`` of the generated spec): without it the skip-list is reported and
     every linear converted."""
-    from migrate import upstream_spec_030 as spec
+    from migrate.targets import upstream_spec_030 as spec
 
     m = migrated["mx_default"]
     has_linears = "llama3" in getattr(spec, "LINEAR_FQNS", {})
     assert m.calls("MXFP8LinearConverter.Config") == [
         norm('MXFP8LinearConverter.Config(fqns=["layers"])')
-    ], f"{m.local('model_spec')}; migrate/upstream_spec_030.py " + (
+    ], f"{m.local('model_spec')}; migrate/targets/upstream_spec_030.py " + (
         "lists llama3's linears" if has_linears else "has no LINEAR_FQNS for llama3"
     )
     assert m.outcome("model.converters")["status"] == "carried"
@@ -819,7 +819,7 @@ def test_generated_documents_migrate_for_upstream(tmp_path):
 
     from migrate.plan import build_plan, flatten
     from migrate.render_code import render_module
-    from migrate.upstream import retarget
+    from migrate.targets.upstream import retarget
     from tests.test_migrate_properties import documents
 
     @settings(

@@ -1,12 +1,12 @@
 """Every migrated TOML builds in a real torchtitan 0.3.0, and carries what the legacy run used.
 
-Each TOML of ``legacy_configs/`` and of the upstream v0.2.2 corpus (when ``../shared`` is there)
-is migrated with the 0.3.0 target, one module per folder as ``titan-migrate DIR`` writes them.
-The modules are imported in the upstream environment and every function is called
-(``build_runner.py``); the configs come back as JSON. Then each of the 149 legacy keys is looked
-up at its 0.3.0 home (``migrate/upstream_homes.py``) and compared with the value the legacy run
-used: equal, or reported by the migration (an ``upstream-gone`` finding, or an outcome that says
-the key was not carried). No module may fail to import and no function may fail to build.
+Each TOML of ``legacy_configs/`` and of the upstream v0.2.2 corpus (when ``../shared`` is there) is
+migrated with the 0.3.0 target, one module per folder as ``titan-migrate DIR`` writes them. The
+modules are imported in the upstream environment and every function is called (``build_runner.py``);
+the configs come back as JSON. Then each of the 149 legacy keys is looked up at its 0.3.0 home
+(``migrate/targets/upstream_homes.py``) and compared with the value the legacy run used: equal, or
+reported by the migration (an ``upstream-gone`` finding, or an outcome that says the key was not
+carried). No module may fail to import and no function may fail to build.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 
 from migrate.plan import FAMILY_ALIASES, Plan, build_plan
 from migrate.render_code import function_names, render_module
-from migrate.upstream import retarget
-from migrate.upstream_homes import split_flavor, upstream_homes
+from migrate.targets.upstream import retarget
+from migrate.targets.upstream_homes import split_flavor, upstream_homes
 from tests.reference import corpus_files_if_present
 from tests.upstream.building import build
 
@@ -210,7 +210,7 @@ def _expected(plan: Plan, key: str, config: dict[str, Any]) -> list[tuple[Any, A
     try:
         return [(_at(config, home.path), _json(value))]
     except KeyError:
-        from migrate.upstream import _legacy_default
+        from migrate.targets.upstream import _legacy_default
 
         return [("<no field>", "<no field>" if value == _legacy_default(key) else value)]
 

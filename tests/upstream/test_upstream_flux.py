@@ -8,7 +8,7 @@ upstream environment by ``build_runner.py``, together with upstream's own ``flux
 and the model config of each 0.3.0 Flux flavor. Each Flux field of the built config is then
 compared with what v0.2.2 used: the TOML's value or v0.2.2's default (:data:`V022_DEFAULTS`),
 through the facts of how v0.2.2 read it (written out in :func:`_expected`, not taken from
-``migrate/upstream_flux.py``).
+``migrate/targets/upstream_flux.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 
 from migrate.plan import Plan, build_plan
 from migrate.render_code import function_names, render_module
-from migrate.upstream import retarget
+from migrate.targets.upstream import retarget
 from schemas import flavors
 from schemas.diagnostics import Severity
 from tests.reference import corpus_files

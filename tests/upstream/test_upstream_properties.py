@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 
 from migrate.plan import Plan, build_plan
 from migrate.render_code import render_module
-from migrate.upstream import retarget
-from migrate.upstream_homes import upstream_homes
+from migrate.targets.upstream import retarget
+from migrate.targets.upstream_homes import upstream_homes
 from tests.test_migrate_properties import documents
 from tests.upstream.building import build
 from tests.upstream.test_upstream_build import _equal, _expected, _json, _reported

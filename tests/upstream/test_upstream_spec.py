@@ -1,5 +1,5 @@
-"""``migrate/upstream_spec_030.py`` is what ``migrate.upstream_codegen`` reads from the installed
-torchtitan 0.3.0 today, and that codegen fails loudly on a default it cannot write."""
+"""``migrate/targets/upstream_spec_030.py`` is what ``migrate.specgen.upstream_codegen`` reads from
+the installed torchtitan 0.3.0 today, and that codegen fails loudly on a default it cannot write."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC = REPO / "migrate" / "upstream_spec_030.py"
+SPEC = REPO / "migrate" / "targets" / "upstream_spec_030.py"
 RUFF = Path(sys.executable).with_name("ruff")
 
 
@@ -35,7 +35,9 @@ def _formatted(text: str) -> str:
 
 def test_the_committed_spec_is_current(upstream_python, tmp_path):
     out = tmp_path / "upstream_spec_030.py"
-    done = _in_upstream(upstream_python, "-m", "migrate.upstream_codegen", "--out", str(out))
+    done = _in_upstream(
+        upstream_python, "-m", "migrate.specgen.upstream_codegen", "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr
     assert _formatted(out.read_text(encoding="utf-8")) == SPEC.read_text(encoding="utf-8"), (
         "stale: run `make schema-upstream`"
@@ -48,7 +50,7 @@ def test_a_default_with_no_literal_form_names_its_class_and_field(upstream_pytho
     script = (
         "import sys\n"
         "from dataclasses import dataclass, field\n"
-        "from migrate import upstream_codegen\n"
+        "from migrate.specgen import upstream_codegen\n"
         "from torchtitan.config.function import Function\n"
         "@dataclass(kw_only=True)\n"
         "class Odd:\n"

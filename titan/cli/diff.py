@@ -100,7 +100,7 @@ def build_parser():
 
 
 def _target(text: str) -> str:
-    from migrate.targets import resolve
+    from migrate.targets.choice import resolve
 
     return resolve(text)
 
@@ -177,8 +177,8 @@ class _Code(str):
 def _target_leaves(plan: Any, target: str) -> dict[str, Any]:
     """Dotted config path -> value of a plan retargeted for ``target``; a config object shows
     as its class at its own path, calls as their code."""
-    from migrate.target import Call, Local, Obj, RegistryCall, changed_fields
-    from migrate.targets import converter
+    from migrate.targets.choice import converter
+    from migrate.targets.config_objects import Call, Local, Obj, RegistryCall, changed_fields
 
     plan = converter(target)(plan)
     leaves: dict[str, Any] = {}
@@ -236,7 +236,7 @@ def _config(operand: Operand) -> Any:
     """A registry config as is; a legacy TOML as the config titan-migrate turns it into."""
     if operand.legacy is None:
         return operand.config
-    from migrate.live import instantiate
+    from migrate.targets.live import instantiate
 
     return instantiate(_plan(operand))
 

@@ -136,8 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _target(text: str) -> str:
-    """``--target``: a trainer name ``migrate.targets`` knows."""
-    from migrate.targets import resolve
+    """``--target``: a trainer name ``migrate.targets.choice`` knows."""
+    from migrate.targets.choice import resolve
 
     return resolve(text)
 
@@ -297,7 +297,7 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
             )
             advance(shown)
     if args.target != "titan":
-        from migrate.targets import retarget
+        from migrate.targets.choice import retarget
 
         plans = retarget(plans, args.target)
     return plans

@@ -121,7 +121,7 @@ def _legacy(path: str, overrides: list[str], *, world_size: int, stderr: TextIO)
 
 def _instantiate(plan: Any, *, checked: list[Diagnostic]) -> Any:
     """The plan's config; None when its findings already fail it and it cannot be built."""
-    from migrate.live import instantiate
+    from migrate.targets.live import instantiate
 
     if not any(d.severity is Severity.ERROR for d in checked):
         return instantiate(plan)

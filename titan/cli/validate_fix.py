@@ -1,6 +1,6 @@
 """``titan-validate --fix`` and ``--diff``: rewrite legacy TOMLs in place, as ``ruff`` does.
 
-``--fix`` rewrites each TOML (``migrate.toml_fix`` says what and how) and the run then reports
+``--fix`` rewrites each TOML (``migrate.tomledit.fix`` says what and how) and the run then reports
 the findings that remain; ``--diff`` prints what ``--fix`` would change as a unified diff and
 writes nothing (exit 1 when something would change, as ``ruff --diff``). This module is
 imported only on those paths: it brings tomlkit, which ``titan-validate``'s plain check must not
@@ -69,7 +69,7 @@ def fix_files(
     stderr: TextIO,
 ) -> FixOutcome:
     """Fix (or, with ``diff``, show the fixes of) each ``(path, shown)`` TOML."""
-    from migrate.toml_fix import FixRefused, fix_text
+    from migrate.tomledit.fix import FixRefused, fix_text
     from schemas.toml_check import check_file
 
     outcome = FixOutcome()

@@ -27,12 +27,12 @@ def registry_findings(
     if plan.root is None:
         return []
     if target != "titan":
-        from migrate.targets import converter
+        from migrate.targets.choice import converter
 
         seen = {(d.code, d.path) for d in result.diagnostics}
         retargeted = converter(target)(plan)
         return [d for d in retargeted.diagnostics if (d.code, d.path) not in seen]
-    from migrate.live import instantiate
+    from migrate.targets.live import instantiate
     from titan.config.check import check_config
 
     owners = {p: o.key for o in plan.outcomes.values() for p in o.paths}

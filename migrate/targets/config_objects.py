@@ -1,9 +1,9 @@
 """titan's config classes as the migrator sees them: class paths, import names and defaults.
 
-The data lives in the generated ``migrate/target_spec.py`` (see ``migrate/target_codegen.py``),
-written in the types of ``migrate/target_types.py``; this module gives the values a plan is made of
-and the one operation the plan needs: the default object of a class, fully built out
-(:func:`default_object`).
+The data lives in the generated ``migrate/targets/titan_spec.py`` (see
+``migrate/specgen/target_codegen.py``), written in the types of ``migrate/targets/spec_types.py``;
+this module gives the values a plan is made of and the one operation the plan needs: the default
+object of a class, fully built out (:func:`default_object`).
 
 A plan's config objects are :class:`Obj` values: a class path and the value of every field, where
 a value is a literal, a list, an :class:`Obj` or a :class:`RegistryCall`. They are compared
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.target_spec import CLASSES
-from migrate.target_types import ClassInfo, Default
+from migrate.targets.spec_types import ClassInfo, Default
+from migrate.targets.titan_spec import CLASSES
 from schemas._frozen import Frozen, _set
 
 
@@ -187,7 +187,7 @@ def _other_targets() -> dict[str, ClassInfo]:
     """The config classes of the other trainers a plan can be written for, loaded on first use
     (their class paths never collide with titan's: they start with the trainer's package)."""
     if not _targets:
-        from migrate.upstream_spec_030 import CLASSES as UPSTREAM_030
+        from migrate.targets.upstream_spec_030 import CLASSES as UPSTREAM_030
 
         _targets.update(UPSTREAM_030)
     return _targets

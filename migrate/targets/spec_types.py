@@ -1,15 +1,26 @@
 """The two value types titan's config classes are described in, as the migrator sees them.
 
-``migrate/target_spec.py`` (generated) is written in these; ``migrate/target.py`` reads that
-table. They live apart from both so that the generated table and its reader do not import each
-other.
+``migrate/targets/titan_spec.py`` (generated) is written in these;
+``migrate/targets/config_objects.py`` reads that table. They live apart from both so that the
+generated table and its reader do not import each other.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from schemas._frozen import Frozen, _set
+
+
+def load_class(path: str) -> Any:
+    """The class a spec row's ``module:Qual.Name`` path names (imported: the live renderer and
+    the spec generators call it, never the plan)."""
+    module_name, _, qualname = path.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
 
 
 class ClassInfo(Frozen):

@@ -4,17 +4,17 @@ Each ``[quantize.*]`` table that ``model.converters`` enabled is titan's convert
 plan; here it becomes 0.3.0's (float8 linears, MXFP8 linears, float8 and MXFP8 grouped experts),
 with what 0.3.0 spells otherwise rewritten: module names are 0.3.0's (``lm_head``, fused
 ``wqkv``), and the MX skip-list becomes the include-list 0.3.0 reads, or is reported.
-``builder`` is :class:`migrate.upstream._Upstream`.
+``builder`` is :class:`migrate.targets.upstream._Upstream`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from migrate import upstream_spec_030 as spec
 from migrate.plan import FAMILY_ALIASES
-from migrate.target import Obj
-from migrate.upstream_homes import split_flavor
+from migrate.targets import upstream_spec_030 as spec
+from migrate.targets.config_objects import Obj
+from migrate.targets.upstream_homes import split_flavor
 from schemas.diagnostics import Severity
 
 

@@ -15,10 +15,16 @@ import dataclasses
 import importlib
 from typing import Any
 
-from migrate.class_literals import load_class
 from migrate.extension_classes import GeneratedClass, is_generated
 from migrate.plan import Plan, copy_value
-from migrate.target import Default, Obj, RegistryCall, UnsupportedModel, changed_fields
+from migrate.targets.config_objects import (
+    Default,
+    Obj,
+    RegistryCall,
+    UnsupportedModel,
+    changed_fields,
+)
+from migrate.targets.spec_types import load_class
 
 
 class PlanError(Exception):

@@ -1,9 +1,9 @@
 """A migration plan for upstream torchtitan 0.3.0 instead of titan's own trainer.
 
-The plan stays one (:func:`migrate.plan.build_plan` reads, checks and upgrades the TOML, and
-records what a v0.2.2 run of it used in :attr:`~migrate.plan.Plan.effective`); this module puts
-those values at their 0.3.0 homes (``migrate/upstream_homes.py``) inside the default tree of
-0.3.0's real classes (``migrate/upstream_spec_030.py``, generated from the installed package).
+The plan stays one (:func:`migrate.plan.build_plan` reads, checks and upgrades the TOML, and records
+what a v0.2.2 run of it used in :attr:`~migrate.plan.Plan.effective`); this module puts those values
+at their 0.3.0 homes (``migrate/targets/upstream_homes.py``) inside the default tree of 0.3.0's real
+classes (``migrate/targets/upstream_spec_030.py``, generated from the installed package).
 
 Where 0.3.0 cannot say what the legacy run did, the key is reported (``upstream-gone`` as an
 error when the run would differ, the closest 0.3.0 setting written with a TODO), never dropped
@@ -16,12 +16,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate import upstream_quantize, upstream_refusals
-from migrate import upstream_spec_030 as spec
 from migrate.extension_classes import generate_classes
 from migrate.plan import FAMILY_ALIASES, KeyOutcome, Plan, copy_value
-from migrate.target import Call, Local, Obj, RegistryCall, UnsupportedModel, default_object, same
-from migrate.upstream_homes import cls, split_flavor, upstream_homes, upstream_path
+from migrate.targets import upstream_quantize, upstream_refusals
+from migrate.targets import upstream_spec_030 as spec
+from migrate.targets.config_objects import (
+    Call,
+    Local,
+    Obj,
+    RegistryCall,
+    UnsupportedModel,
+    default_object,
+    same,
+)
+from migrate.targets.upstream_homes import cls, split_flavor, upstream_homes, upstream_path
 from schemas.diagnostics import Diagnostic, Severity, Span
 
 TARGET = "torchtitan==0.3.0"
@@ -194,7 +202,7 @@ class _Upstream:
         trainer = self.trainer()
         self.root = default_object(trainer)
         if self.flux:
-            from migrate import upstream_flux
+            from migrate.targets import upstream_flux
 
             upstream_flux.prepare(self)
         else:
@@ -208,7 +216,7 @@ class _Upstream:
         self.custom_values()
         self.model()
         if self.flux:
-            from migrate import upstream_flux
+            from migrate.targets import upstream_flux
 
             upstream_flux.finish(self)
         else:

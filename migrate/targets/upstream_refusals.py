@@ -5,15 +5,15 @@ Their ``__post_init__`` checks refuse values a v0.2.2 run accepted as long as it
 use is left at 0.3.0's default and noted; a relative ``initial_load_path`` is made absolute when
 the function runs, as v0.2.2 resolved it; a value the legacy run did use is kept and reported as
 an error: 0.3.0 refuses the config with its own message, as v0.2.2 refused the run.
-``builder`` is :class:`migrate.upstream._Upstream`.
+``builder`` is :class:`migrate.targets.upstream._Upstream`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from migrate.target import Call, Obj
-from migrate.upstream_homes import cls
+from migrate.targets.config_objects import Call, Obj
+from migrate.targets.upstream_homes import cls
 from schemas.diagnostics import Severity
 
 

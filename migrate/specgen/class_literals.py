@@ -1,10 +1,10 @@
 """Config classes and their default values as Python source text, for the spec codegens.
 
-``migrate/target_codegen.py`` (titan's classes) and ``migrate/upstream_codegen.py`` (upstream
-torchtitan's) both write a table of ``ClassInfo`` rows whose defaults are literals. The second one
-runs inside another virtual environment, the one that has torchtitan, where titan and the rest of
-``migrate`` are not meant to be loaded; so this module imports nothing but the standard library
-and ``migrate.target_types``, and the classes it is given are imported by the caller.
+``migrate/specgen/target_codegen.py`` (titan's classes) and ``migrate/specgen/upstream_codegen.py``
+(upstream torchtitan's) both write a table of ``ClassInfo`` rows whose defaults are literals. The
+second one runs inside another virtual environment, the one that has torchtitan, where titan and the
+rest of ``migrate`` are not meant to be loaded; so this module imports nothing but the standard
+library and ``migrate.targets.spec_types``, and the classes it is given are imported by the caller.
 
 A default that cannot be written as data (a function, a tensor, an enum) is an error naming the
 class and field it belongs to: a table that silently left a field out would make the migrator
@@ -18,20 +18,11 @@ import importlib
 import math
 from typing import Any
 
-from migrate.target_types import REQUIRED
+from migrate.targets.spec_types import REQUIRED
 
 
 class UnwritableDefault(TypeError):
     """A default value that has no literal form (the message names its class and field)."""
-
-
-def load_class(path: str) -> Any:
-    """A class from its ``module:Qual.Name`` path."""
-    module_name, _, qualname = path.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    return target
 
 
 def class_path(cls: type) -> str:

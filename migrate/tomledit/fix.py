@@ -8,9 +8,9 @@ What is fixed is what has one right answer:
   and a string where the schema wants a ``list[str]`` (``converters = "float8"`` becomes
   ``converters = ["quantize.linear.float8"]``).
 
-How the text changes (``migrate.toml_edit``; ``migrate.toml_layout`` cuts the file into
-statements, and only the statements named below are replaced; tomlkit renders new values and
-edits a single statement's value):
+How the text changes (``migrate.tomledit.statement_edits``; ``migrate.tomledit.statements`` cuts the
+file into statements, and only the statements named below are replaced; tomlkit renders new values
+and edits a single statement's value):
 
 - a key whose new home is the table it is written in is renamed on its own line: same place,
   same ``=`` spacing, same comments, and its value as written when the value does not change
@@ -43,8 +43,8 @@ import tomllib
 import typing
 from typing import Any
 
-from migrate.toml_edit import FixRefused, apply_steps
-from migrate.toml_layout import LayoutError, same_value
+from migrate.tomledit.statement_edits import FixRefused, apply_steps
+from migrate.tomledit.statements import LayoutError, same_value
 from schemas import eras, rules
 from schemas.spec import SectionSpec
 

@@ -7,7 +7,7 @@ torchtitan 0.3.0 sees it:
 - ``moved``: the same meaning at another path or class (``profiling`` is ``profiler``);
 - ``changed``: the value must be rewritten to say the same thing (the optimizer's flat fields
   become a ``param_groups`` entry, the activation-checkpointing mode becomes a policy class);
-  ``migrate/upstream.py`` has a transform for each;
+  ``migrate/targets/upstream.py`` has a transform for each;
 - ``gone``: 0.3.0 has no home; the migration reports the key whenever its value makes a run
   differ from what 0.3.0 does.
 
@@ -24,7 +24,7 @@ import functools
 from typing import Literal
 
 from migrate import homes as titan_homes
-from migrate import upstream_spec_030 as spec
+from migrate.targets import upstream_spec_030 as spec
 from schemas import flavors
 
 Status = Literal["same", "moved", "changed", "gone"]

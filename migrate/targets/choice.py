@@ -1,10 +1,11 @@
 """The trainers a migration can be written for, by the name ``--target`` takes.
 
 ``titan`` (the default) is titan's own trainer, whose config tree can hold every legacy value.
-``torchtitan==0.3.0`` is upstream torchtitan's registry form as released on PyPI: its classes
-and defaults come from the generated ``migrate/upstream_spec_030.py`` and its homes from
-``migrate/upstream_homes.py``; :func:`migrate.upstream.retarget` turns a plan into one for it.
-Adding a later upstream release means generating its spec and writing the rows that changed.
+``torchtitan==0.3.0`` is upstream torchtitan's registry form as released on PyPI: its classes and
+defaults come from the generated ``migrate/targets/upstream_spec_030.py`` and its homes from
+``migrate/targets/upstream_homes.py``; :func:`migrate.targets.upstream.retarget` turns a plan into
+one for it. Adding a later upstream release means generating its spec and writing the rows that
+changed.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def converter(target: str) -> Callable[[Plan], Plan]:
     """The function that turns a titan plan into a plan for ``target``."""
     if target == TITAN:
         return lambda plan: plan
-    from migrate.upstream import retarget
+    from migrate.targets.upstream import retarget
 
     return retarget
 

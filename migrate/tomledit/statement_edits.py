@@ -1,9 +1,9 @@
 """The text side of ``titan-validate --fix``: the upgrade's steps applied to a TOML's statements.
 
-``migrate.toml_fix`` decides what the fixed document is; this module changes the text so that it
+``migrate.tomledit.fix`` decides what the fixed document is; this module changes the text so that it
 parses to exactly that, replacing as few statements as it can (the rules are listed in
-``migrate.toml_fix``). ``migrate.toml_layout`` cuts the text into statements and edits one
-statement's value with tomlkit.
+``migrate.tomledit.fix``). ``migrate.tomledit.statements`` cuts the text into statements and edits
+one statement's value with tomlkit.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from migrate.toml_layout import (
+from migrate.tomledit.statements import (
     Statement,
     edit_value,
     rename_key,
