@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from migrate import homes as homes_table
-from migrate.names import field_name_problem, free_name, rename_reason
+from migrate.codegen.names import field_name_problem, free_name, rename_reason
 from migrate.targets.config_objects import ClassInfo, Default, default_object, info, register, same
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec

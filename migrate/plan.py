@@ -5,7 +5,7 @@ key's value at its home (``migrate/homes.py``) inside the default config tree of
 class (``migrate/targets/config_objects.py``). What cannot be carried is recorded, never lost silently: every key
 of the input gets a :class:`KeyOutcome`, and everything dropped, inert, renamed or changing
 behaviour gets a diagnostic with a stable code. Two renderers read the plan: code
-(``migrate/render_code.py``, a ``config_registry.py`` module) and live (``migrate/targets/live.py``, the
+(``migrate/codegen/render_code.py``, a ``config_registry.py`` module) and live (``migrate/targets/live.py``, the
 same config objects in memory), so a TOML run and its generated registry run cannot differ.
 
 The plan never imports titan: the classes are named by path and their defaults come from the
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from migrate import homes as homes_table
-from migrate import names
+from migrate.codegen import names
 from migrate.extension_classes import GeneratedClass, GeneratedField, generate_classes
 from migrate.targets.config_objects import (
     ClassInfo,

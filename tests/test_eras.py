@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from migrate import upgrades
+from migrate.codegen.render_code import function_names, render_module
 from migrate.plan import KeyOutcome, build_plan, flatten
-from migrate.render_code import function_names, render_module
 from migrate.report import as_dict, render_text, summary
 from migrate.targets.live import instantiate
 from schemas import eras

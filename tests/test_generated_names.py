@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from migrate.codegen.render_code import function_names, render_module
 from migrate.plan import build_plan
-from migrate.render_code import function_names, render_module
 from migrate.targets.live import instantiate
 from schemas.toml_check import CheckOptions
 from tests.test_migrate import REPO, RUFF, load_module, same_config

@@ -798,8 +798,8 @@ def test_stale_converter_names_say_the_era_that_registered_them(tmp_path):
 def test_an_old_float8_switch_and_a_stale_name_build_one_converter(tmp_path):
     """[float8] enable_float8_linear lists quantize.linear.float8 (schemas.eras) and "float8"
     is its old name: --fix-stale-names keeps one float8 converter, and the key is carried."""
+    from migrate.codegen.render_code import render_module
     from migrate.plan import build_plan
-    from migrate.render_code import render_module
 
     path = _toml(
         tmp_path,

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from migrate.codegen.render_code import render_module
 from migrate.plan import build_plan, flatten
-from migrate.render_code import render_module
 from migrate.report import NOT_CARRIED
 from migrate.targets.live import instantiate
 from tests.helpers import legacy_config_count
@@ -105,7 +105,7 @@ def check_migration(tomls: list[Path], tmp_path: Path, name: str) -> None:
     # Deterministic and idempotent.
     assert render_module([build_plan(t) for t in tomls]) == code
     module = load_module(path, name)
-    from migrate.render_code import function_names
+    from migrate.codegen.render_code import function_names
 
     for plan, function in zip(plans, function_names(plans), strict=True):
         live = instantiate(plan)

@@ -124,7 +124,7 @@ def test_an_empty_table_of_any_section_migrates_to_a_valid_module(tmp_path, sect
     if section != "model":
         assert plan.outcomes[section].status == "default", plan.outcomes[section]
     assert plan.lossless(), [(k, o.status) for k, o in plan.outcomes.items()]
-    from migrate.render_code import render_module
+    from migrate.codegen.render_code import render_module
 
     code = render_module([plan])
     assert "={}" not in code.replace(" ", "")

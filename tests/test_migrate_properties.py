@@ -19,8 +19,8 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from migrate.codegen.render_code import render_module
 from migrate.plan import build_plan, flatten
-from migrate.render_code import render_module
 from migrate.targets.live import instantiate
 from schemas import flavors
 from schemas.legacy_spec import LEGACY_SPEC

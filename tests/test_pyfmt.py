@@ -1,4 +1,4 @@
-"""Tests of ``migrate.pyfmt``: exact layouts, and a differential test against ruff.
+"""Tests of ``migrate.codegen.pyfmt``: exact layouts, and a differential test against ruff.
 
 The differential test builds a few hundred random modules from a seeded generator, writes them
 to one folder and runs ``ruff format --check`` and ``ruff check --select I`` once on it: ruff
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate import pyfmt as py
+from migrate.codegen import pyfmt as py
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20240611
@@ -669,7 +669,7 @@ def test_literal_text() -> None:
 def test_import_is_light() -> None:
     """pyfmt imports nothing outside the standard library (and never torch)."""
     code = (
-        "import sys; before = set(sys.modules); import migrate.pyfmt; "
+        "import sys; before = set(sys.modules); import migrate.codegen.pyfmt; "
         "print('\\n'.join(sorted(set(sys.modules) - before)))"
     )
     result = subprocess.run(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.scaffold import scaffold
+from migrate.codegen.scaffold import scaffold
 from schemas import project
 from tests.test_migrate import RUFF, load_module
 

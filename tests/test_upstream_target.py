@@ -817,8 +817,8 @@ def test_generated_documents_migrate_for_upstream(tmp_path):
     import tomli_w
     from hypothesis import HealthCheck, given, settings
 
+    from migrate.codegen.render_code import render_module
     from migrate.plan import build_plan, flatten
-    from migrate.render_code import render_module
     from migrate.targets.upstream import retarget
     from tests.test_migrate_properties import documents
 

@@ -1,8 +1,8 @@
 """The live renderer: a migration plan instantiated into titan config objects in memory.
 
 ``titan-train --job.config_file x.toml`` trains what this returns, and ``titan-validate`` runs the
-registry-side checks on it. The code renderer (``migrate/render_code.py``) writes the very same
-constructor calls as source: both pass only the fields that differ from each class' defaults
+registry-side checks on it. The code renderer (``migrate/codegen/render_code.py``) writes the very
+same constructor calls as source: both pass only the fields that differ from each class' defaults
 (:func:`changed_fields`), so the generated registry function and the live config are equal by
 construction, and the tests compare them field by field anyway.
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from migrate.codegen.render_code import function_names, render_module
 from migrate.plan import FAMILY_ALIASES, Plan, build_plan
-from migrate.render_code import function_names, render_module
 from migrate.targets.upstream import retarget
 from migrate.targets.upstream_homes import split_flavor, upstream_homes
 from tests.reference import corpus_files_if_present

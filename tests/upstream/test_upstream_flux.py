@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from migrate.codegen.render_code import function_names, render_module
 from migrate.plan import Plan, build_plan
-from migrate.render_code import function_names, render_module
 from migrate.targets.upstream import retarget
 from schemas import flavors
 from schemas.diagnostics import Severity

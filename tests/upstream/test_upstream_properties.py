@@ -18,8 +18,8 @@ from typing import Any
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 
+from migrate.codegen.render_code import render_module
 from migrate.plan import Plan, build_plan
-from migrate.render_code import render_module
 from migrate.targets.upstream import retarget
 from migrate.targets.upstream_homes import upstream_homes
 from tests.test_migrate_properties import documents

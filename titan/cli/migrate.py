@@ -212,7 +212,8 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _scaffold(args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO) -> int:
-    """``--scaffold-extension PATH...``: the fork's extension module (``migrate.scaffold``)."""
+    """``--scaffold-extension PATH...``: the fork's extension module
+    (``migrate.codegen.scaffold``)."""
     others = [
         flag
         for flag, given in (
@@ -306,7 +307,7 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
 def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Write, check or diff the one module of a run (stdout, ``-o`` or ``--check``)."""
     from migrate import report as plan_report
-    from migrate.render_code import function_names, render_module
+    from migrate.codegen.render_code import function_names, render_module
 
     usable = [p for p in target.plans if p.ok]
     if not usable:
@@ -324,7 +325,7 @@ def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: Tex
 def _write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextIO) -> int:
     """Write one folder's module, unless the file there is not titan-migrate's (or an input)."""
     from migrate import report as plan_report
-    from migrate.render_code import function_names, render_module
+    from migrate.codegen.render_code import function_names, render_module
     from titan.cli import migrate_tree as tree
     from titan.cli.exits import say
 

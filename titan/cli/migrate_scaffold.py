@@ -7,12 +7,12 @@ then, in ``pyproject.toml``::
     [tool.titan]
     extensions = ["fork_ext.py"]
 
-The module (``migrate.scaffold``) goes to stdout; to stderr goes one line for each unknown key
-left out of it and why (a typo of a real key, a key of an older torchtitan, a name Python cannot
+The module (``migrate.codegen.scaffold``) goes to stdout; to stderr goes one line for each unknown
+key left out of it and why (a typo of a real key, a key of an older torchtitan, a name Python cannot
 use), so that a fork does not freeze its typos into its schema, and the findings of any file that
-could not be read. Exit codes: 0 written, 1 a file could not be scaffolded or there was nothing
-to declare, 2 usage, and the codes every command shares (``titan.cli.exits``). Never imports
-torch. Also runs as ``python -m titan.cli.migrate_scaffold FILE.toml...``.
+could not be read. Exit codes: 0 written, 1 a file could not be scaffolded or there was nothing to
+declare, 2 usage, and the codes every command shares (``titan.cli.exits``). Never imports torch.
+Also runs as ``python -m titan.cli.migrate_scaffold FILE.toml...``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
 def _run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
     if not files:
         raise UsageError("give the fork's TOML files: --scaffold-extension FILE.toml...")
-    from migrate.scaffold import scaffold
+    from migrate.codegen.scaffold import scaffold
     from titan.cli.streams import write
 
     result = scaffold(files)

@@ -1,11 +1,11 @@
 """The code renderer: migration plans as one ``config_registry.py`` module.
 
 Each plan becomes a function named after its TOML that returns the config, passing only the fields
-that differ from each class' real defaults (:func:`migrate.targets.config_objects.changed_fields`, the same
-choice the live renderer makes). A plan that differs from an earlier one in the same module by a few
-values is written as ``config = earlier()`` plus assignments. Custom config modules become generated
-dataclasses. Every value is built into a literal by ``migrate.pyfmt``, never pasted from the TOML,
-and the text is already what ``ruff format`` produces.
+that differ from each class' real defaults (:func:`migrate.targets.config_objects.changed_fields`,
+the same choice the live renderer makes). A plan that differs from an earlier one in the same module
+by a few values is written as ``config = earlier()`` plus assignments. Custom config modules become
+generated dataclasses. Every value is built into a literal by ``migrate.codegen.pyfmt``, never
+pasted from the TOML, and the text is already what ``ruff format`` produces.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from migrate import pyfmt as py
+from migrate.codegen import pyfmt as py
+from migrate.codegen.names import free_name
 from migrate.extension_classes import GeneratedClass, generated_path, is_generated, spec_module
-from migrate.names import free_name
 from migrate.plan import Plan
 from migrate.targets.config_objects import (
     Call,

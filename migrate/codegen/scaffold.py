@@ -18,11 +18,11 @@ files themselves:
   Declaring those would freeze a mistake into the fork's schema; they are reported instead.
   So is a key that cannot be a dataclass field (``class``, ``__init__``) or that holds a date.
 
-A table becomes a dataclass, inline or not, so that titan-migrate carries each of its keys. Only
-a table below a section whose keys are data rather than names (``gpus = { "0" = "a100" }``)
-becomes a ``dict[str, ...]`` field. The module is printed by ``migrate.pyfmt`` (so it is ``ruff
-format``-clean) with ``from __future__ import annotations``: annotations stay text, so a field
-named ``list`` cannot break the ``list[str]`` of the fields after it.
+A table becomes a dataclass, inline or not, so that titan-migrate carries each of its keys. Only a
+table below a section whose keys are data rather than names (``gpus = { "0" = "a100" }``) becomes a
+``dict[str, ...]`` field. The module is printed by ``migrate.codegen.pyfmt`` (so it is ``ruff
+format``-clean) with ``from __future__ import annotations``: annotations stay text, so a field named
+``list`` cannot break the ``list[str]`` of the fields after it.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from migrate import names
-from migrate import pyfmt as py
+from migrate.codegen import names
+from migrate.codegen import pyfmt as py
 from schemas.diagnostics import Diagnostic
 from schemas.spec import SectionSpec
 from schemas.suggest import DECLARE_HINT, schema_paths, suggest
