@@ -1,7 +1,7 @@
 """Every legacy TOML has a hand-written registry function that describes the same run.
 
 The expected config is built here, independently of the registry files, from the TOML and the
-homes table (``migrate/homes.py``): start from the trainer class' defaults and put every leaf
+homes table (``migrate/plan/homes.py``): start from the trainer class' defaults and put every leaf
 value the TOML writes at its home. The few keys whose home is not a plain field (model family and
 flavor, converters, the trainer class, the validation batch shape) are handled one by one below.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from migrate.homes import TRAINER, base_homes, home
+from migrate.plan.homes import TRAINER, base_homes, home
 from schemas.extension_reader import KNOWN_EXTENSIONS, read_extension
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import SectionSpec

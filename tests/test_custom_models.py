@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.plan import build_plan
+from migrate.plan.build import build_plan
 from migrate.targets.config_objects import RegistryCall, UnsupportedModel
 from migrate.targets.live import instantiate
 

@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 
-from migrate import upgrades
 from migrate.codegen.render_code import function_names, render_module
-from migrate.plan import KeyOutcome, build_plan, flatten
-from migrate.report import as_dict, render_text, summary
+from migrate.plan import upgrades
+from migrate.plan.build import build_plan
+from migrate.plan.legacy_values import flatten
+from migrate.plan.migration_plan import KeyOutcome
+from migrate.plan.report import as_dict, render_text, summary
 from migrate.targets.live import instantiate
 from schemas import eras
 from schemas.legacy_spec import LEGACY_SPEC

@@ -799,7 +799,7 @@ def test_an_old_float8_switch_and_a_stale_name_build_one_converter(tmp_path):
     """[float8] enable_float8_linear lists quantize.linear.float8 (schemas.eras) and "float8"
     is its old name: --fix-stale-names keeps one float8 converter, and the key is carried."""
     from migrate.codegen.render_code import render_module
-    from migrate.plan import build_plan
+    from migrate.plan.build import build_plan
 
     path = _toml(
         tmp_path,

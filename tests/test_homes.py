@@ -9,7 +9,7 @@ import typing
 import pytest
 from reference import extension_keys, reference_keys
 
-from migrate.homes import EXTENSION_HOMES, SAME, TRAINER, base_homes, home
+from migrate.plan.homes import EXTENSION_HOMES, SAME, TRAINER, base_homes, home
 from schemas.builtin_extensions_spec import BUILT_IN
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import SectionSpec

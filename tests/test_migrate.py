@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from migrate.codegen.render_code import render_module
-from migrate.plan import build_plan, flatten
-from migrate.report import NOT_CARRIED
+from migrate.plan.build import build_plan
+from migrate.plan.legacy_values import flatten
+from migrate.plan.report import NOT_CARRIED
 from migrate.targets.live import instantiate
 from tests.helpers import legacy_config_count
 from tests.reference import require
@@ -96,7 +97,7 @@ def check_migration(tomls: list[Path], tmp_path: Path, name: str) -> None:
         keys = set(flatten(tomllib.loads(toml.read_text(encoding="utf-8"))))
         assert set(plan.outcomes) == keys, f"{toml}: {keys ^ set(plan.outcomes)}"
         out = io.StringIO()
-        from migrate.report import render_text
+        from migrate.plan.report import render_text
 
         render_text([plan], plan.diagnostics, out=out, color=False)
         for key, outcome in plan.outcomes.items():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.plan import build_plan
+from migrate.plan.build import build_plan
 from migrate.targets.live import instantiate
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import SectionSpec
@@ -212,7 +212,7 @@ def test_a_module_that_is_not_found_says_where_it_was_looked_for(tmp_path):
     ids=lambda p: str(p.relative_to(REPO)),
 )
 def test_every_key_of_a_legacy_config_has_an_outcome(toml):
-    from migrate.plan import flatten
+    from migrate.plan.legacy_values import flatten
     from schemas.toml_source import read_text
 
     text, _ = read_text(toml, shown=str(toml))
@@ -225,9 +225,9 @@ def test_every_key_of_a_legacy_config_has_an_outcome(toml):
 
 def test_a_structural_key_nothing_handles_is_reported_not_lost(tmp_path, monkeypatch):
     """The safety net: a key whose home no step handles is an error, never 'lossless'."""
-    from migrate import plan as plan_module
+    from migrate.plan import build as plan_build
 
-    monkeypatch.setattr(plan_module._Builder, "tokenizer_path", lambda self: None)
+    monkeypatch.setattr(plan_build, "tokenizer_path", lambda draft: None)
     plan = plan_of(tmp_path, HEAD + 'tokenizer_path = "/data/tok"\n')
     assert plan.outcomes["model.tokenizer_path"].status == "dropped"
     assert not plan.lossless()

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from migrate.codegen.render_code import render_module
-from migrate.plan import build_plan, flatten
+from migrate.plan.build import build_plan
+from migrate.plan.legacy_values import flatten
 from migrate.targets.live import instantiate
 from schemas import flavors
 from schemas.legacy_spec import LEGACY_SPEC

@@ -1,4 +1,4 @@
-"""Legacy command-line overrides read as v0.2.2's tyro CLI read them (``migrate.overrides``).
+"""Legacy command-line overrides read as v0.2.2's tyro CLI read them (``migrate.plan.overrides``).
 
 Exact values and types for every rule, every error with its code, message, hint and column, a
 tyro 1.0 oracle on a mirrored schema, and a round-trip property over every leaf of the schema.
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from migrate.overrides import (
+from migrate.plan.overrides import (
     COMMAND_LINE,
     Overrides,
     apply_overrides,
@@ -815,7 +815,7 @@ def test_apply_overrides_of_parsed_flags() -> None:
 
 def test_import_is_cheap() -> None:
     code = (
-        "import sys, migrate.overrides; "
+        "import sys, migrate.plan.overrides; "
         "print(sorted(m for m in ('torch', 'tyro', 'titan', 'difflib', 'json', 'pydantic') "
         "if m in sys.modules))"
     )

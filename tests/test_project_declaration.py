@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.plan import build_plan
+from migrate.plan.build import build_plan
 from schemas import project
 from schemas.suggest import DECLARE_HINT
 from schemas.toml_check import CheckOptions, check_file

@@ -63,7 +63,7 @@ def test_the_table_says_what_pydantic_enforces(key):
 
 
 def test_every_ranged_key_is_checked_in_the_registry_form():
-    from migrate import homes
+    from migrate.plan import homes
     from titan.config.check import _range_paths
 
     checked = dict(_range_paths())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migrate import plan
+from migrate.plan import converters, model_keys, trainers
 from migrate.specgen import target_codegen
 from migrate.targets import titan_spec as target_spec
 from titan.models import FAMILY_ALIASES, SUPPORTED_MODELS
@@ -15,12 +15,17 @@ def test_target_spec_is_current():
 
 
 def test_every_class_the_plan_names_is_in_the_spec():
-    for cls in (plan.TRAINER, plan.FT_TRAINER, plan.FLUX_TRAINER, plan.IN_BACKWARD):
+    for cls in (
+        trainers.TRAINER,
+        trainers.FT_TRAINER,
+        trainers.FLUX_TRAINER,
+        trainers.IN_BACKWARD,
+    ):
         assert cls in target_spec.CLASSES
-    for cls in plan._converter_classes().values():
+    for cls in converters.converter_classes().values():
         assert cls in target_spec.CLASSES
 
 
 def test_the_plan_knows_titans_families():
-    assert plan.TITAN_FAMILIES == SUPPORTED_MODELS
-    assert plan.FAMILY_ALIASES == FAMILY_ALIASES
+    assert model_keys.TITAN_FAMILIES == SUPPORTED_MODELS
+    assert model_keys.FAMILY_ALIASES == FAMILY_ALIASES

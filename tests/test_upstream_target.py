@@ -263,7 +263,7 @@ def test_every_case_is_upstream_code_that_compiles(migrated, tmp_path):
 def test_every_written_key_has_an_outcome(migrated):
     import tomllib
 
-    from migrate.plan import flatten
+    from migrate.plan.legacy_values import flatten
 
     for name, m in migrated.items():
         source = CASES[name]
@@ -818,7 +818,8 @@ def test_generated_documents_migrate_for_upstream(tmp_path):
     from hypothesis import HealthCheck, given, settings
 
     from migrate.codegen.render_code import render_module
-    from migrate.plan import build_plan, flatten
+    from migrate.plan.build import build_plan
+    from migrate.plan.legacy_values import flatten
     from migrate.targets.upstream import retarget
     from tests.test_migrate_properties import documents
 

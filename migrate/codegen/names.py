@@ -20,7 +20,7 @@ import keyword
 from migrate.targets.config_objects import CLASSES
 
 FAMILIES = ("deepseek_v3", "flux", "gpt_oss", "llama3", "llama4", "qwen3")
-"""Model family packages a module may import from ``titan.models`` (``migrate.plan`` checks
+"""Model family packages a module may import from ``titan.models`` (``migrate.plan.build`` checks
 this against titan's list through its test)."""
 
 FIXED_IMPORTS = (

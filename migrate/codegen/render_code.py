@@ -18,8 +18,8 @@ from typing import Any
 
 from migrate.codegen import pyfmt as py
 from migrate.codegen.names import free_name
-from migrate.extension_classes import GeneratedClass, generated_path, is_generated, spec_module
-from migrate.plan import Plan
+from migrate.plan.extension_classes import GeneratedClass, generated_path, is_generated, spec_module
+from migrate.plan.migration_plan import Plan
 from migrate.targets.config_objects import (
     Call,
     Default,
@@ -273,7 +273,7 @@ def _generated_specs(plans: Sequence[Plan]) -> list[tuple[str, GeneratedClass]]:
 def _class_names(specs: list[tuple[str, GeneratedClass]], *, taken: set[str]) -> dict[str, str]:
     """Each generated class' name in the module: its own, unless a class of another custom
     module (or a function) has it already. Names within one module are unique by construction
-    (``migrate.extension_classes``)."""
+    (``migrate.plan.extension_classes``)."""
     taken = set(taken)
     fields = {item.name for _, spec in specs for item in spec.fields}
     found = {}

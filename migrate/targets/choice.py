@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from migrate.plan import Plan
+from migrate.plan.migration_plan import Plan
 
 TITAN = "titan"
 UPSTREAM_030 = "torchtitan==0.3.0"

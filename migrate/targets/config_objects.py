@@ -132,7 +132,7 @@ class Call(Frozen):
 
 class Local(Frozen):
     """A name the registry function assigns before building its config (``model_spec``):
-    :attr:`migrate.plan.Plan.locals` holds its value."""
+    :attr:`migrate.plan.migration_plan.Plan.locals` holds its value."""
 
     __slots__ = ("name",)
     __match_args__ = ()

@@ -15,8 +15,9 @@ import dataclasses
 import importlib
 from typing import Any
 
-from migrate.extension_classes import GeneratedClass, is_generated
-from migrate.plan import Plan, copy_value
+from migrate.plan.extension_classes import GeneratedClass, is_generated
+from migrate.plan.legacy_values import copy_value
+from migrate.plan.migration_plan import Plan
 from migrate.targets.config_objects import (
     Default,
     Obj,
@@ -47,7 +48,7 @@ def build_classes(generated: list[GeneratedClass], module: str | None) -> dict[s
 
     Built once per distinct definition, so two configs migrated from the same custom module in
     one process share their classes (and compare equal)."""
-    from migrate.extension_classes import generated_path
+    from migrate.plan.extension_classes import generated_path
 
     classes: dict[str, type] = {}
     for spec in generated:

@@ -1,9 +1,10 @@
 """A migration plan for upstream torchtitan 0.3.0 instead of titan's own trainer.
 
-The plan stays one (:func:`migrate.plan.build_plan` reads, checks and upgrades the TOML, and records
-what a v0.2.2 run of it used in :attr:`~migrate.plan.Plan.effective`); this module puts those values
-at their 0.3.0 homes (``migrate/targets/upstream_homes.py``) inside the default tree of 0.3.0's real
-classes (``migrate/targets/upstream_spec_030.py``, generated from the installed package).
+The plan stays one (:func:`migrate.plan.build.build_plan` reads, checks and upgrades the TOML, and
+records what a v0.2.2 run of it used in :attr:`~migrate.plan.migration_plan.Plan.effective`); this
+module puts those values at their 0.3.0 homes (``migrate/targets/upstream_homes.py``) inside the
+default tree of 0.3.0's real classes (``migrate/targets/upstream_spec_030.py``, generated from the
+installed package).
 
 Where 0.3.0 cannot say what the legacy run did, the key is reported (``upstream-gone`` as an
 error when the run would differ, the closest 0.3.0 setting written with a TODO), never dropped
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.extension_classes import generate_classes
-from migrate.plan import FAMILY_ALIASES, KeyOutcome, Plan, copy_value
+from migrate.plan.extension_classes import generate_classes
+from migrate.plan.legacy_values import copy_value
+from migrate.plan.migration_plan import KeyOutcome, Plan
+from migrate.plan.model_keys import FAMILY_ALIASES
 from migrate.targets import upstream_quantize, upstream_refusals
 from migrate.targets import upstream_spec_030 as spec
 from migrate.targets.config_objects import (
@@ -298,7 +301,7 @@ class _Upstream:
 
     def custom_values(self) -> None:
         """Values of a custom module's fields: same paths as in titan's tree."""
-        from migrate.homes import EXTENSION_HOMES
+        from migrate.plan.homes import EXTENSION_HOMES
 
         for key, outcome in self.old.outcomes.items():
             if key in upstream_homes() or outcome.status not in ("carried", "default"):
@@ -691,7 +694,7 @@ def _adamw_defaults(container: Obj) -> dict[str, Any]:
 
 
 def _legacy_default(key: str) -> Any:
-    from migrate.plan import schema_default
+    from migrate.plan.legacy_values import schema_default
     from schemas.legacy_spec import LEGACY_SPEC
 
     return schema_default(LEGACY_SPEC, key)

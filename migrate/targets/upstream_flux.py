@@ -134,7 +134,7 @@ def finish(builder: Any) -> None:
 def _legacy_values(builder: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """Each Flux key -> the value the legacy run used (written or default), read at its
     titan home in the titan plan; and each key -> that home."""
-    from migrate.homes import EXTENSION_HOMES
+    from migrate.plan.homes import EXTENSION_HOMES
 
     values: dict[str, Any] = {}
     homes: dict[str, str] = {}

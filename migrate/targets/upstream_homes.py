@@ -11,8 +11,8 @@ torchtitan 0.3.0 sees it:
 - ``gone``: 0.3.0 has no home; the migration reports the key whenever its value makes a run
   differ from what 0.3.0 does.
 
-Most keys keep titan's home (``migrate/homes.py``), so the table lists only the rows that differ
-and derives the rest. ``tests/upstream/`` builds every migrated config in a real torchtitan
+Most keys keep titan's home (``migrate/plan/homes.py``), so the table lists only the rows that
+differ and derives the rest. ``tests/upstream/`` builds every migrated config in a real torchtitan
 0.3.0 and compares each key at the path given here.
 
 Source: ``reference/upstream_030_keys.md``, checked against the installed package.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 from typing import Literal
 
-from migrate import homes as titan_homes
+from migrate.plan import homes as titan_homes
 from migrate.targets import upstream_spec_030 as spec
 from schemas import flavors
 

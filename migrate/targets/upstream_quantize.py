@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.plan import FAMILY_ALIASES
+from migrate.plan.model_keys import FAMILY_ALIASES
 from migrate.targets import upstream_spec_030 as spec
 from migrate.targets.config_objects import Obj
 from migrate.targets.upstream_homes import split_flavor

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from migrate.codegen.render_code import function_names, render_module
-from migrate.plan import FAMILY_ALIASES, Plan, build_plan
+from migrate.plan.build import build_plan
+from migrate.plan.migration_plan import Plan
+from migrate.plan.model_keys import FAMILY_ALIASES
 from migrate.targets.upstream import retarget
 from migrate.targets.upstream_homes import split_flavor, upstream_homes
 from tests.reference import corpus_files_if_present

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from migrate.codegen.render_code import function_names, render_module
-from migrate.plan import Plan, build_plan
+from migrate.plan.build import build_plan
+from migrate.plan.migration_plan import Plan
 from migrate.targets.upstream import retarget
 from schemas import flavors
 from schemas.diagnostics import Severity

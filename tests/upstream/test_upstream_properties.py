@@ -19,7 +19,8 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 
 from migrate.codegen.render_code import render_module
-from migrate.plan import Plan, build_plan
+from migrate.plan.build import build_plan
+from migrate.plan.migration_plan import Plan
 from migrate.targets.upstream import retarget
 from migrate.targets.upstream_homes import upstream_homes
 from tests.test_migrate_properties import documents

@@ -217,7 +217,7 @@ def _target_leaves(plan: Any, target: str) -> dict[str, Any]:
 
 def _plan(operand: Operand) -> Any:
     """The migration plan of a legacy TOML operand; ``UsageError`` when it has errors."""
-    from migrate.plan import build_plan
+    from migrate.plan.build import build_plan
     from schemas.toml_check import CheckOptions
 
     options = CheckOptions(extensions=operand.extensions)

@@ -188,7 +188,7 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         from titan.cli.output import refuse_inputs  # a custom config module read is an input too
 
         refuse_inputs({"-o": args.output}, inputs=module_files)
-    from migrate import report as plan_report
+    from migrate.plan import report as plan_report
 
     per_folder = args.out_dir is not None or (inputs.walked and not (args.output or args.check))
     if per_folder:
@@ -268,7 +268,7 @@ def _model_registry(text: str) -> tuple[str, str]:
 
 def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: TextIO) -> list:
     """Each file's migration plan (a progress bar on a terminal for long runs)."""
-    from migrate.plan import build_plan
+    from migrate.plan.build import build_plan
     from schemas.toml_check import CheckOptions
     from titan.cli.migrate_summary import progress, wants_progress
 
@@ -306,8 +306,8 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
 
 def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Write, check or diff the one module of a run (stdout, ``-o`` or ``--check``)."""
-    from migrate import report as plan_report
     from migrate.codegen.render_code import function_names, render_module
+    from migrate.plan import report as plan_report
 
     usable = [p for p in target.plans if p.ok]
     if not usable:
@@ -324,8 +324,8 @@ def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: Tex
 
 def _write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextIO) -> int:
     """Write one folder's module, unless the file there is not titan-migrate's (or an input)."""
-    from migrate import report as plan_report
     from migrate.codegen.render_code import function_names, render_module
+    from migrate.plan import report as plan_report
     from titan.cli import migrate_tree as tree
     from titan.cli.exits import say
 
@@ -412,7 +412,7 @@ def _current(target: str) -> str:
 def _report(plans: list, *, args: argparse.Namespace, out: TextIO, inputs, targets: list) -> str:
     """The report in ``--format``: the plans' summaries and findings (JSON: every key too); a
     run of several files (or folders) adds a line per file: a table, or ``summary`` in JSON."""
-    from migrate import report as plan_report
+    from migrate.plan import report as plan_report
     from schemas import render
     from schemas.diagnostics import Severity
     from titan import __version__

@@ -94,7 +94,7 @@ def _refuse_saving_over(config: Any, *, inputs: Sequence[str], key: str) -> None
 
 
 def _legacy(path: str, overrides: list[str], *, world_size: int, stderr: TextIO) -> LoadedConfig:
-    from migrate.plan import build_plan
+    from migrate.plan.build import build_plan
     from schemas.toml_check import CheckOptions
 
     if any(flag.partition("=")[0] in ("--config", "--module", "--registry") for flag in overrides):
@@ -239,7 +239,7 @@ def _error(code: str, path: str, message: str, hint: str, locate: Locate) -> Dia
 
 
 def _malformed_flag(d: Diagnostic) -> bool:
-    from migrate.overrides import COMMAND_LINE
+    from migrate.plan.overrides import COMMAND_LINE
 
     return (
         d.severity is Severity.ERROR

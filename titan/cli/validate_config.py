@@ -116,7 +116,7 @@ def _migration_todos(function) -> list[Diagnostic]:
 
 def _relative(d: Diagnostic) -> Diagnostic:
     """Name files below the working directory relatively, as the TOML mode does."""
-    from migrate.overrides import COMMAND_LINE
+    from migrate.plan.overrides import COMMAND_LINE
 
     if d.span is None or d.span.file == COMMAND_LINE:
         return d

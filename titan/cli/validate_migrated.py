@@ -1,6 +1,6 @@
 """``titan-validate FILE.toml --as-registry``: also check the config the TOML migrates to.
 
-The TOML is migrated in memory (``migrate.plan`` + the live renderer, exactly what
+The TOML is migrated in memory (``migrate.plan.build`` + the live renderer, exactly what
 ``titan-train --job.config_file`` runs) and the resulting ``Trainer.Config`` goes through the
 registry-side checks (``titan.config.check``: strict field types, structure, the shared rules).
 Findings the legacy check already made (same code at the same key) are not repeated; the others
@@ -21,7 +21,7 @@ def registry_findings(
     For another ``target`` than titan (``torchtitan==0.3.0``), the config cannot be built here
     (that trainer is not installed beside titan): the findings are what the migration for it
     reports, everything 0.3.0 cannot express or does otherwise."""
-    from migrate.plan import build_plan
+    from migrate.plan.build import build_plan
 
     plan = build_plan(path, options=options, shown=shown)
     if plan.root is None:

@@ -4,7 +4,7 @@ Dataclasses accept any value (``TrainingConfig(steps="10")`` constructs fine), s
 validated with pydantic in strict mode against its annotation, and a config object carrying an
 attribute that is not a field (possible only on a class that forgot ``slots=True``) is reported.
 Numbers are then checked against the legacy schema's ranges (``schemas.ranges``, mapped to the
-registry fields through ``migrate.homes``). The cross-field rules are the ones
+registry fields through ``migrate.plan.homes``). The cross-field rules are the ones
 ``titan-validate FILE.toml`` runs (``schemas.rules``), fed with a
 :class:`~schemas.rules.ConfigFacts` built from the config object.
 """
@@ -66,7 +66,7 @@ def _out_of_range(config: Any, locate: Locate) -> Iterator[Diagnostic]:
 def _range_paths() -> tuple[tuple[str, ranges.Range | None], ...]:
     """(registry path, range) for every numeric legacy key that has a field in Trainer.Config:
     the table is keyed by legacy key and mapped through the migration's homes."""
-    from migrate import homes
+    from migrate.plan import homes
     from schemas.legacy_spec import LEGACY_RANGES
 
     found = {}

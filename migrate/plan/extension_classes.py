@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from migrate import homes as homes_table
 from migrate.codegen.names import field_name_problem, free_name, rename_reason
+from migrate.plan import homes as homes_table
 from migrate.targets.config_objects import ClassInfo, Default, default_object, info, register, same
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from migrate.plan import Plan
+from migrate.plan.migration_plan import Plan
 from schemas.diagnostics import Diagnostic, Severity, Span
 
 NOT_CARRIED = ("renamed", "dropped", "inert", "rejected")

@@ -102,8 +102,8 @@ class Upgrade:
     # ----------------------------------------------------------------- after the plan
 
     def record(self, plan: Any, check: FileCheck, *, outcome: type) -> None:
-        """Outcomes (``outcome`` is ``migrate.plan.KeyOutcome``, which imports this module),
-        findings, TODOs and comments of the old keys in ``plan``."""
+        """Outcomes (``outcome`` is ``migrate.plan.migration_plan.KeyOutcome``, passed in by
+        ``build_plan``), findings, TODOs and comments of the old keys in ``plan``."""
         if not self.steps:
             return
         for step in self.steps:

@@ -1,0 +1,38 @@
+"""The TOML's comments carried to the config paths their keys went to (and its leading block to
+the module's preamble).
+"""
+
+from __future__ import annotations
+
+from migrate.plan import homes as homes_table
+from migrate.plan.draft import PlanDraft
+
+_SECTION_PATHS = {section: path for section, path in homes_table.SECTION_HOMES.items()}
+_SECTION_PATHS["quantize.linear.float8"] = "model_converters"
+"""Legacy section -> the config path its table's own comments go to."""
+
+
+def carry_comments(draft: PlanDraft) -> None:
+    """Carry the TOML's comments to the config paths their keys went to."""
+    text = draft.check.text
+    if not text:
+        return
+    from migrate.tomledit.comments import preamble, toml_comments
+
+    draft.plan.preamble = preamble(text)
+    for parts, found in toml_comments(text).items():
+        if not all(isinstance(p, str) for p in parts):
+            continue
+        key = ".".join(parts)
+        outcome = draft.plan.outcomes.get(key)
+        lines, trailing = tuple(found.leading), found.trailing
+        if outcome is not None and outcome.status in ("carried", "renamed") and outcome.paths:
+            path = outcome.paths[0]
+        elif key in _SECTION_PATHS:
+            path = _SECTION_PATHS[key]
+        else:
+            continue
+        if "[" in path:
+            continue  # inside the converter list: not addressable by a path
+        old_lines, old_trailing = draft.plan.comments.get(path, ((), None))
+        draft.plan.comments[path] = (old_lines + lines, old_trailing or trailing)
