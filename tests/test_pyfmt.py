@@ -24,7 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from migrate.codegen import pyfmt as py
+from migrate.codegen.pyfmt import nodes as py
+from migrate.codegen.pyfmt.docstrings import normalize_docstring
+from migrate.codegen.pyfmt.imports import _Natural, sort_imports
+from migrate.codegen.pyfmt.layout import literal_text
+from migrate.codegen.pyfmt.printer import format_module
+from migrate.codegen.pyfmt.text import LINE_WIDTH
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20240611
@@ -66,7 +71,7 @@ def ruff_wants_no_change(folder: Path) -> None:
 
 def format_statements(*stmts: object) -> str:
     """The text of a module made of ``stmts``."""
-    return py.format_module(py.Module(list(stmts)))
+    return format_module(py.Module(list(stmts)))
 
 
 # ----------------------------------------------------------------------------- expected layouts
@@ -508,7 +513,7 @@ case(
     py.Module(
         [
             py.Docstring("Doc."),
-            *py.sort_imports(
+            *sort_imports(
                 [
                     py.ImportFrom("titan.trainer", ["Trainer"]),
                     py.ImportFrom("__future__", ["annotations"]),
@@ -561,7 +566,7 @@ case(
 @pytest.mark.parametrize("name", list(LAYOUT_CASES))
 def test_layout(name: str) -> None:
     module, expected = LAYOUT_CASES[name]
-    assert py.format_module(module) == expected
+    assert format_module(module) == expected
 
 
 def test_expected_layouts_are_what_ruff_writes(tmp_path: Path) -> None:
@@ -573,7 +578,7 @@ def test_expected_layouts_are_what_ruff_writes(tmp_path: Path) -> None:
 
 def test_line_width_is_the_projects() -> None:
     settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert settings["tool"]["ruff"]["line-length"] == py.LINE_WIDTH
+    assert settings["tool"]["ruff"]["line-length"] == LINE_WIDTH
 
 
 def test_import_line_fits_at_exactly_100_columns() -> None:
@@ -600,7 +605,7 @@ def test_sort_imports_order() -> None:
         py.ImportFrom("..up", ["other"]),
         py.ImportFrom("__future__", ["annotations"]),
     ]
-    groups = py.sort_imports(imports, first_party=["titan"])
+    groups = sort_imports(imports, first_party=["titan"])
     assert format_statements(*groups) == SORTED_IMPORTS
 
 
@@ -627,7 +632,7 @@ from .sub import thing
 
 def test_natural_order() -> None:
     names = ["x10", "x2", "x02", "x1", "x", "x_a", "x.a", "X3"]
-    ordered = sorted(names, key=py._Natural)
+    ordered = sorted(names, key=_Natural)
     assert ordered == ["X3", "x", "x.a", "x02", "x1", "x2", "x10", "x_a"]
 
 
@@ -662,14 +667,14 @@ def test_nodes_compare_and_print() -> None:
 
 
 def test_literal_text() -> None:
-    assert py.literal_text("a") == '"a"'
-    assert py.literal_text(['x"y', 1.0]) == "['x\"y', 1.0]"
+    assert literal_text("a") == '"a"'
+    assert literal_text(['x"y', 1.0]) == "['x\"y', 1.0]"
 
 
 def test_import_is_light() -> None:
     """pyfmt imports nothing outside the standard library (and never torch)."""
     code = (
-        "import sys; before = set(sys.modules); import migrate.codegen.pyfmt; "
+        "import sys; before = set(sys.modules); import migrate.codegen.pyfmt.printer; "
         "print('\\n'.join(sorted(set(sys.modules) - before)))"
     )
     result = subprocess.run(
@@ -685,11 +690,11 @@ def test_determinism() -> None:
 
     def texts(seed: int) -> list[str]:
         generator = Generator(random.Random(seed))
-        return [py.format_module(generator.module()) for _ in range(30)]
+        return [format_module(generator.module()) for _ in range(30)]
 
     assert texts(7) == texts(7)
     module = Generator(random.Random(8)).module()
-    assert py.format_module(module) == py.format_module(module)
+    assert format_module(module) == format_module(module)
 
 
 def hostile_modules() -> list[tuple[str, str]]:
@@ -705,7 +710,7 @@ def hostile_modules() -> list[tuple[str, str]]:
                 py.ClassDef("C", [], [py.Docstring(hostile), py.AnnAssign("x", "str")]),
             ]
         )
-        modules.append((hostile, py.format_module(module)))
+        modules.append((hostile, format_module(module)))
     return modules
 
 
@@ -717,7 +722,7 @@ def test_hostile_text_is_only_data(tmp_path: Path) -> None:
         exec(compile(text, f"<hostile {number}>", "exec"), namespace)
         assert sorted(namespace) == ["C", "__builtins__", "__doc__", "items", "value"], text
         assert namespace["value"] == hostile and namespace["items"] == [hostile, hostile]
-        expected_doc = py.normalize_docstring(hostile)
+        expected_doc = normalize_docstring(hostile)
         assert inspect.cleandoc(namespace["__doc__"]) == expected_doc
         assert inspect.cleandoc(namespace["C"].__doc__) == expected_doc
         assert "PWNED" not in vars(builtins)
@@ -1024,7 +1029,7 @@ class Generator:
         text = "\n".join(indent + line for indent, line in zip(indents, lines, strict=True))
         if self.chance(0.2):
             text = "\n" + text + "\n   "
-        self.docstrings[owner] = py.normalize_docstring(text)
+        self.docstrings[owner] = normalize_docstring(text)
         return py.Docstring(text)
 
     def assign(self, prefix: str) -> py.Assign:
@@ -1103,7 +1108,7 @@ class Generator:
             chosen.append(py.Import(self.rng.choice(["os", "sys as system", "torch", "titan"])))
         if chosen and self.chance(0.7):
             chosen.append(py.ImportFrom("__future__", ["annotations"]))
-        return py.sort_imports(chosen, first_party=["titan"])
+        return sort_imports(chosen, first_party=["titan"])
 
     def module(self) -> py.Module:
         body: list = []
@@ -1140,7 +1145,7 @@ def build_modules(count: int) -> list[tuple[str, Generator]]:
         generator = Generator(rng)
         module = generator.module()
         try:
-            built.append((py.format_module(module), generator))
+            built.append((format_module(module), generator))
         except ValueError:
             refused += 1
     assert refused < count // 10, f"{refused} modules refused"
@@ -1272,7 +1277,7 @@ def test_widths_around_the_limit_are_what_ruff_writes(tmp_path: Path) -> None:
             else:
                 module = py.Module([py.ClassDef("C", [], [stmt])])
             try:
-                text = py.format_module(module)
+                text = format_module(module)
             except ValueError:
                 assert isinstance(stmt, py.AnnAssign)  # an annotation that would have to split
                 continue
@@ -1286,7 +1291,7 @@ def test_docstring_normalization_is_stable() -> None:
     rng = random.Random(SEED)
     for _ in range(300):
         text = Generator(rng).docstring("x").text
-        normalized = py.normalize_docstring(text)
-        assert py.normalize_docstring(normalized) == normalized
+        normalized = normalize_docstring(text)
+        assert normalize_docstring(normalized) == normalized
         module = format_statements(py.FunctionDef("f", None, [py.Docstring(text)]))
         assert docstrings_of(module)["f"] == normalized

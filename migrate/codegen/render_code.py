@@ -16,8 +16,11 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from migrate.codegen import pyfmt as py
 from migrate.codegen.names import free_name
+from migrate.codegen.pyfmt import nodes as py
+from migrate.codegen.pyfmt.imports import sort_imports
+from migrate.codegen.pyfmt.layout import literal_text
+from migrate.codegen.pyfmt.printer import format_module
 from migrate.plan.extension_classes import GeneratedClass, generated_path, is_generated, spec_module
 from migrate.plan.migration_plan import Plan
 from migrate.targets.config_objects import (
@@ -50,7 +53,7 @@ class _Imports:
     def statements(self) -> list:
         imports = [py.ImportFrom("__future__", ["annotations"])]
         imports += [py.ImportFrom(m, sorted(n)) for m, n in self.names.items()]
-        return py.sort_imports(imports)
+        return sort_imports(imports)
 
 
 class _Renderer:
@@ -236,7 +239,7 @@ class _Renderer:
         origin, args = typing.get_origin(annotation), typing.get_args(annotation)
         if origin is typing.Literal:
             self.imports.add("typing", "Literal")
-            return "Literal[" + ", ".join(py.literal_text(a) for a in args) + "]"
+            return "Literal[" + ", ".join(literal_text(a) for a in args) + "]"
         if origin in (typing.Union, types.UnionType):
             return " | ".join(self.annotation(a) for a in args)
         if origin is not None:
@@ -256,9 +259,7 @@ class _Renderer:
             functions.append(self.function(plan, name, _closest(plan, written)))
             written.append((name, plan))
         imports = self.imports.statements()
-        return py.format_module(
-            py.Module([py.Docstring(docstring), *imports, *classes, *functions])
-        )
+        return format_module(py.Module([py.Docstring(docstring), *imports, *classes, *functions]))
 
 
 def _generated_specs(plans: Sequence[Plan]) -> list[tuple[str, GeneratedClass]]:

@@ -33,7 +33,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from migrate.codegen import names
-from migrate.codegen import pyfmt as py
+from migrate.codegen.pyfmt import nodes as py
+from migrate.codegen.pyfmt.imports import sort_imports
+from migrate.codegen.pyfmt.layout import literal_text
+from migrate.codegen.pyfmt.printer import format_module
 from schemas.diagnostics import Diagnostic
 from schemas.spec import SectionSpec
 from schemas.suggest import DECLARE_HINT, schema_paths, suggest
@@ -253,7 +256,7 @@ def _key(value: Any) -> str:
 
 
 def _shown_value(value: Any) -> str:
-    text = py.literal_text(value)
+    text = literal_text(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -437,6 +440,6 @@ class _Writer:
             imports.append(
                 py.Import("dataclasses" + ("" if alias == "dataclasses" else f" as {alias}"))
             )
-        return py.format_module(
-            py.Module([py.Docstring(_wrap(docstring)), *py.sort_imports(imports), *self.classes])
+        return format_module(
+            py.Module([py.Docstring(_wrap(docstring)), *sort_imports(imports), *self.classes])
         )

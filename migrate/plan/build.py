@@ -125,6 +125,7 @@ def _model_registries(path: str | Path, given: Mapping[str, str]) -> dict[str, t
 
 
 def _renamed_function(wanted: str, name: str, shown: str) -> Diagnostic:
+    """The finding that the registry function is not named as the file asks (a reserved name)."""
     return Diagnostic(
         code="renamed-function",
         severity=Severity.INFO,
@@ -150,6 +151,7 @@ def _check(
         options = _with_extension(options, module)
 
     def adjust(document: dict, schema: SectionSpec) -> tuple[dict, list[Diagnostic]]:
+        """The document upgraded through the era chain, with the override flags applied."""
         document = upgrade.adjust(document, schema)
         if not overrides:
             return document, []
@@ -172,6 +174,7 @@ def _check(
 
 
 def _with_extension(options: CheckOptions, module: str) -> CheckOptions:
+    """``options`` with one more custom config module to merge."""
     import dataclasses
 
     return dataclasses.replace(options, extensions=(*options.extensions, module))

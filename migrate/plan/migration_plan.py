@@ -143,6 +143,7 @@ class Plan:
         return self.root is not None
 
     def errors(self) -> list[Diagnostic]:
+        """The error findings."""
         return [d for d in self.diagnostics if d.severity is Severity.ERROR]
 
     def lossless(self) -> bool:
@@ -154,4 +155,5 @@ class Plan:
         )
 
     def todo(self, path: str, text: str) -> None:
+        """Note something a human must decide at config ``path`` (``""``: the whole function)."""
         self.todos.setdefault(path, []).append(text)
