@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from migrate.plan import converters, model_keys, trainers
 from migrate.specgen import target_codegen
-from migrate.targets import titan_spec as target_spec
+from migrate.targets import titan_spec
 from titan.models import FAMILY_ALIASES, SUPPORTED_MODELS
 
 
 def test_target_spec_is_current():
     namespace: dict = {}
     exec(target_codegen.generate(), namespace)
-    assert namespace["CLASSES"] == target_spec.CLASSES, "stale: run `make schema`"
+    assert namespace["CLASSES"] == titan_spec.CLASSES, "stale: run `make schema`"
 
 
 def test_every_class_the_plan_names_is_in_the_spec():
@@ -21,9 +21,9 @@ def test_every_class_the_plan_names_is_in_the_spec():
         trainers.FLUX_TRAINER,
         trainers.IN_BACKWARD,
     ):
-        assert cls in target_spec.CLASSES
+        assert cls in titan_spec.CLASSES
     for cls in converters.converter_classes().values():
-        assert cls in target_spec.CLASSES
+        assert cls in titan_spec.CLASSES
 
 
 def test_the_plan_knows_titans_families():
