@@ -149,3 +149,15 @@ def test_layers_point_one_way():
         names = [a.name for n in top_level if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in top_level if isinstance(n, ast.ImportFrom)]
         assert not [n for n in names if _in("titan", n)], f"{module} imports titan at import time"
+
+
+def test_no_runtime_module_imports_a_spec_generator():
+    """``migrate.specgen`` writes the spec tables; the runtime reads only the tables it wrote."""
+    found = [
+        (module, target)
+        for module, targets in graph().items()
+        if not _in("migrate.specgen", module)
+        for target in targets
+        if _in("migrate.specgen", target)
+    ]
+    assert found == [], f"runtime modules import a generator: {found}"
