@@ -1,0 +1,369 @@
+"""The defaults of a legacy file's own era, for the keys it omits.
+
+A key a legacy TOML leaves out ran with the default of the torchtitan that read it. Where that
+default differs from v0.2.2's (:data:`schemas.era_flips.FLIPS`), carrying the file over as it
+stands would silently change the run. This module dates a file from what it holds
+(:func:`date_file`, with the evidence of :mod:`schemas.era_clues`) and lists the old defaults
+that matter for it (:func:`era_defaults`): the value to write for each, or, where v0.2.2 cannot
+express it, the reason it must be reported. :func:`parse_era` reads a ``--era`` value.
+
+Dates are days (``YYYY-MM-DD``, the day a change landed on torchtitan main); an era given as a
+month (``YYYY-MM``) means main as it stood when that month began. The era defaults assume the
+file was run without command-line overrides.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+from typing import Any
+
+from schemas._frozen import Frozen, _set
+from schemas.era_clues import ERA_START, NEW_KEYS, OLD_KEYS, V022, VALUES
+from schemas.era_flips import FLIPS, Flip
+from schemas.eras import MISSING, destination, get, leaves, rule_for, translate
+from schemas.legacy_spec import LEGACY_SPEC
+from schemas.moved_keys import CONVERTERS
+from schemas.spec import SectionSpec
+
+_UNSAID = object()
+"""Marks a v0.2.2 key the file spells under an old name whose value v0.2.2 cannot take."""
+
+_CARRIES_NO_VALUE = ("same", "ignored", "never")
+"""Old rows that point at a v0.2.2 key without giving it the old key's value."""
+
+_OLD_SPELLINGS = {"global.dump_folder": "job.dump_folder"}
+"""Old keys the trainer read before the first config manager, so no moved-key row has them."""
+
+
+class Clue(Frozen):
+    """One thing in a file that says when it was written."""
+
+    __slots__ = ("key", "says", "since", "until")
+    __match_args__ = ("key",)
+
+    key: str
+    """The dotted key (or table) in the file."""
+    says: str
+    """What it tells, with the commit."""
+    since: str
+    """The first day it existed."""
+    until: str | None
+    """The day it was gone (``None``: v0.2.2 still has it, so it only bounds from below)."""
+
+    def __init__(self, key: str, says: str, since: str, until: str | None) -> None:
+        _set(self, "key", key)
+        _set(self, "says", says)
+        _set(self, "since", since)
+        _set(self, "until", until)
+
+    @property
+    def last(self) -> str | None:
+        """The last day the file could have been run with it (``None``: any day since)."""
+        if self.until is None:
+            return None
+        return max(self.since, _shift(self.until, -1))
+
+
+class EraGuess(Frozen):
+    """When a file was written, as far as its contents tell."""
+
+    __slots__ = ("date", "evidence", "stale")
+    __match_args__ = ("date",)
+
+    date: str
+    """The assumed day, ``YYYY-MM-DD``; :data:`schemas.era_clues.V022` when nothing is older."""
+    evidence: tuple[Clue, ...]
+    """Every clue the date is consistent with."""
+    stale: tuple[Clue, ...]
+    """Old keys that contradict a newer key in the same file: left behind, not dated by."""
+
+    def __init__(self, date: str, evidence: tuple[Clue, ...], stale: tuple[Clue, ...]) -> None:
+        _set(self, "date", date)
+        _set(self, "evidence", evidence)
+        _set(self, "stale", stale)
+
+    @property
+    def era(self) -> str:
+        """The month, ``YYYY-MM``."""
+        return self.date[:7]
+
+    @property
+    def current(self) -> bool:
+        """Whether nothing in the file is older than v0.2.2 (no era default applies)."""
+        return self.date == V022
+
+
+class EraDefault(Frozen):
+    """An old default a file relied on: the value to write for an omitted key, or why not."""
+
+    __slots__ = ("key", "value", "flip", "portable", "why")
+    __match_args__ = ("key", "value")
+
+    key: str
+    """The dotted v0.2.2 key the file omits."""
+    value: Any
+    """The value the run had (``None`` where it could not be worked out)."""
+    flip: Flip
+    """The researched row."""
+    portable: bool
+    """Whether v0.2.2 can take :attr:`value`; if not, it is reported and nothing is written."""
+    why: str
+    """One sentence for the report: what the run did, and when that default held."""
+
+    def __init__(self, key: str, value: Any, flip: Flip, portable: bool, why: str) -> None:
+        _set(self, "key", key)
+        _set(self, "value", value)
+        _set(self, "flip", flip)
+        _set(self, "portable", portable)
+        _set(self, "why", why)
+
+
+# --------------------------------------------------------------------------- --era
+
+
+_ERA = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
+
+
+def era_error(text: str) -> str | None:
+    """Why ``text`` is not a usable ``--era`` value (``None`` if it is)."""
+    found = _ERA.fullmatch(text.strip())
+    if found is None:
+        return f"--era {text!r} is not a month or a day: write it as YYYY-MM or YYYY-MM-DD"
+    year, month, day = (int(part) if part else 1 for part in found.groups())
+    try:
+        date(year, month, day)
+    except ValueError:
+        return f"--era {text!r} is not a calendar date: write it as YYYY-MM or YYYY-MM-DD"
+    start, end = ERA_START[:7], V022
+    if _day(text.strip()) < f"{start}-01" or _day(text.strip()) > end:
+        return (
+            f"--era {text!r} is outside the legacy eras: torchtitan read TOML files from "
+            f"{start} to v0.2.2 ({end}); a file of v0.2.2 needs no --era"
+        )
+    return None
+
+
+def parse_era(text: str) -> str:
+    """The day (``YYYY-MM-DD``) a ``--era`` value names; ``ValueError`` with the reason if bad.
+
+    A month means the first day of that month."""
+    problem = era_error(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return _day(text.strip())
+
+
+def _day(era: str) -> str:
+    """A month or a day as a day: a month is its first day."""
+    return era if len(era) == 10 else f"{era}-01"
+
+
+def _shift(day: str, days: int) -> str:
+    """``day`` moved by ``days`` days."""
+    return (date.fromisoformat(day) + timedelta(days=days)).isoformat()
+
+
+# --------------------------------------------------------------------------- dating
+
+_OLD = {key: (since, until, commit) for key, since, until, commit in OLD_KEYS}
+_NEW = {key: since for since, keys in NEW_KEYS for key in keys.split()}
+
+
+def _v022_defaults(spec: SectionSpec, prefix: str = "") -> dict[str, Any]:
+    """Every leaf default under ``spec``, by dotted key."""
+    found: dict[str, Any] = {}
+    for field in spec.fields:
+        if isinstance(field.annotation, SectionSpec):
+            found.update(_v022_defaults(field.annotation, f"{prefix}{field.name}."))
+        else:
+            found[prefix + field.name] = field.default
+    return found
+
+
+V022_DEFAULTS: dict[str, Any] = _v022_defaults(LEGACY_SPEC)
+"""Every v0.2.2 key's default, by dotted key."""
+
+
+def _old_tables() -> dict[str, tuple[str, str]]:
+    """Tables only older eras had (``[global]``, ``[float8]``, ``[quantize.dense.mx]``...), with
+    the first and last days of their keys: an empty one still dates a file."""
+    current = {
+        key.rsplit(".", end)[0] for key in V022_DEFAULTS for end in range(1, key.count(".") + 1)
+    }
+    tables: dict[str, tuple[str, str]] = {}
+    for key, (since, until, _) in _OLD.items():
+        for end in range(1, key.count(".") + 1):
+            table = key.rsplit(".", end)[0]
+            if table not in current:
+                low, high = tables.get(table, (since, until))
+                tables[table] = (min(low, since), max(high, until))
+    return tables
+
+
+_OLD_TABLES = _old_tables()
+
+
+def _matches(value: Any, wanted: tuple) -> bool:
+    """Whether ``value`` is one of ``wanted`` (same type and value), or of a type listed there."""
+    for each in wanted:
+        if isinstance(each, type):
+            if isinstance(value, each) and not isinstance(value, bool):
+                return True
+        elif type(value) is type(each) and value == each:
+            return True
+    return False
+
+
+def clues(document: dict) -> list[Clue]:
+    """Everything in ``document`` that says when it was written, in file order."""
+    found: list[Clue] = []
+    for parts, value in leaves(document):
+        key = ".".join(parts)
+        if key in _OLD:
+            since, until, commit = _OLD[key]
+            found.append(Clue(key, f"an older key, gone on {until} ({commit})", since, until))
+        elif key in _NEW:
+            found.append(Clue(key, f"a key declared from {_NEW[key]} on", _NEW[key], None))
+        elif value == {} and key in _OLD_TABLES:
+            since, until = _OLD_TABLES[key]
+            found.append(Clue(key, f"an older table, gone on {until}", since, until))
+        for old, wanted, since, until, commit, unless in VALUES:
+            if (
+                old == key
+                and _matches(value, wanted)
+                and get(document, tuple(unless.split("."))) is MISSING
+            ):
+                says = f"{value!r} was accepted until {until} ({commit})"
+                found.append(Clue(key, says, since, until))
+    return found
+
+
+def date_file(document: dict) -> EraGuess:
+    """The latest day consistent with every clue in ``document``.
+
+    Old keys and values bound the date from above (the last day they existed), and every key
+    from below (the day it was declared). The *latest* consistent day is assumed: it needs the
+    fewest old defaults, and the report names it so that ``--era`` can say otherwise. A file
+    with no older clue is dated v0.2.2 (no era default applies). Where an old key ended before
+    another key of the same file began, the old key was left behind (torchtitan ignored
+    undeclared keys until #1644, 2025-08-28): it is listed as stale and the rest date the file.
+    """
+    found = clues(document)
+    floor = max((clue.since for clue in found), default=ERA_START)
+    stale = tuple(c for c in found if c.last is not None and c.last < floor)
+    bounds = [c.last for c in found if c.last is not None and c.last >= floor]
+    day = min(bounds, default=V022)
+    evidence = tuple(c for c in found if c not in stale)
+    return EraGuess(day, evidence, stale)
+
+
+# --------------------------------------------------------------------------- era defaults
+
+
+def spelled(document: dict) -> dict[str, Any]:
+    """The v0.2.2 keys ``document`` sets, under their own name or an older one, with the value
+    they get (an old name whose value v0.2.2 cannot take still counts as set)."""
+    view: dict[str, Any] = {}
+    converters = ".".join(CONVERTERS)
+    for parts, value in leaves(document):
+        key = ".".join(parts)
+        step = translate(parts, value, document)
+        if step is None or getattr(step, "severity", None) == "error":
+            view.setdefault(_OLD_SPELLINGS.get(key, key), value)
+            continue
+        for new, new_value in step.writes:
+            written = ".".join(new)
+            if written == converters:
+                had = view.get(written, get(document, CONVERTERS))
+                had = list(had) if isinstance(had, list) else []
+                view[written] = had + [n for n in new_value if n not in had]
+            else:
+                view.setdefault(written, new_value)
+        rule = rule_for(parts)
+        target = destination(parts)
+        if target and rule is not None and rule.how not in _CARRIES_NO_VALUE:
+            view.setdefault(target, _UNSAID)
+    return view
+
+
+def _in_force(flip: Flip, day: str) -> bool:
+    """Whether the old default of ``flip`` held on ``day``."""
+    return flip.since <= day < flip.until
+
+
+def _effective(key: str, view: dict[str, Any], day: str) -> Any:
+    """What the run had for ``key``: the file's value, else the era's default, else v0.2.2's."""
+    if key in view:
+        return view[key]
+    for flip in FLIPS:
+        if flip.key == key and _in_force(flip, day) and not flip.only_if and not flip.derive:
+            return flip.old
+    return V022_DEFAULTS.get(key)
+
+
+def _holds(condition: tuple[str, str, Any], view: dict[str, Any], day: str) -> bool:
+    """Whether one ``only_if`` condition is true of the file at ``day``."""
+    key, op, wanted = condition
+    if op == "set":
+        return view.get(key) not in (None, _UNSAID, "", False, [])
+    value = _effective(key, view, day)
+    if op == "has":
+        return isinstance(value, list) and any(name in value for name in wanted)
+    if op == ">":
+        return isinstance(value, int) and not isinstance(value, bool) and value > wanted
+    same = type(value) is type(wanted) and value == wanted
+    return same if op == "==" else not same
+
+
+def _warmup_pct(flip: Flip, view: dict[str, Any], day: str, document: dict) -> Any:
+    """The warmup steps of a fraction of training.steps (at least 2), as #99 replaced it."""
+    steps = _effective("training.steps", view, day)
+    return max(int(steps * flip.old), 2) if isinstance(steps, int) else None
+
+
+_SINGLE_STAGE = ("1F1B", "GPipe")
+
+
+def _pp_microbatches(flip: Flip, view: dict[str, Any], day: str, document: dict) -> Any:
+    """The microbatch size of the old default count (one per rank, or one per stage); ``None``
+    where the count is not in the file (a looped schedule's stages came from the model)."""
+    batch = _effective("training.local_batch_size", view, day)
+    count = _effective("parallelism.pipeline_parallel_degree", view, day)
+    if flip.old == "stages":
+        splits = [
+            get(document, (section, "pipeline_parallel_split_points"))
+            for section in ("experimental", "parallelism")
+        ]
+        listed = [s for s in splits if isinstance(s, list) and s]
+        if listed:
+            count = len(listed[0]) + 1
+        elif _effective("parallelism.pipeline_parallel_schedule", view, day) not in _SINGLE_STAGE:
+            return None  # a looped schedule's stage count came from the model's layers
+    if not isinstance(batch, int) or not isinstance(count, int) or count < 1 or batch % count:
+        return None
+    return batch // count
+
+
+_DERIVE = {"warmup_pct": _warmup_pct, "pp_microbatches": _pp_microbatches}
+
+
+def era_defaults(document: dict, era: str) -> list[EraDefault]:
+    """The old defaults ``document`` relied on at ``era`` (``YYYY-MM`` or ``YYYY-MM-DD``): one
+    per key it omits whose default then differs from v0.2.2's and matters for this file (each
+    row's ``only_if`` holds, judged with the file's values, else that era's defaults)."""
+    day = parse_era(era)
+    view = spelled(document)
+    found: list[EraDefault] = []
+    for flip in FLIPS:
+        if flip.key in view or not _in_force(flip, day):
+            continue
+        if not all(_holds(condition, view, day) for condition in flip.only_if):
+            continue
+        value = _DERIVE[flip.derive](flip, view, day, document) if flip.derive else flip.old
+        portable = flip.portable and value is not None
+        why = f"{flip.why} (torchtitan {flip.era})"
+        if flip.portable and value is None:
+            why += "; it could not be worked out from this file"
+        found.append(EraDefault(flip.key, value, flip, portable, why))
+    return found
