@@ -45,10 +45,53 @@ class _Unresolved(Exception):
 _UNRESOLVABLE = (_Unresolved, TypeError, AttributeError, SyntaxError, RecursionError)
 
 
+_TORCHTITAN_CONFIG = ("torchtitan.config", "torchtitan.config_manager")
+"""Where torchtitan's config classes live: ``torchtitan.config`` (``job_config``) since #1442
+(34d815c0, 2025-07), ``torchtitan.config_manager`` from the typed JobConfig of #767 (c1c2f55d,
+2025-04) until then."""
+
+
 def _is_builtin_schema(module: str | None) -> bool:
-    # Bases from torchtitan.config are titan's built-in sections: the builder already has their
-    # fields and the merge adds only what the subclass declares, so never follow them.
-    return bool(module) and f"{module}.".startswith("torchtitan.config.")
+    # Bases from torchtitan's config module are titan's built-in sections: the builder already
+    # has their fields and the merge adds only what the subclass declares, so never follow them.
+    return bool(module) and any(
+        module == root or module.startswith(f"{root}.")  # type: ignore[union-attr]
+        for root in _TORCHTITAN_CONFIG
+    )
+
+
+def _binding_path(binding: tuple) -> str | None:
+    """The dotted path an import binding names: ``("module", "a.b")`` -> ``a.b``,
+    ``from a.b import C`` -> ``a.b.C``; ``None`` for anything else (relative imports too)."""
+    if binding[0] == "module":
+        return binding[1]
+    if binding[0] == "from" and binding[1] == 0 and binding[2]:
+        return f"{binding[2]}.{binding[3]}"
+    return None
+
+
+def _builtin_section(path: str | None) -> SectionSpec | None:
+    """The legacy section a class of torchtitan's own config module is (``Parallelism`` of
+    ``torchtitan.config.job_config`` or of ``torchtitan.config``), by its class name."""
+    if path is None:
+        return None
+    module, _, name = path.rpartition(".")
+    if not _is_builtin_schema(module):
+        return None
+    from schemas.legacy_spec import LEGACY_SPEC
+
+    return _section_named(LEGACY_SPEC, name)
+
+
+def _section_named(section: SectionSpec, name: str) -> SectionSpec | None:
+    for field in section.fields:
+        if isinstance(field.annotation, SectionSpec):
+            if field.annotation.name == name:
+                return field.annotation
+            found = _section_named(field.annotation, name)
+            if found is not None:
+                return found
+    return None
 
 
 def _terminal_name(node: ast.expr) -> str | None:
@@ -149,11 +192,16 @@ class _ModuleReader:
         #         | ("module", dotted) | ("other",); later statements rebind, as at runtime.
         self.names: dict[str, tuple] = {}
         self.sections: dict[ast.ClassDef, SectionSpec | None] = {}  # None while being built
+        # What a class statement's own name meant before it: `class Parallelism(Parallelism)`
+        # subclasses the imported class its statement then rebinds.
+        self.shadowed: dict[ast.ClassDef, tuple] = {}
         for node in tree.body:
             self._bind(node)
 
     def _bind(self, node: ast.stmt) -> None:
         if isinstance(node, ast.ClassDef):
+            if node.name in self.names:
+                self.shadowed[node] = self.names[node.name]
             self.names[node.name] = ("class", node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.names[node.name] = ("other",)
@@ -201,6 +249,12 @@ class _ModuleReader:
         binding = self.names.get(name)
         if binding is None or depth > 50:  # depth: an import cycle, which Python rejects too
             return self, ("unbound", name)
+        return self.follow_binding(binding, depth)
+
+    def follow_binding(self, binding: tuple, depth: int = 0) -> tuple[_ModuleReader, tuple]:
+        """Follow one binding (an alias, a re-export) to the binding that defines it."""
+        if depth > 50:
+            return self, ("unbound", "")
         if binding[0] == "expr" and isinstance(binding[1], ast.Name):
             return self.lookup(binding[1].id, depth + 1)
         if binding[0] == "from":
@@ -235,6 +289,9 @@ class _ModuleReader:
             return origin[args[0] if len(args) == 1 else args]
         elif isinstance(node, ast.Name):
             owner, binding = self.lookup(node.id)
+            builtin = _builtin_section(_binding_path(binding))
+            if builtin is not None:
+                return builtin  # `Parallelism` from torchtitan.config: that section, whole
             if binding[0] == "class":
                 return owner.section(binding[1])
             if binding[0] == "expr":  # a type alias such as `Mode = Literal["a", "b"]`
@@ -247,7 +304,39 @@ class _ModuleReader:
             _, binding = self.lookup(node.value.id)
             if binding[0] == "module" and binding[1] in _TYPING_MODULES:
                 return getattr(typing, node.attr)  # `typing.Literal`, `t.Literal`
+        if isinstance(node, ast.Attribute):
+            builtin = _builtin_section(self.dotted(node))  # `jc.Parallelism`
+            if builtin is not None:
+                return builtin
+            found = self.attribute_class(node)
+            if found is not None:
+                return found[0].section(found[1])
         raise _Unresolved
+
+    def dotted(self, node: ast.expr) -> str | None:
+        """The dotted path an attribute chain names through this module's imports
+        (``jc.Parallelism`` after ``import torchtitan.config.job_config as jc``)."""
+        if isinstance(node, ast.Attribute):
+            head = self.dotted(node.value)
+            return None if head is None else f"{head}.{node.attr}"
+        if isinstance(node, ast.Name):
+            _, binding = self.lookup(node.id)
+            return _binding_path(binding)
+        return None
+
+    def attribute_class(self, node: ast.Attribute) -> tuple[_ModuleReader, ast.ClassDef] | None:
+        """The class statement ``module.Class`` names in another module titan can read."""
+        path = self.dotted(node)
+        if path is None or "." not in path:
+            return None
+        module, _, name = path.rpartition(".")
+        if module in _TYPING_MODULES or _is_builtin_schema(module):
+            return None
+        reader = self.ctx.find(module)
+        if reader is None:
+            return None
+        owner, binding = reader.lookup(name)
+        return (owner, binding[1]) if binding[0] == "class" else None
 
     def _type_arg(self, node: ast.expr) -> Any:
         value = self.annotation(node)
@@ -284,6 +373,12 @@ class _ModuleReader:
                 return MISSING
             if isinstance(factory, ast.Lambda):
                 node = factory.body
+            elif isinstance(factory, (ast.Name, ast.Attribute)) and _builtin_section(
+                self.dotted(factory)
+            ):
+                return MISSING  # torchtitan's own section: the schema knows its defaults
+            elif isinstance(factory, ast.Attribute) and self.attribute_class(factory):
+                return MISSING  # a section of another module, as a class of this one
             elif isinstance(factory, ast.Name):
                 owner, binding = self.lookup(factory.id)
                 if binding[0] == "unbound" and factory.id in _FACTORIES:
@@ -309,16 +404,35 @@ class _ModuleReader:
             fields: dict[str, FieldSpec] = {}
             # Like dataclasses: base fields first (reversed MRO); a redefinition keeps its slot.
             for base in reversed(node.bases):
-                fields.update((spec.name, spec) for spec in self._base_fields(base, node.name))
+                fields.update(
+                    (spec.name, spec) for spec in self._base_fields(base, node.name, node)
+                )
             fields.update((spec.name, spec) for spec in self._own_fields(node))
             self.sections[node] = SectionSpec(
                 name=node.name, fields=tuple(fields.values()), doc=ast.get_docstring(node)
             )
         return self.sections[node]  # type: ignore[return-value]
 
-    def _base_fields(self, base: ast.expr, class_name: str) -> tuple[FieldSpec, ...]:
+    def _base_fields(
+        self, base: ast.expr, class_name: str, node: ast.ClassDef | None = None
+    ) -> tuple[FieldSpec, ...]:
+        if isinstance(base, ast.Attribute):
+            if _is_builtin_schema(self.dotted(base.value)):
+                return ()  # `jc.Parallelism`: titan's section already has those fields
+            found = self.attribute_class(base)
+            if found is not None:
+                owner, statement = found
+                if not owner.is_dataclass(statement):
+                    return ()
+                try:
+                    return owner.section(statement).fields
+                except _Unresolved:
+                    pass
         if isinstance(base, ast.Name):
-            owner, binding = self.lookup(base.id)
+            if base.id == class_name and node in self.shadowed:
+                owner, binding = self.follow_binding(self.shadowed[node])
+            else:
+                owner, binding = self.lookup(base.id)
             if binding[0] == "unbound" and base.id == "object":
                 return ()
             if binding[0] == "class" and not owner.is_dataclass(binding[1]):

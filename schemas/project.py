@@ -4,6 +4,8 @@
     registry-files = ["configs/*.py"]                           # more registry modules to check
     extensions = ["tools/fork_ext.py", "forkpkg.config_ext"]    # merged into every TOML's schema
     model-registries = { mymodel = "forkpkg.models.mymodel" }   # model families titan lacks
+    flavors = { llama3 = ["1B"], mymodel = ["small"] }          # flavors titan does not ship
+    converters = ["npu_rms_norm"]                               # the fork's model converters
 
 A fork adds sections and keys (``[infra]``, ``optimizer.swap_optimizer``) that no
 ``custom_config_module`` declares. Naming a module in every TOML is what v0.2.2 asked, and a fork
@@ -13,7 +15,10 @@ merges one. An entry ending in ``.py`` is a file relative to the folder of ``pyp
 (loaded as a module named after the file); any other entry is a dotted module looked up in that
 folder first, then on Python's path. ``model-registries`` names the package whose
 ``model_registry(flavor)`` builds a model family titan does not ship (``model.name = "mymodel"``);
-titan-migrate writes a call of it instead of ``unsupported_model(...)``.
+titan-migrate writes a call of it instead of ``unsupported_model(...)``. ``flavors`` and
+``converters`` name what the fork's code adds to ``model.flavor`` and ``model.converters`` (a list
+of names, or a table of NAME = "package.module.Class"); ``schemas.fork_names`` is how the checks
+see them.
 
 Which declaration applies to a file is found by walking up from the file's folder to the nearest
 ``pyproject.toml``, stopping at the repository root (the folder holding ``.git``): the nearest one
@@ -43,6 +48,9 @@ KEYS = {
     "extensions": "config modules merged into every TOML of the project: .py paths relative to "
     "pyproject.toml, or dotted module names",
     "model-registries": 'custom model families: a table of NAME = "package.module"',
+    "flavors": 'model flavors the fork builds: a table of FAMILY = ["flavor", ...]',
+    "converters": 'model converters the fork registers: ["name", ...] or a table of NAME = '
+    '"package.module.Class"',
 }
 """The keys ``[tool.titan]`` may hold, with what each means."""
 
@@ -94,6 +102,8 @@ class Declaration(Frozen):
         "registry_files",
         "extensions",
         "model_registries",
+        "flavors",
+        "converters",
         "problems",
     )
     __match_args__ = ()
@@ -110,6 +120,10 @@ class Declaration(Frozen):
     """``extensions``: modules merged into every TOML of the project, in the order written."""
     model_registries: tuple[tuple[str, str], ...]
     """``model-registries``: (family name, ``package.module``) pairs, in the order written."""
+    flavors: tuple[tuple[str, tuple[str, ...]], ...]
+    """``flavors``: (family name, flavor names) pairs, in the order written."""
+    converters: tuple[tuple[str, str | None], ...]
+    """``converters``: (name, ``package.module.Class`` or ``None`` for a bare name) pairs."""
     problems: tuple[Diagnostic, ...]
     """Why (part of) the declaration cannot be used, each located in ``pyproject.toml``."""
 
@@ -122,6 +136,8 @@ class Declaration(Frozen):
         registry_files: tuple[str, ...] = (),
         extensions: tuple[DeclaredExtension, ...] = (),
         model_registries: tuple[tuple[str, str], ...] = (),
+        flavors: tuple[tuple[str, tuple[str, ...]], ...] = (),
+        converters: tuple[tuple[str, str | None], ...] = (),
         problems: tuple[Diagnostic, ...] = (),
     ) -> None:
         _set(self, "root", root)
@@ -130,6 +146,8 @@ class Declaration(Frozen):
         _set(self, "registry_files", registry_files)
         _set(self, "extensions", extensions)
         _set(self, "model_registries", model_registries)
+        _set(self, "flavors", flavors)
+        _set(self, "converters", converters)
         _set(self, "problems", problems)
 
 
@@ -245,6 +263,8 @@ class _Reader:
         registry_files: tuple[str, ...] = ()
         extensions: tuple[DeclaredExtension, ...] = ()
         registries: tuple[tuple[str, str], ...] = ()
+        flavors: tuple[tuple[str, tuple[str, ...]], ...] = ()
+        converters: tuple[tuple[str, str | None], ...] = ()
         if not isinstance(table, dict):
             self.problem(
                 "wrong-type",
@@ -259,6 +279,8 @@ class _Reader:
             registry_files = self.registry_files(table.get("registry-files", []))
             extensions = self.extensions(table.get("extensions", []))
             registries = self.model_registries(table.get("model-registries", {}))
+            flavors = self.flavors(table.get("flavors", {}))
+            converters = self.converters(table.get("converters", []))
         return Declaration(
             root=self.root,
             file=self.file,
@@ -266,6 +288,8 @@ class _Reader:
             registry_files=registry_files,
             extensions=extensions,
             model_registries=registries,
+            flavors=flavors,
+            converters=converters,
             problems=tuple(self.problems),
         )
 
@@ -353,6 +377,47 @@ class _Reader:
             return ()
         return tuple(value.items())
 
+    def flavors(self, value: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        from schemas.fork_names import read_flavors
+
+        found = read_flavors(value)
+        if found is None:
+            self.problem(
+                "wrong-type",
+                ("flavors",),
+                f'[{_PATH}] flavors must be a table of FAMILY = ["flavor", ...], such as '
+                '{ llama3 = ["1B", "3B"] }',
+                f"got {_entry_kind(value, lists=True)}; each list names the flavors your fork builds for "
+                "that model family, as model.flavor spells them",
+            )
+            return ()
+        return found
+
+    def converters(self, value: object) -> tuple[tuple[str, str | None], ...]:
+        from schemas.fork_names import read_converters
+        from schemas.rules import CONVERTER_NAMES
+
+        found = read_converters(value)
+        if found is None:
+            self.problem(
+                "wrong-type",
+                ("converters",),
+                f'[{_PATH}] converters must be a list of names, such as ["npu_rms_norm"], or a '
+                'table of NAME = "package.module.Class"',
+                f"got {_entry_kind(value, lists=False)}; names are spelt as model.converters spells them",
+            )
+            return ()
+        for name, _ in found:
+            if name in CONVERTER_NAMES:
+                self.problem(
+                    "invalid-value",
+                    ("converters",),
+                    f"[{_PATH}] converters declares `{name}`, which torchtitan registers itself",
+                    f"declare only your fork's converters: delete `{name}` from the list",
+                    span=self.entry_span(("converters",), name),
+                )
+        return tuple(entry for entry in found if entry[0] not in CONVERTER_NAMES)
+
     # ----------------------------------------------------------------- places
 
     def problem(
@@ -412,6 +477,17 @@ def _dotted(text: str) -> bool:
     return bool(text) and all(
         part.isidentifier() and not keyword.iskeyword(part) for part in text.split(".")
     )
+
+
+def _entry_kind(value: object, *, lists: bool) -> str:
+    """What is wrong in a table of names (``lists``: of lists of names): its first bad entry."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if item == []:
+                return f"`{key}` = an empty array"
+            if not (_strings(item) if lists else isinstance(item, str)):
+                return f"`{key}` = {_kind(item)}"
+    return _kind(value)
 
 
 def _kind(value: object) -> str:

@@ -206,6 +206,7 @@ class ConfigFacts(Frozen):
         "n_heads",
         "n_kv_heads",
         "moe",
+        "fork",
     )
     __match_args__ = ()
 
@@ -250,6 +251,8 @@ class ConfigFacts(Frozen):
     """Key/value heads of the chosen flavor, when known."""
     moe: bool | None
     """Whether the chosen flavor has experts, when known."""
+    fork: Any
+    """The flavors and converters the project declares (``schemas.fork_names.ForkNames``)."""
 
     def __init__(
         self,
@@ -289,6 +292,7 @@ class ConfigFacts(Frozen):
         n_heads: int | None = None,
         n_kv_heads: int | None = None,
         moe: bool | None = None,
+        fork: Any = None,
     ) -> None:
         _set(self, "ngpu", ngpu)
         _set(self, "dp_replicate", dp_replicate)
@@ -325,6 +329,7 @@ class ConfigFacts(Frozen):
         _set(self, "n_heads", n_heads)
         _set(self, "n_kv_heads", n_kv_heads)
         _set(self, "moe", moe)
+        _set(self, "fork", fork)
 
 
 def _diag(
@@ -607,16 +612,20 @@ def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """Converter names are registered ones, of one quantization family, and their tables are used."""
     if not isinstance(facts.converters.value, list):
         return  # wrong type: reported by the schema check
-    names = facts.converters.value
+    from schemas.fork_names import NO_FORK
+
+    names, fork = facts.converters.value, facts.fork or NO_FORK
     valid = [n for n in names if n in CONVERTER_NAMES]
     for name in names:
-        if not isinstance(name, str) or name in CONVERTER_NAMES:
+        if not isinstance(name, str) or name in CONVERTER_NAMES or name in fork.converter_names():
             continue
         yield _diag(
             "unknown-converter",
             facts.converters,
             f'converter `"{name}"` is not registered; the trainer would fail with KeyError',
-            _converter_hint(name, names),
+            fork.converter_hint(
+                name, _converter_hint(name, names), stale=name in STALE_CONVERTER_NAMES
+            ),
         )
     families = {n.rsplit(".", 1)[-1] for n in valid}
     if len(families) > 1:
@@ -787,14 +796,15 @@ EXPERIMENT_MODELS = (
 def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """The model is a known train spec and the flavor one of its flavors."""
     from schemas import flavors, model_names
+    from schemas.fork_names import NO_FORK
 
     name, flavor = facts.model_name.value, facts.flavor.value
     if not isinstance(name, str) or not isinstance(flavor, str) or name in EXPERIMENT_MODELS:
         return
-    names = flavors.flavor_names(name)
-    if names is not None and flavor in names:
+    names, fork = flavors.flavor_names(name), facts.fork or NO_FORK
+    if (names is not None and flavor in names) or fork.builds(name, flavor):
         return
-    if names is None:
+    if names is None and not fork.knows_family(name):
         yield _diag(
             "unknown-model",
             facts.model_name,
@@ -805,12 +815,12 @@ def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
             ),
             severity=Severity.WARNING,
         )
-    elif flavor not in names:
+    else:
         yield _diag(
             "unknown-flavor",
             _blame(facts.flavor, facts.model_name),
             f"`{name}` has no flavor `{flavor}`",
-            model_names.flavor_hint(name, flavor, names),
+            fork.flavor_hint(name, flavor, names or ()),
         )
 
 

@@ -198,7 +198,11 @@ def _check_text(
         checker.diagnostics.extend(found)
     checker.walk(document, schema, ())
     checker.deprecations(document)
-    for finding in rules.check(legacy_facts(document, schema, checker.span_of, options.ngpu)):
+    from schemas.fork_names import for_declaration
+
+    fork = for_declaration(declaration)
+    facts = legacy_facts(document, schema, checker.span_of, options.ngpu, fork=fork)
+    for finding in rules.check(facts):
         if finding.span is None:
             # A default the file did not write (perhaps from a custom module): point at the
             # nearest section the file does write, else at the file itself.
@@ -688,9 +692,10 @@ def _default(schema: SectionSpec, parts: tuple[str, ...]) -> Any:
 
 
 def legacy_facts(
-    document: dict, schema: SectionSpec, span_of, ngpu: int | None
+    document: dict, schema: SectionSpec, span_of, ngpu: int | None, *, fork: Any = None
 ) -> rules.ConfigFacts:
-    """The rule inputs of a legacy document (defaults from the merged schema)."""
+    """The rule inputs of a legacy document (defaults from the merged schema); ``fork`` is what
+    its project declares (``schemas.fork_names.ForkNames``)."""
     from schemas import flavors
 
     def get(path: str) -> rules.Setting:
@@ -727,6 +732,7 @@ def legacy_facts(
         n_heads=found.n_heads if found else None,
         n_kv_heads=found.n_kv_heads if found else None,
         moe=found.moe if found else None,
+        fork=fork,
     )
 
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import pytest
 
@@ -526,3 +526,224 @@ def test_import_extension_refuses_a_module_python_already_loaded_elsewhere(tmp_p
     with pytest.raises(ExtensionError, match="had already loaded") as info:
         import_extension("json", search_dirs=[tmp_path])
     assert str(tmp_path / "json.py") in str(info.value)
+
+
+# --- fork modules: torchtitan's own classes, types as written ----------------------------------
+
+
+def test_a_fork_section_named_after_its_torchtitan_base_extends_that_section(tmp_path):
+    # A fork's shape (`class Parallelism(Parallelism)`): the statement rebinds the name it
+    # subclasses, so its base is the class imported before it, not the class itself.
+    write(
+        tmp_path,
+        "fork_parallel.py",
+        """\
+        from dataclasses import dataclass, field
+        from typing import Literal, Optional
+
+        from torchtitan.config.job_config import Parallelism
+        from torchtitan.config import Training as T
+        from torchtitan.config import JobConfig as BaseJobConfig
+
+
+        @dataclass
+        class Parallelism(Parallelism):
+            fsdp_groups: tuple[str, ...] = ("dp",)
+            \"\"\"Process groups FSDP shards over.\"\"\"
+            ranks_per_group: dict[str, int] = field(default_factory=dict)
+            overlap: Literal["none", "comm", "all"] = "comm"
+            micro_splits: list[tuple[int, ...]] = field(default_factory=list)
+            hybrid_shard: int | None = None
+            offload: Optional[str] = None
+            plans: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
+
+
+        @dataclass
+        class Training(T):
+            npu_warmup: int = 0
+
+
+        @dataclass
+        class JobConfig(BaseJobConfig):
+            parallelism: Parallelism = field(default_factory=Parallelism)
+            training: Training = field(default_factory=Training)
+        """,
+    )
+    spec = read_extension("fork_parallel", search_dirs=[tmp_path])
+    assert spec.notes == ()
+    assert shape(spec.root.field("parallelism").annotation) == [
+        ("fsdp_groups", tuple[str, ...], ("dp",)),
+        ("ranks_per_group", dict[str, int], {}),
+        ("overlap", Literal["none", "comm", "all"], "comm"),
+        ("micro_splits", list[tuple[int, ...]], []),
+        ("hybrid_shard", int | None, None),
+        ("offload", Optional[str], None),  # noqa: UP045 - as the module writes it
+        ("plans", dict[str, list[tuple[int, ...]]], {}),
+    ]
+    assert shape(spec.root.field("training").annotation) == [("npu_warmup", int, 0)]
+
+
+def test_torchtitan_classes_through_a_module_attribute_are_their_sections(tmp_path):
+    write(
+        tmp_path,
+        "fork_attr.py",
+        """\
+        from dataclasses import dataclass, field
+
+        import torchtitan.config.job_config as jc
+        import torchtitan.config_manager
+
+
+        @dataclass
+        class Checkpoint(jc.Checkpoint):
+            npu_async_upload: bool = False
+
+
+        @dataclass
+        class Comm(torchtitan.config_manager.Comm):
+            hccl_timeout_seconds: int = 600
+
+
+        @dataclass
+        class JobConfig:
+            checkpoint: Checkpoint = field(default_factory=Checkpoint)
+            comm: Comm = field(default_factory=Comm)
+        """,
+    )
+    spec = read_extension("fork_attr", search_dirs=[tmp_path])
+    assert spec.notes == ()
+    assert shape(spec.root.field("checkpoint").annotation) == [("npu_async_upload", bool, False)]
+    assert shape(spec.root.field("comm").annotation) == [("hccl_timeout_seconds", int, 600)]
+
+
+def test_a_torchtitan_class_as_a_field_type_is_that_whole_section(tmp_path):
+    # The shape of torchtitan's RL experiment: a new section holds a whole [parallelism] of its
+    # own (`parallelism: Parallelism = field(default_factory=Parallelism)`).
+    write(
+        tmp_path,
+        "rl_job.py",
+        """\
+        from dataclasses import dataclass, field
+
+        from torchtitan.config.job_config import JobConfig as BaseJobConfig, Parallelism
+        import torchtitan.config.job_config as jc
+
+
+        @dataclass
+        class Generation:
+            dtype: str = "bfloat16"
+            parallelism: Parallelism = field(default_factory=Parallelism)
+            \"\"\"Parallelism of the generation engine.\"\"\"
+            checkpoint: jc.Checkpoint = field(default_factory=jc.Checkpoint)
+
+
+        @dataclass
+        class JobConfig(BaseJobConfig):
+            generation: Generation = field(default_factory=Generation)
+        """,
+    )
+    from schemas.legacy_spec import LEGACY_SPEC
+
+    spec = read_extension("rl_job", search_dirs=[tmp_path])
+    assert spec.notes == ()
+    generation = spec.root.field("generation").annotation
+    assert generation.field("parallelism").annotation == LEGACY_SPEC.field("parallelism").annotation
+    assert generation.field("checkpoint").annotation == LEGACY_SPEC.field("checkpoint").annotation
+    job = write(
+        tmp_path,
+        "rl.toml",
+        """\
+        [job]
+        custom_config_module = "rl_job"
+
+        [generation.parallelism]
+        tensor_parallel_degree = 2
+        data_parallel_shard_degre = 4
+        """,
+    )
+    from schemas.toml_check import CheckOptions, check_file
+
+    found = check_file(str(job), CheckOptions()).diagnostics
+    assert [(d.code, d.path) for d in found] == [
+        ("unknown-key", "generation.parallelism.data_parallel_shard_degre")
+    ]
+
+
+def test_a_base_in_another_fork_module_through_an_attribute(tmp_path):
+    # A fork layering its configs: `class Model(base.Model)` over its own base module.
+    write(
+        tmp_path,
+        "forkcfg/base.py",
+        """\
+        from dataclasses import dataclass
+
+
+        @dataclass
+        class Model:
+            moe_top_k: int = 2
+        """,
+    )
+    write(tmp_path, "forkcfg/__init__.py", "")
+    write(
+        tmp_path,
+        "forkcfg/job.py",
+        """\
+        from dataclasses import dataclass, field
+
+        import forkcfg.base as base
+
+
+        @dataclass
+        class Model(base.Model):
+            multiple_of: int | None = 256
+
+
+        @dataclass
+        class JobConfig:
+            model: Model = field(default_factory=Model)
+        """,
+    )
+    spec = read_extension("forkcfg.job", search_dirs=[tmp_path])
+    assert spec.notes == ()
+    assert shape(spec.root.field("model").annotation) == [
+        ("moe_top_k", int, 2),
+        ("multiple_of", int | None, 256),
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="migrate.render_code writes the `...` of tuple[str, ...] as Any, and a TOML array "
+    "for a tuple field as a list; the reader keeps both types as written",
+)
+def test_a_fork_tuple_field_migrates_as_written(tmp_path):
+    import io
+
+    from titan.cli import migrate as cli
+
+    write(
+        tmp_path,
+        "fork_tuple.py",
+        """\
+        from dataclasses import dataclass, field
+
+
+        @dataclass
+        class Infra:
+            zones: tuple[str, ...] = ("a",)
+
+
+        @dataclass
+        class JobConfig:
+            infra: Infra = field(default_factory=Infra)
+        """,
+    )
+    job = write(
+        tmp_path,
+        "job.toml",
+        '[job]\ncustom_config_module = "fork_tuple"\n\n[infra]\nzones = ["a", "b"]\n',
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.run([str(job)], stdout=out, stderr=err) == 0, err.getvalue()
+    assert "zones: tuple[str, ...] = " in out.getvalue()
+    assert 'zones=("a", "b")' in out.getvalue()

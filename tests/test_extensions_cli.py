@@ -306,3 +306,143 @@ def test_custom_args_module_does_not_add_sections(tmp_path):
     assert ("unknown-key", "error", "probe") in found
     assert ("unknown-key", "error", "training.probe_warmup_steps") in found
     assert "extension-error" not in codes(result)
+
+
+# --------------------------------------------------------------------------- --module-path
+
+
+FORK_REGISTRY = """\
+from titan.config import TrainingConfig
+from titan.models.llama3 import model_registry
+from titan.trainer import Trainer
+
+from {fork}.settings import STEPS
+
+
+def fork_job() -> Trainer.Config:
+    return Trainer.Config(
+        model_spec=model_registry("debugmodel"), training=TrainingConfig(steps=STEPS)
+    )
+"""
+
+FORK_CONFIG = """\
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Infra:
+    nodes: int = 1
+
+
+@dataclass
+class JobConfig:
+    infra: Infra = field(default_factory=Infra)
+"""
+
+FORK_MODELS = """\
+from titan.models.llama3 import model_registry as _llama3
+
+
+def model_registry(flavor: str):
+    return _llama3("debugmodel")
+"""
+
+
+@pytest.fixture
+def fork(tmp_path, fresh_module_name, monkeypatch):
+    """A fork's package in a folder of its own (``fork/``, not installed) and a project
+    (``project/``) whose TOMLs and registry file use it."""
+    monkeypatch.setattr(sys, "path", list(sys.path))  # titan-train keeps its folders there
+    package = tmp_path / "fork" / fresh_module_name
+    write(package, "__init__.py", "")
+    write(package, "settings.py", "STEPS = 7\n")
+    write(package, "job_config.py", FORK_CONFIG)
+    write(package, "models.py", FORK_MODELS)
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    write(
+        project,
+        "pyproject.toml",
+        f'[tool.titan]\nmodel-registries = {{ mine = "{fresh_module_name}.models" }}\n',
+    )
+    write(project, "config_registry.py", FORK_REGISTRY.format(fork=fresh_module_name))
+    job = f'[job]\ncustom_config_module = "{fresh_module_name}.job_config"\n\n[infra]\nnodes = 4\n'
+    write(project, "job.toml", job)
+    write(project, "mine.toml", job + '\n[model]\nname = "mine"\nflavor = "tiny"\n')
+    return tmp_path / "fork", project
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["{p}/job.toml"],
+        ["{p}/mine.toml", "--as-registry"],
+        ["{p}/config_registry.py", "--no-cache"],
+        ["--config", "fork_job", "--registry", "{p}/config_registry.py"],
+        ["--registry", "{p}/config_registry.py", "--config", "fork_job"],
+    ],
+)
+def test_titan_validate_finds_the_fork_through_module_path(fork, command):
+    folder, project = fork
+    args = [arg.format(p=project) for arg in command]
+    assert validate(*args).code == 1  # the fork's package is not on any path
+    result = validate(*args, "--module-path", folder)
+    assert (result.code, result.err) == (0, ""), result.out
+    result = validate(f"--module-path={folder}", *args)
+    assert result.code == 0, result.out
+
+
+def test_titan_diff_finds_the_fork_through_module_path(fork):
+    import io
+
+    from titan.cli import diff
+
+    folder, project = fork
+    job = (project / "job.toml").read_text()
+    write(project, "default.toml", job.replace("nodes = 4", "nodes = 1"))  # the module's default
+    write(project, "unset.toml", job.replace("\n[infra]\nnodes = 4\n", ""))
+    argv = [str(project / "default.toml"), str(project / "unset.toml")]
+    out, err = io.StringIO(), io.StringIO()
+    assert diff.run(argv, stdout=out, stderr=err) == 1  # its default unknown: nodes differs
+    assert "infra.nodes" in out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert diff.run([*argv, "--module-path", str(folder)], stdout=out, stderr=err) == 0
+    assert err.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["--job.config_file", "{p}/job.toml", "--training.steps", "3"],
+        ["--config", "fork_job", "--registry", "{p}/config_registry.py"],
+    ],
+)
+def test_titan_train_reads_the_config_through_module_path(fork, command):
+    import io
+
+    from titan.cli.train_config import load
+
+    folder, project = fork
+    argv = [arg.format(p=project) for arg in command]
+    out, err = io.StringIO(), io.StringIO()
+    loaded = load([*argv, "--module-path", str(folder)], world_size=1, stdout=out, stderr=err)
+    assert loaded.config is not None, err.getvalue()
+    if "--config" in argv:
+        assert loaded.config.training.steps == 7  # from the fork's settings module
+    else:
+        assert loaded.config.infra.nodes == 4
+
+
+def test_module_path_without_a_folder_is_a_usage_error():
+    import io
+
+    from titan.cli.exits import UsageError
+    from titan.cli.train_config import load
+
+    with pytest.raises(UsageError, match="--module-path requires a folder"):
+        load(
+            ["--config", "x", "--module-path"],
+            world_size=1,
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )

@@ -4,6 +4,7 @@
     titan-train --job.config_file legacy_configs/llama3/debug_model.toml --training.steps 3
     torchrun --nproc-per-node 8 -m titan.train --config llama3_8b
     titan-train --preflight --ngpu 64 --job.config_file llama3_70b.toml
+    titan-train --module-path ../fork --job.config_file fork/llama3_1b.toml
 
 Exit status: 0 the run finished (--preflight: every check passed), 1 the config or the run
 failed (the message says why), 2 the command line is malformed, 130 interrupted (SIGINT), 143

@@ -30,6 +30,8 @@ from titan import __version__
 from titan.cli import registry, report
 from titan.cli.console import console
 from titan.cli.exits import EXIT_STATUS_HELP, UsageError, guarded
+from titan.cli.module_path import HELP as MODULE_PATH_HELP
+from titan.cli.module_path import importable
 from titan.cli.streams import wants_color
 
 PROG = "titan-diff"
@@ -49,6 +51,8 @@ class Operand:
     """The legacy TOML's path (migrated when compared with a registry config)."""
     extensions: tuple[str, ...] = ()
     """``--extension`` modules merged into a legacy TOML's schema."""
+    module_path: tuple[str, ...] = ()
+    """``--module-path`` folders searched for a legacy TOML's custom config module."""
 
     def describe(self) -> str:
         """The header text: the name as given and what kind of config it is."""
@@ -86,6 +90,9 @@ def build_parser():
         "compiler_toolkit, autoparallel) or a module path (repeatable)",
     )
     parser.add_argument(
+        "--module-path", action="append", default=[], metavar="DIR", help=MODULE_PATH_HELP
+    )
+    parser.add_argument(
         "--target",
         default="titan",
         type=_target,
@@ -120,13 +127,21 @@ def _run(argv: Sequence[str] | None, stdout: TextIO) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:  # argparse printed the problem (or --help)
         return 0 if exit_.code in (0, None) else 2
-    extensions = tuple(args.extension)
-    left = load(args.a, allowed_modules=args.allow_module, extensions=extensions)
-    right = load(args.b, allowed_modules=args.allow_module, extensions=extensions)
-    if args.target != "titan":
-        differences = compare_for_target(left, right, args.target)
-    else:
-        differences = compare(left, right)
+    extensions, folders = tuple(args.extension), tuple(args.module_path)
+    with importable(folders):  # registry operands and the models they call
+        left, right = (
+            load(
+                operand,
+                allowed_modules=args.allow_module,
+                extensions=extensions,
+                module_path=folders,
+            )
+            for operand in (args.a, args.b)
+        )
+        if args.target != "titan":
+            differences = compare_for_target(left, right, args.target)
+        else:
+            differences = compare(left, right)
     if args.format == "json":
         text = json.dumps([_as_json(d) for d in differences], indent=2) + "\n"
     else:
@@ -220,7 +235,9 @@ def _plan(operand: Operand) -> Any:
     from migrate.plan.build import build_plan
     from schemas.toml_check import CheckOptions
 
-    options = CheckOptions(extensions=operand.extensions)
+    options = CheckOptions(
+        extensions=operand.extensions, module_path=tuple(map(Path, operand.module_path))
+    )
     plan = build_plan(operand.path, shown=operand.label, options=options)
     if plan.root is None or plan.errors():
         first = plan.errors()[0] if plan.errors() else None
@@ -246,15 +263,20 @@ def _config(operand: Operand) -> Any:
 
 
 def load(
-    operand: str, *, allowed_modules: Sequence[str] = (), extensions: tuple[str, ...] = ()
+    operand: str,
+    *,
+    allowed_modules: Sequence[str] = (),
+    extensions: tuple[str, ...] = (),
+    module_path: tuple[str, ...] = (),
 ) -> Operand:
     """Load one operand (see the module docstring); ``UsageError`` for any user mistake.
-    ``extensions`` are merged into a legacy TOML's schema, as ``--extension`` does."""
+    ``extensions`` are merged into a legacy TOML's schema, as ``--extension`` does, and its
+    custom config module is also searched in the ``module_path`` folders."""
     path = Path(operand)
     if os.path.isdir(operand):
         raise UsageError(f"{operand} is a folder; name a config file or a registry function")
     if os.path.exists(operand) and path.suffix != ".py":
-        return _load_file(path, operand, allowed_modules, extensions)
+        return _load_file(path, operand, allowed_modules, extensions, module_path)
     head, sep, function = operand.rpartition(":")
     if sep and head and function:
         return _registry_operand(function, module=head, label=operand)
@@ -266,7 +288,11 @@ def load(
 
 
 def _load_file(
-    path: Path, shown: str, allowed_modules: Sequence[str], extensions: tuple[str, ...]
+    path: Path,
+    shown: str,
+    allowed_modules: Sequence[str],
+    extensions: tuple[str, ...],
+    module_path: tuple[str, ...] = (),
 ) -> Operand:
     from schemas.toml_source import read_text, read_toml
     from titan.config.serialize import CLASS_TAG, from_dict, from_toml
@@ -293,8 +319,12 @@ def _load_file(
     if CLASS_TAG in source.document:
         rebuilt = _rebuild(from_toml, source.text, shown, allowed_modules)
         return Operand(label=shown, config=rebuilt)
-    legacy = legacy_values(source.text, path=path, shown=shown, extensions=extensions)
-    return Operand(label=shown, legacy=legacy, path=path, extensions=extensions)
+    legacy = legacy_values(
+        source.text, path=path, shown=shown, extensions=extensions, module_path=module_path
+    )
+    return Operand(
+        label=shown, legacy=legacy, path=path, extensions=extensions, module_path=module_path
+    )
 
 
 def _problem(d) -> str:
@@ -331,7 +361,12 @@ def _registry_operand(name: str, *, module: str | None, label: str) -> Operand:
 
 
 def legacy_values(
-    text: str, *, path: Path, shown: str, extensions: tuple[str, ...] = ()
+    text: str,
+    *,
+    path: Path,
+    shown: str,
+    extensions: tuple[str, ...] = (),
+    module_path: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Every effective value of a legacy TOML by dotted key: the file over the v0.2.2 defaults
     (and those of its custom config module and the ``extensions``).
@@ -341,7 +376,7 @@ def legacy_values(
     from schemas.spec import MISSING, SectionSpec
     from schemas.toml_check import CheckOptions, check_text
 
-    options = CheckOptions(extensions=extensions)
+    options = CheckOptions(extensions=extensions, module_path=tuple(map(Path, module_path)))
     checked = check_text(text, file=shown, base_dir=path.resolve().parent, options=options)
     for finding in checked.diagnostics:
         if finding.code == "extension-error" and finding.path == "--extension":

@@ -6,6 +6,9 @@
   into the same ``Trainer.Config`` by the migrator's live plan. The TOML is never read any other
   way, so the run is exactly what ``titan-migrate`` would have written as code.
 
+Either form takes ``--module-path DIR`` (``titan.cli.module_path``): where the TOML's custom config
+module is searched, and where the modules the config imports are found first.
+
 Problems become diagnostics, rendered like titan-validate's; the caller only sees an exit code.
 On top of titan-validate's rules, titan-train refuses the parallel degrees the model family's
 capability record lacks (pipeline and context parallel for every family, for now) and a dump
@@ -75,9 +78,15 @@ def load(argv: Sequence[str], *, world_size: int, stdout: TextIO, stderr: TextIO
     :class:`UsageError` for a malformed command line, and for a ``debug.save_config_file`` that
     would overwrite the TOML or registry file the config was read from.
     """
+    from titan.cli import module_path
+
+    folders, argv = module_path.split(argv)
+    # For the whole run: the model is built, and its registry's functions imported, long after
+    # the config is read.
+    module_path.first_on_path(folders)
     path, rest = split_legacy(argv)
     if path is not None:
-        return _legacy(path, rest, world_size=world_size, stderr=stderr)
+        return _legacy(path, rest, world_size=world_size, stderr=stderr, module_path=folders)
     return _registry(argv, world_size=world_size, stdout=stdout, stderr=stderr)
 
 
@@ -93,13 +102,21 @@ def _refuse_saving_over(config: Any, *, inputs: Sequence[str], key: str) -> None
     refuse_inputs({key: saved_config_path(config)}, inputs=inputs, makes_folders=True)
 
 
-def _legacy(path: str, overrides: list[str], *, world_size: int, stderr: TextIO) -> LoadedConfig:
+def _legacy(
+    path: str,
+    overrides: list[str],
+    *,
+    world_size: int,
+    stderr: TextIO,
+    module_path: Sequence[str] = (),
+) -> LoadedConfig:
     from migrate.plan.build import build_plan
     from schemas.toml_check import CheckOptions
 
     if any(flag.partition("=")[0] in ("--config", "--module", "--registry") for flag in overrides):
         raise UsageError(f"{LEGACY_FLAG} and --config name two configs; give one of them")
-    plan = build_plan(path, overrides=overrides, options=CheckOptions(ngpu=world_size))
+    options = CheckOptions(ngpu=world_size, module_path=tuple(map(Path, module_path)))
+    plan = build_plan(path, overrides=overrides, options=options)
     sources = {plan.source: plan.text} if plan.text is not None else {}
     flags = registry.command_line_spans(overrides, sources=sources)
     found = [_at_flag(d, flags) for d in plan.diagnostics]

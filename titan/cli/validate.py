@@ -114,13 +114,15 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
     if tomls:
         from schemas.toml_check import check_file
 
+    imports = _importable(args.module_path)  # what --as-registry's migrated configs import
     for path, shown in tomls:
         result = check_file(path, options, shown=shown)
         diagnostics += result.diagnostics
         if args.as_registry and result.document is not None:
-            diagnostics += _as_registry(
-                result, path=path, shown=shown, options=options, target=args.target
-            )
+            with imports():
+                diagnostics += _as_registry(
+                    result, path=path, shown=shown, options=options, target=args.target
+                )
         if result.text is not None:
             sources[shown] = result.text
         read.update(e.file for e in result.extensions if e.file)
@@ -168,6 +170,7 @@ def _registry_modules(
         use_cache=not args.no_cache,
         stderr=stderr,
         timeout=args.timeout,
+        module_path=tuple(args.module_path),
     )
     diagnostics = []
     for (_, shown), result in zip(modules, checked, strict=True):
@@ -200,6 +203,18 @@ def _check_selected(select: list[str], *, declared: list[str]) -> None:
             f"--select {pattern} matches no registry function in the modules checked"
             + (f"; did you mean {hint}?" if close else "")
         )
+
+
+def _importable(folders: list[str]):
+    """A context putting the ``--module-path`` folders first on ``sys.path`` (none: nothing to
+    import, so the module that does it is not loaded on the hooks' path)."""
+    if not folders:
+        import contextlib
+
+        return contextlib.nullcontext
+    from titan.cli.module_path import importable
+
+    return lambda: importable(folders)
 
 
 def _options(args: Args):

@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="DIR",
-        help="extra directory to search for custom config modules (repeatable)",
+        help="folder to search for custom config modules, and first on Python's path for the "
+        "modules that registry files and migrated configs import (repeatable)",
     )
     parser.add_argument(
         "--extension",

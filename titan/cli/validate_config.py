@@ -1,7 +1,8 @@
 """``titan-validate --config NAME``: check a registry function's ``Trainer.Config``.
 
     titan-validate --config llama3_8b [--module llama3] [--registry FILE] [--ngpu 64]
-                   [--format text|json|github|sarif] [--strict] [--training.steps 100 ...]
+                   [--module-path DIR] [--format text|json|github|sarif] [--strict]
+                   [--training.steps 100 ...]
 
 The function is found and run (``titan.cli.registry``, as titan-train does), the
 ``--section.field`` overrides are applied with tyro exactly as the trainer applies them, then
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ngpu", type=int, default=None)
     parser.add_argument("-o", "--output", default=None)
     parser.add_argument("--color", choices=report.COLORS, default="auto")
+    parser.add_argument("--module-path", action="append", default=[], metavar="DIR")
     return parser
 
 
@@ -55,16 +57,19 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     if options.ngpu is not None and options.ngpu < 1:
         raise UsageError(f"--ngpu must be a positive integer, not {options.ngpu}")
     refuse_inputs({"-o": options.output}, inputs=registry.named_files(wanted))
+    from titan.cli.module_path import importable
+
     sources: dict[str, str] = {}
-    loaded = registry.load(
-        wanted,
-        argv=argv,
-        overrides=overrides,
-        prog=f"{PROG} --config NAME",
-        sources=sources,
-        stdout=stdout,
-        stderr=stderr,
-    )
+    with importable(options.module_path):  # the registry and the modules it imports
+        loaded = registry.load(
+            wanted,
+            argv=argv,
+            overrides=overrides,
+            prog=f"{PROG} --config NAME",
+            sources=sources,
+            stdout=stdout,
+            stderr=stderr,
+        )
     if loaded.exit_code is not None:
         return loaded.exit_code
     if loaded.finding is not None:

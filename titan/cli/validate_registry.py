@@ -64,8 +64,10 @@ def check_modules(
     use_cache: bool,
     stderr: TextIO,
     timeout: float = TIME_LIMIT_S,
+    module_path: Sequence[str] = (),
 ) -> list[Checked]:
-    """Check each ``(path, shown)`` registry module."""
+    """Check each ``(path, shown)`` registry module, with the ``module_path`` folders first on
+    ``sys.path`` while they are imported (``--module-path``)."""
     return [
         check_module(
             path,
@@ -75,6 +77,7 @@ def check_modules(
             use_cache=use_cache,
             stderr=stderr,
             timeout=timeout,
+            module_path=module_path,
         )
         for path, shown in files
     ]
@@ -94,6 +97,7 @@ def check_module(
     use_cache: bool,
     stderr: TextIO,
     timeout: float = TIME_LIMIT_S,
+    module_path: Sequence[str] = (),
 ) -> Checked:
     """The findings of one registry module (see the module docstring)."""
     from schemas.toml_source import read_bytes
@@ -106,7 +110,9 @@ def check_module(
         return Checked([problem], None, [])
     key = None
     if use_cache:
-        options = {"ngpu": ngpu, "select": sorted(set(select))}
+        options: dict = {"ngpu": ngpu, "select": sorted(set(select))}
+        if module_path:  # other folders may hold other modules of the names it imports
+            options["module_path"] = [os.path.abspath(folder) for folder in module_path]
         key = registry_cache.key(path=path, shown=shown, content=raw, options=options)
         entry = registry_cache.load(key)
         if entry is not None:
@@ -121,7 +127,10 @@ def check_module(
         stderr=stderr,
         timeout=timeout,
     )
-    run.check()
+    from titan.cli.module_path import importable
+
+    with importable(module_path):
+        run.check()
     if key is not None and run.cacheable:
         entry = {
             "diagnostics": [_to_dict(d) for d in run.found],
