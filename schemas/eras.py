@@ -10,8 +10,11 @@ key, :func:`hint` is the validator's sentence. The validator, ``titan-validate -
 ``titan-migrate`` all read the same rows, so they cannot disagree.
 
 Nothing is guessed: a value v0.2.2 cannot express is an ``unportable`` step with its era and
-why; a value that equals what v0.2.2 does anyway is an ``upgraded`` step that writes nothing;
-two settings that would land on one key with different values are reported, never resolved.
+why, and an ``error`` when the run computed something v0.2.2 cannot (``schemas.moved_keys``
+``REFUSALS``: a LayerNorm model); a value that equals what v0.2.2 does anyway is an ``upgraded``
+step that writes nothing; two settings that would land on one key with different values are
+reported, never resolved. Values of keys v0.2.2 still has are read as their era read them too:
+a comma-separated string for a list the era's loader split (``SPLITS``) becomes the list.
 """
 
 from __future__ import annotations
@@ -21,13 +24,23 @@ from typing import Any
 
 from schemas._frozen import Frozen, _set
 from schemas.legacy_spec import LEGACY_SPEC
-from schemas.moved_keys import CONVERTERS, RULES, Rule
+from schemas.moved_keys import (
+    CONVERTERS,
+    OLD_MODULES,
+    REFUSALS,
+    RULES,
+    SPLITS,
+    Refusal,
+    Rule,
+    current_module,
+    split_names,
+)
 
 
 class Step(Frozen):
     """What :func:`upgrade` did with one old key."""
 
-    __slots__ = ("old", "era", "writes", "kind", "why")
+    __slots__ = ("old", "era", "writes", "kind", "why", "severity", "hint")
     __match_args__ = ("old", "kind")
 
     old: tuple[str, ...]
@@ -41,6 +54,11 @@ class Step(Frozen):
     """``upgraded`` or ``unportable``."""
     why: str
     """One sentence: what changed, or why the key cannot be carried."""
+    severity: str
+    """``warning``, or ``error`` for an unportable value the run computed with (the model or
+    its numbers would change): such a key is refused, not dropped."""
+    hint: str
+    """For an ``error`` step, what to do instead; otherwise empty."""
 
     def __init__(
         self,
@@ -49,13 +67,19 @@ class Step(Frozen):
         writes: tuple[tuple[tuple[str, ...], Any], ...],
         kind: str,
         why: str,
+        *,
+        severity: str = "warning",
+        hint: str = "",
     ) -> None:
         assert kind in ("upgraded", "unportable"), kind
+        assert severity in ("warning", "error"), severity
         _set(self, "old", old)
         _set(self, "era", era)
         _set(self, "writes", writes)
         _set(self, "kind", kind)
         _set(self, "why", why)
+        _set(self, "severity", severity)
+        _set(self, "hint", hint)
 
     @property
     def dotted(self) -> str:
@@ -124,7 +148,91 @@ def translate(parts: tuple[str, ...], value: Any, document: dict | None = None) 
     rule = rule_for(parts)
     if rule is None:
         return None
-    return _HOWS[rule.how](rule, parts, value, document or {})
+    step = _HOWS[rule.how](rule, parts, value, document or {})
+    refusal = _refusal(parts, value)
+    if refusal is not None and step.kind == "unportable":
+        return _refused(parts, refusal)
+    return _split_writes(step)
+
+
+def refusals(document: dict) -> list[Step]:
+    """Every ``error`` step of the document as written: a value (of an old key or of a v0.2.2
+    key) the run computed with that v0.2.2 cannot express."""
+    found = []
+    for parts, value in leaves(document):
+        step = value_step(parts, value) if rule_for(parts) is None else None
+        step = step or translate(parts, value, document)
+        if step is not None and step.severity == "error":
+            found.append(step)
+    return found
+
+
+def value_step(parts: tuple[str, ...], value: Any) -> Step | None:
+    """What the value of a key v0.2.2 still has meant in its era, when v0.2.2 reads it otherwise:
+    a comma-separated string the era split (upgraded to the list), or a value v0.2.2 cannot
+    express (an error step); ``None`` when the value means the same."""
+    refusal = _refusal(parts, value)
+    if refusal is not None:
+        return _refused(parts, refusal)
+    if parts == _ARGS_MODULE and isinstance(value, str) and value:
+        return _args_module(value)
+    split = _SPLITS.get(".".join(parts))
+    if split is None or not _is_names(value):
+        return None  # one name is a one-element list in every era: no era question
+    names = split_names(value)
+    why = f"the loader of that era split {toml_value(value)} at its commas"
+    return Step(parts, split.era, ((parts, names),), "upgraded", why)
+
+
+_SPLITS = {split.key: split for split in SPLITS}
+_ARGS_MODULE = ("experimental", "custom_args_module")
+
+
+def _args_module(module: str) -> Step:
+    """``experimental.custom_args_module``: from #767 (c1c2f55d, 2025-04-18) until #1871
+    (7c104807, 2025-10-14) the dataclass module merged into the config, exactly what
+    ``job.custom_config_module`` does; a built-in extension's earlier path becomes today's."""
+    new = current_module(module)
+    why = "the module whose sections the loader merged"
+    if new != module:
+        why += f"; `{module}` was {OLD_MODULES[module][1]}"
+    era = (
+        "torchtitan 2025-04 to 2025-10 (torchtitan/config_manager.py, #767, c1c2f55d; "
+        "job.custom_config_module in #1871, 7c104807)"
+    )
+    return Step(_ARGS_MODULE, era, ((("job", "custom_config_module"), new),), "upgraded", why)
+
+
+def _is_names(value: Any) -> bool:
+    """A comma-separated string of names, as an era's loader split it."""
+    return isinstance(value, str) and "," in value
+
+
+def _refusal(parts: tuple[str, ...], value: Any) -> Refusal | None:
+    dotted = ".".join(parts)
+    return next(
+        (r for r in REFUSALS if r.key == dotted and any(_same(value, v) for v in r.values)), None
+    )
+
+
+def _refused(parts: tuple[str, ...], refusal: Refusal) -> Step:
+    return Step(
+        parts, refusal.era, (), "unportable", refusal.why, severity="error", hint=refusal.hint
+    )
+
+
+def _split_writes(step: Step) -> Step:
+    """An old key's string written to a list key its era split (``float8.filter_fqns``)."""
+    if step.kind != "upgraded":
+        return step
+    writes = tuple(
+        (new, split_names(value) if ".".join(new) in _SPLITS and _is_names(value) else value)
+        for new, value in step.writes
+    )
+    if writes == step.writes:
+        return step
+    note = f"{step.why}; its era split the string at its commas"
+    return Step(step.old, step.era, writes, "upgraded", note)
 
 
 def _upgraded(parts: tuple, rule: Rule, writes: tuple, note: str = "") -> Step:
@@ -253,8 +361,36 @@ def _folder(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
 
 
 def _extension(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
-    writes = ((("job", "custom_config_module"), rule.values[0]), (_new_key(rule, parts), value))
-    return _upgraded(parts, rule, writes)
+    if len(rule.values) > 1:  # a non-zero value changed meaning at that commit
+        return _cfg_dropout(rule, parts, value, document)
+    return _upgraded(parts, rule, _extension_writes(rule, parts, value))
+
+
+def _extension_writes(rule: Rule, parts: tuple, value: Any) -> tuple:
+    return ((("job", "custom_config_module"), rule.values[0]), (_new_key(rule, parts), value))
+
+
+def _cfg_dropout(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
+    """Flux's text dropout: 0 is exact in every era; otherwise the file must date itself after
+    the switch to independent drops (training.local_batch_size came a day later)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return _unportable(parts, rule, f"expected a probability, got {toml_value(value)}")
+    dated = get(document, ("training", "local_batch_size")) is not MISSING
+    if value == 0 or dated:
+        return _upgraded(parts, rule, _extension_writes(rule, parts, value))
+    return Step(
+        parts,
+        rule.era,
+        (),
+        "unportable",
+        f"if the run predates 744189f0 (2025-06-04), {toml_value(value)} dropped both text "
+        f"encodings together, training the unconditional model in that share of the steps; "
+        f"v0.2.2 drops each on its own draw (both together in p² of the steps)",
+        severity="error",
+        hint=f"on a torchtitan of 2025-06-04 or later set training.classifier_free_guidance_prob = "
+        f"{toml_value(value)}; for an earlier run, {value**0.5:.3g} (its square root) trains the "
+        "unconditional model as often, though each encoding is then also dropped alone",
+    )
 
 
 def _warmup_pct(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
@@ -441,16 +577,20 @@ def upgrade(document: dict, *, is_current=None) -> tuple[dict, list[Step]]:
     (unportable keys removed), and the steps taken, in file order.
 
     ``is_current(parts)`` says whether a key is valid as it stands (a custom config module may
-    declare a key an older torchtitan also had); such keys are left alone. A write that
-    disagrees with a value the file sets at v0.2.2, or with an earlier old key's write, makes
-    the step unportable and says so: neither value is silently preferred."""
+    declare a key an older torchtitan also had); such keys are left alone, but for a value their
+    era read otherwise (:func:`value_step`). A write that disagrees with a value the file sets
+    at v0.2.2, or with an earlier old key's write, makes the step unportable and says so:
+    neither value is silently preferred. An ``error`` step (a value the run computed with that
+    v0.2.2 cannot express) is removed and listed like any unportable key; the validator reports
+    it as an error from the file as written (:func:`refusals`), so it is never a quiet drop."""
     result = _copy(document)
     steps: list[Step] = []
     written: dict[tuple[str, ...], tuple[Any, str]] = {}  # new key -> (value, old key)
     for parts, value in leaves(document):
         if is_current is not None and is_current(parts):
-            continue
-        step = translate(parts, value, document)
+            step = value_step(parts, value)
+        else:
+            step = translate(parts, value, document) or value_step(parts, value)
         if step is None and value == {} and is_old_table(parts):
             step = Step(parts, "an older torchtitan", (), "upgraded", "an empty old table")
         if step is None:
@@ -471,7 +611,7 @@ def upgrade(document: dict, *, is_current=None) -> tuple[dict, list[Step]]:
 def _settle(step: Step, document: dict, written: dict) -> Step:
     """The step, or an unportable one when its writes disagree with the file or another step."""
     for new, value in step.writes:
-        if new == CONVERTERS:
+        if new == CONVERTERS or new == step.old:
             continue
         dotted = ".".join(new)
         current = get(document, new)

@@ -57,7 +57,123 @@ HOWS = (
 - ``never``: a key torchtitan never had (its loaders ignored it), reported with where the
   setting lives;
 - ``table``: every key of an old table, same name under ``to``;
+- ``ignored`` rows whose era says "upstream file" are keys torchtitan's own TOMLs carried that
+  the loader of their time never read (a misplaced or misspelt key): no effect, safe to delete;
+- ``extension``: the value at ``to``, with ``job.custom_config_module = values[0]``; a second
+  value names the commit that changed the meaning of a non-zero value (flux's text dropout);
 - the rest are one key each, documented where they are used in ``schemas.eras``."""
+
+
+class Split(Frozen):
+    """A list key whose loader split a comma-separated TOML string into names."""
+
+    __slots__ = ("key", "era")
+    __match_args__ = ("key",)
+
+    key: str
+    """The dotted v0.2.2 key (the old key's destination for a moved key)."""
+    era: str
+    """When the loader split a TOML string for it, and the commits."""
+
+    def __init__(self, key: str, era: str) -> None:
+        _set(self, "key", key)
+        _set(self, "era", era)
+
+
+_DATACLASS = (
+    "from #767 (c1c2f55d, 2025-04-18) the dataclass loader kept a TOML string whole and the "
+    "run iterated its characters"
+)
+
+SPLITS: tuple[Split, ...] = (
+    Split(
+        "model.converters",
+        "torchtitan 2025-02 to 2025-04 (torchtitan/config_manager.py: every string_list option "
+        f"was split from TOML since #823, 57387af0); {_DATACLASS}",
+    ),
+    Split(
+        "checkpoint.exclude_from_loading",
+        "torchtitan 2025-02 to 2025-04 (torchtitan/config_manager.py: split from TOML since "
+        f"#819, 49c6d6fc); {_DATACLASS}",
+    ),
+    Split(
+        "quantize.linear.float8.filter_fqns",
+        "torchtitan 2025-04 (float8.filter_fqns in torchtitan/config_manager.py: a string_list "
+        f"option from #1063, a6524d8a, 2025-04-07); {_DATACLASS}",
+    ),
+)
+"""Every list key an era's loader split from a TOML string (``string_list``: split at commas,
+each name stripped, empty names dropped). ``pipeline_parallel_split_points`` was split too
+(53d0f699, 2024-10-30, to 2025-04-18) but v0.2.2 has no split points to carry it to."""
+
+
+def split_names(raw: str) -> list[str]:
+    """A comma-separated string as the era loaders read it (their ``string_list``)."""
+    return [name.strip() for name in raw.split(",") if name.strip()]
+
+
+class Refusal(Frozen):
+    """A value that an era's run used and v0.2.2 cannot express: the run would compute
+    something else, so it is an error with what to do, never a silent drop."""
+
+    __slots__ = ("key", "values", "era", "why", "hint")
+    __match_args__ = ("key", "values")
+
+    key: str
+    """The dotted key as the file writes it (an old key, or a v0.2.2 key)."""
+    values: tuple
+    """The values refused."""
+    era: str
+    """When the value was accepted, and what it did."""
+    why: str
+    """What the run did with it, and what v0.2.2 has instead."""
+    hint: str
+    """What to do: the choices there are, truthfully."""
+
+    def __init__(self, key: str, values: tuple, era: str, why: str, hint: str) -> None:
+        _set(self, "key", key)
+        _set(self, "values", values)
+        _set(self, "era", era)
+        _set(self, "why", why)
+        _set(self, "hint", hint)
+
+
+_UNCHECKED = (
+    "argparse's choices and the dataclass Literal checked command-line flags only: every loader "
+    "from 5c69c02e (2024-05-20) through v0.2.2 took a TOML value unchecked"
+)
+
+REFUSALS: tuple[Refusal, ...] = (
+    Refusal(
+        "model.norm_type",
+        ("layernorm", "np_layernorm", "LayerNorm", "NP_LayerNorm"),
+        "torchtitan 2024-04 to 2025-04 (build_norm in torchtitan/models/norms.py, from #181, "
+        "34711655, until #1115, 5078e92e, 2025-04-17; it lowercased the name)",
+        'the run normalised with LayerNorm (nn.LayerNorm without bias; "np_layernorm" without a '
+        "learnable weight either); v0.2.2 models normalise with RMSNorm only, a different model",
+        "keep this run on a torchtitan before 5078e92e (2025-04-17), or accept RMSNorm: delete "
+        'the key or set it to "rmsnorm" (a checkpoint of the LayerNorm model does not load into '
+        "it as the same model)",
+    ),
+    Refusal(
+        "training.mixed_precision_reduce",
+        ("bfloat16", "float16"),
+        f"torchtitan 2024-05 to v0.2.2 ({_UNCHECKED})",
+        "the run reduced FSDP gradients in that dtype; titan reduces them in float32 only",
+        'set "float32" to reduce in full precision (the numbers differ from the run), or keep '
+        "this run on torchtitan",
+    ),
+    Refusal(
+        "training.mixed_precision_param",
+        ("float16",),
+        f"torchtitan 2024-05 to v0.2.2 ({_UNCHECKED})",
+        "the run computed with float16 parameters (FSDP's param_dtype, or autocast); titan "
+        'computes in "bfloat16" or "float32" only',
+        'set "bfloat16" (the same width, another number format) or "float32", or keep this run '
+        "on torchtitan",
+    ),
+)
+"""Values an era ran with that no v0.2.2 setting reproduces."""
 
 
 class Rule(Frozen):
@@ -113,6 +229,30 @@ _SCALING = (
     "delayed and static float8 scaling were deleted in #812 (2271b638); v0.2.2 scales dynamically"
 )
 _FT_MODULE = "torchtitan.components.ft.config"
+_FLUX_MODULE = "torchtitan.models.flux.job_config"
+
+OLD_MODULES: dict[str, tuple[str, str]] = {
+    "torchtitan.experiments.flux.flux_argparser": (
+        _FLUX_MODULE,
+        "flux's config module 2025-04-04 to 2025-05-23 (#1024, d2b57cfa; an argparse function "
+        "until #1153, 00b4a47c, then a JobConfig dataclass; renamed job_config.py in #1173, "
+        "c1e796b9)",
+    ),
+    "torchtitan.experiments.flux.job_config": (
+        _FLUX_MODULE,
+        "flux's config module 2025-05-23 to 2025-10-27 (moved to torchtitan/models/flux in "
+        "#1858, 7f126cbd)",
+    ),
+}
+"""Earlier module paths of a built-in extension (``schemas.builtin_extensions``): path -> (the
+module today, its era). Their old keys ([eval], classifer_*) are rows below."""
+
+
+def current_module(module: str) -> str:
+    """The module path a built-in extension has today, for one of its earlier paths."""
+    found = OLD_MODULES.get(module)
+    return found[0] if found is not None else module
+
 
 RULES: tuple[Rule, ...] = (
     # --- torchtrain/config_manager.py, the first TOML loader (bec909be, #76, 2024-02-23) ---
@@ -771,6 +911,90 @@ RULES: tuple[Rule, ...] = (
         "never a torchtitan key: shipped deepseek_v3 and llama4 TOMLs wrote it from #1373 "
         "(2025-07) until #1659 (4256f756, 2025-08-29) renamed it moe_fqns_prototype",
         f"the setting is `{_FP8_MOE}.fqns` with {_FP8_MOE!r} in model.converters",
+    ),
+    # --- the first configs: torchtrain/train_config.toml, read as a plain dict by
+    #     torchtrain/profiling.py and metrics.py before the config manager (61eaa472, 2024-01-18) ---
+    _R(
+        "global.dump_folder",
+        "job.dump_folder",
+        "move",
+        "torchtitan 2024-01 to 2024-02 (torchtrain/train_config.toml, read by "
+        "torchtrain/profiling.py and metrics.py; became [job] in #76, bec909be)",
+        "the [global] table was renamed [job]",
+    ),
+    # --- keys upstream's own TOMLs carried that the loader of their time never read ---
+    _R(
+        "metrics.use_for_integration_test",
+        None,
+        "ignored",
+        "torchtitan 2024-03 to 2024-03 (an upstream file's key: train_configs/debug_model_2d.toml "
+        "wrote it in [metrics] from #171, ab5d9182, for a day; the loader declared "
+        "job.use_for_integration_test)",
+        "its loader ignored it, so it had no effect: safe to delete",
+    ),
+    _R(
+        "eval.classifer_free_guidance_scale",
+        None,
+        "ignored",
+        "torchtitan 2025-04 to 2025-07 (an upstream file's key: flux's TOMLs misspelt it from "
+        "#1099, 738000f9, to #1377, 85183069; flux declared eval.classifier_free_guidance_scale)",
+        "its loader ignored it, so sampling used the default scale 5.0: safe to delete",
+    ),
+    _R(
+        "encoder.auto_encoder_path",
+        None,
+        "ignored",
+        "torchtitan 2025-04 to 2025-04 (an upstream file's key: flux's TOMLs wrote it from "
+        "#1024, d2b57cfa, until #1099, 738000f9; nothing declared or read it, "
+        "encoder.autoencoder_path came in #1120)",
+        "its loader ignored it, so it had no effect: safe to delete",
+    ),
+    _R(
+        "training.guidance",
+        None,
+        "ignored",
+        "torchtitan 2025-04 to 2025-04 (torchtitan/experiments/flux/flux_argparser.py, #1024, "
+        "d2b57cfa; removed with guidance distillation in #1099, 738000f9)",
+        "flux's argparser declared it but no code read it: no effect",
+    ),
+    # --- flux's [eval] (2025-04-16 to 2025-08-05) became its [validation] in #1518 (a204e318) ---
+    *(
+        _R(
+            f"eval.{old}",
+            f"validation.{new}",
+            "extension",
+            f"torchtitan {since} to 2025-08 (torchtitan/experiments/flux; [eval] became "
+            "[validation] in #1518, a204e318)",
+            f"v0.2.2 reads it only with job.custom_config_module = {_FLUX_MODULE!r}",
+            (_FLUX_MODULE,),
+        )
+        for old, new, since in (
+            ("enable_classifer_free_guidance", "enable_classifier_free_guidance", "2025-04"),
+            ("enable_classifier_free_guidance", "enable_classifier_free_guidance", "2025-07"),
+            ("classifier_free_guidance_scale", "classifier_free_guidance_scale", "2025-04"),
+            ("denoising_steps", "denoising_steps", "2025-04"),
+            ("save_img_folder", "save_img_folder", "2025-04"),
+        )
+    ),
+    _R(
+        "eval.eval_freq",
+        "validation.freq",
+        "same",
+        "torchtitan 2025-04 to 2025-08 (torchtitan/experiments/flux; [eval] became [validation] "
+        "in #1518, a204e318)",
+        "flux generated an image every eval_freq steps and at the last step; v0.2.2 generates "
+        "them inside validation (validation.enable, every validation.freq steps, with a "
+        "validation loss), and its validation.eval_freq is read by nothing",
+    ),
+    _R(
+        "training.classifer_free_guidance_prob",
+        "training.classifier_free_guidance_prob",
+        "extension",
+        "torchtitan 2025-04 to 2025-07 (torchtitan/experiments/flux; renamed in #1377, "
+        "85183069, 2025-07-10)",
+        "renamed; until #1259 (744189f0, 2025-06-04) one draw dropped both text encodings, "
+        "since then each is dropped on its own draw",
+        (_FLUX_MODULE, "744189f0"),
     ),
     # --- [training] spellings torchtitan never had (until #1644, eadca483, 2025-08-28, its
     #     loaders ignored undeclared TOML keys, so these ran with the default): say where the

@@ -6,6 +6,7 @@
     model-registries = { mymodel = "forkpkg.models.mymodel" }   # model families titan lacks
     flavors = { llama3 = ["1B"], mymodel = ["small"] }          # flavors titan does not ship
     converters = ["npu_rms_norm"]                               # the fork's model converters
+    datasets = ["my_corpus"]                                    # datasets the fork registers
 
 A fork adds sections and keys (``[infra]``, ``optimizer.swap_optimizer``) that no
 ``custom_config_module`` declares. Naming a module in every TOML is what v0.2.2 asked, and a fork
@@ -18,7 +19,8 @@ folder first, then on Python's path. ``model-registries`` names the package whos
 titan-migrate writes a call of it instead of ``unsupported_model(...)``. ``flavors`` and
 ``converters`` name what the fork's code adds to ``model.flavor`` and ``model.converters`` (a list
 of names, or a table of NAME = "package.module.Class"); ``schemas.fork_names`` is how the checks
-see them.
+see them. ``datasets`` names the datasets the fork's code adds to the dataset registry, so a
+``training.dataset`` titan does not ship is not reported as one the run cannot load.
 
 Which declaration applies to a file is found by walking up from the file's folder to the nearest
 ``pyproject.toml``, stopping at the repository root (the folder holding ``.git``): the nearest one
@@ -51,6 +53,7 @@ KEYS = {
     "flavors": 'model flavors the fork builds: a table of FAMILY = ["flavor", ...]',
     "converters": 'model converters the fork registers: ["name", ...] or a table of NAME = '
     '"package.module.Class"',
+    "datasets": 'dataset names the fork registers: ["name", ...]',
 }
 """The keys ``[tool.titan]`` may hold, with what each means."""
 
@@ -104,6 +107,7 @@ class Declaration(Frozen):
         "model_registries",
         "flavors",
         "converters",
+        "datasets",
         "problems",
     )
     __match_args__ = ()
@@ -124,6 +128,8 @@ class Declaration(Frozen):
     """``flavors``: (family name, flavor names) pairs, in the order written."""
     converters: tuple[tuple[str, str | None], ...]
     """``converters``: (name, ``package.module.Class`` or ``None`` for a bare name) pairs."""
+    datasets: tuple[str, ...]
+    """``datasets``: dataset names the fork's code registers, in the order written."""
     problems: tuple[Diagnostic, ...]
     """Why (part of) the declaration cannot be used, each located in ``pyproject.toml``."""
 
@@ -138,6 +144,7 @@ class Declaration(Frozen):
         model_registries: tuple[tuple[str, str], ...] = (),
         flavors: tuple[tuple[str, tuple[str, ...]], ...] = (),
         converters: tuple[tuple[str, str | None], ...] = (),
+        datasets: tuple[str, ...] = (),
         problems: tuple[Diagnostic, ...] = (),
     ) -> None:
         _set(self, "root", root)
@@ -148,6 +155,7 @@ class Declaration(Frozen):
         _set(self, "model_registries", model_registries)
         _set(self, "flavors", flavors)
         _set(self, "converters", converters)
+        _set(self, "datasets", datasets)
         _set(self, "problems", problems)
 
 
@@ -265,6 +273,7 @@ class _Reader:
         registries: tuple[tuple[str, str], ...] = ()
         flavors: tuple[tuple[str, tuple[str, ...]], ...] = ()
         converters: tuple[tuple[str, str | None], ...] = ()
+        datasets: tuple[str, ...] = ()
         if not isinstance(table, dict):
             self.problem(
                 "wrong-type",
@@ -281,6 +290,7 @@ class _Reader:
             registries = self.model_registries(table.get("model-registries", {}))
             flavors = self.flavors(table.get("flavors", {}))
             converters = self.converters(table.get("converters", []))
+            datasets = self.datasets(table.get("datasets", []))
         return Declaration(
             root=self.root,
             file=self.file,
@@ -290,6 +300,7 @@ class _Reader:
             model_registries=registries,
             flavors=flavors,
             converters=converters,
+            datasets=datasets,
             problems=tuple(self.problems),
         )
 
@@ -376,6 +387,17 @@ class _Reader:
             )
             return ()
         return tuple(value.items())
+
+    def datasets(self, value: object) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.problem(
+                "wrong-type",
+                ("datasets",),
+                f'[{_PATH}] datasets must be a list of names, such as ["my_corpus"]',
+                f"got {_kind(value)}; each name is spelt as training.dataset spells it",
+            )
+            return ()
+        return tuple(dict.fromkeys(value))
 
     def flavors(self, value: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
         from schemas.fork_names import read_flavors

@@ -207,6 +207,9 @@ class ConfigFacts(Frozen):
         "n_kv_heads",
         "moe",
         "fork",
+        "dataset",
+        "validation_dataset",
+        "datasets",
     )
     __match_args__ = ()
 
@@ -253,6 +256,13 @@ class ConfigFacts(Frozen):
     """Whether the chosen flavor has experts, when known."""
     fork: Any
     """The flavors and converters the project declares (``schemas.fork_names.ForkNames``)."""
+    dataset: Setting | None
+    """The training dataset's name (``None`` when the data loader reads no named dataset)."""
+    validation_dataset: Setting | None
+    """The validation dataset's name, when validation is on."""
+    datasets: Any
+    """The names the run can load (``schemas.dataset_names.DatasetFacts``); ``None`` skips the
+    check (a model whose loader titan does not know)."""
 
     def __init__(
         self,
@@ -293,6 +303,9 @@ class ConfigFacts(Frozen):
         n_kv_heads: int | None = None,
         moe: bool | None = None,
         fork: Any = None,
+        dataset: Setting | None = None,
+        validation_dataset: Setting | None = None,
+        datasets: Any = None,
     ) -> None:
         _set(self, "ngpu", ngpu)
         _set(self, "dp_replicate", dp_replicate)
@@ -330,6 +343,9 @@ class ConfigFacts(Frozen):
         _set(self, "n_kv_heads", n_kv_heads)
         _set(self, "moe", moe)
         _set(self, "fork", fork)
+        _set(self, "dataset", dataset)
+        _set(self, "validation_dataset", validation_dataset)
+        _set(self, "datasets", datasets)
 
 
 def _diag(
@@ -670,11 +686,11 @@ def _converter_hint(name: str, names: list) -> str:
         if all(n in CONVERTER_NAMES for n in fixed) and len(families) == 1:
             return f"use `converters = {_names(fixed)}`: {why} (titan-validate --fix rewrites it)"
         return why
-    import difflib  # only for a misspelt name: the import costs more than the rules
+    from schemas.misspelling import closest_one  # a misspelling only: not `float8_qat`
 
-    close = difflib.get_close_matches(name, CONVERTER_NAMES, n=1, cutoff=0.6)
-    if close:
-        return f'did you mean `"{close[0]}"`?'
+    meant = closest_one(name, CONVERTER_NAMES)
+    if meant is not None:
+        return f'did you mean `"{meant}"`?'
     return "registered converters: " + ", ".join(f'"{n}"' for n in CONVERTER_NAMES)
 
 
@@ -824,8 +840,35 @@ def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
         )
 
 
+def dataset_names(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The datasets are names the run's registry has (or the project declares): torchtitan looks
+    them up only when the run starts, after every other check passed."""
+    known = facts.datasets
+    if known is None:
+        return
+    for setting in (facts.dataset, facts.validation_dataset):
+        if setting is None or not setting.written or not isinstance(setting.value, str):
+            continue  # a default is the registry's own name, or the model's loader picks one
+        if known.knows(setting.value):
+            continue
+        severity, unless = Severity.ERROR, ""
+        if known.custom_import:
+            # the imported module runs before the loader and may add to its registry
+            severity = Severity.WARNING
+            unless = f" unless `{known.custom_import}` (experimental.custom_import) registers it"
+        yield _diag(
+            "invalid-value",
+            setting,
+            f'dataset "{setting.value}" is not registered; the run would fail when it starts'
+            + unless,
+            known.hint(setting.value),
+            severity=severity,
+        )
+
+
 RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     model_and_flavor,
+    dataset_names,
     parallel_degrees,
     world_size,
     expert_parallel,

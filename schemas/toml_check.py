@@ -193,6 +193,7 @@ def _check_text(
     declared = _load_declared(declaration, options, checker, loaded=extensions)
     extensions += declared
     schema = merged_schema(extensions)
+    checker.refusals(document)
     if adjust is not None:
         document, found = adjust(document, schema)
         checker.diagnostics.extend(found)
@@ -201,7 +202,9 @@ def _check_text(
     from schemas.fork_names import for_declaration
 
     fork = for_declaration(declaration)
-    facts = legacy_facts(document, schema, checker.span_of, options.ngpu, fork=fork)
+    facts = legacy_facts(
+        document, schema, checker.span_of, options.ngpu, fork=fork, declaration=declaration
+    )
     for finding in rules.check(facts):
         if finding.span is None:
             # A default the file did not write (perhaps from a custom module): point at the
@@ -287,6 +290,15 @@ def _load_extensions(
     module = job.get("custom_config_module") if isinstance(job, dict) else None
     if isinstance(module, str) and module:
         requested.append((module, ("job", "custom_config_module")))
+    else:
+        # From 2025-04 to 2025-10 the loader merged this module's sections, as
+        # job.custom_config_module does now (schemas.eras upgrades the key)
+        from schemas.moved_keys import current_module
+
+        experimental = document.get("experimental")
+        old = experimental.get("custom_args_module") if isinstance(experimental, dict) else None
+        if isinstance(old, str) and old:
+            requested.append((current_module(old), ("experimental", "custom_args_module")))
     requested += [(name, ()) for name in options.extensions]
 
     loaded: list[ExtensionSpec] = []
@@ -300,6 +312,8 @@ def _load_extensions(
                 from_toml=bool(where),
             )
         except ExtensionError as error:
+            if where == ("experimental", "custom_args_module"):
+                continue  # v0.2.2 never imports it: its deprecation warning says what it is
             checker.add("extension-error", where, str(error), _extension_hint(name), path=path)
             continue
         if options.allow_import and spec.origin != "built-in":
@@ -463,15 +477,12 @@ def _at_entry(
 
 
 def _extension_hint(name: str) -> str:
-    import difflib
-
     from schemas.builtin_extensions import KNOWN_EXTENSIONS
+    from schemas.misspelling import closest_one
 
-    close = difflib.get_close_matches(
-        name, [*KNOWN_EXTENSIONS, *KNOWN_EXTENSIONS.values()], n=1, cutoff=0.7
-    )
-    if close:
-        return f"did you mean `{close[0]}`?"
+    meant = closest_one(name, [*KNOWN_EXTENSIONS, *KNOWN_EXTENSIONS.values()])
+    if meant is not None:
+        return f"did you mean `{meant}`?"
     return "put the module next to the TOML or pass --module-path DIR"
 
 
@@ -558,6 +569,8 @@ class _Checker:
             for key, item in value.items():
                 self.unknown((*parts, key), item)
             return
+        if not is_table and self.era_value(parts, value, old=True):
+            return
         # Only files with unknown keys pay for listing every path of the schema.
         found = suggest(
             parts,
@@ -578,7 +591,47 @@ class _Checker:
             message = f"`{dotted}` is not a v0.2.2 {kind}"
         self.add(found.code, parts, message, found.hint)
 
+    def era_value(self, parts: tuple, value: Any, *, old: bool, annotation: Any = None) -> bool:
+        """A value an older era read otherwise (``schemas.moved_keys`` ``SPLITS`` and
+        ``REFUSALS``): a comma-separated string its loader split, or a value v0.2.2 cannot
+        express; False when it is neither."""
+        from schemas import eras
+
+        step = eras.translate(parts, value, self._document) if old else None
+        step = step if old else eras.value_step(parts, value)
+        if step is None or (step.kind == "upgraded" and old):
+            return False  # an old key's own moved-key finding says what it becomes
+        shown = f"`{'.'.join(parts)} = {eras.toml_value(value)}`"
+        if step.kind == "upgraded":
+            ((_, names),) = step.writes
+            said = value_hint(parts, value, annotation, self._document)
+            era = (
+                f"{step.why} ({step.era}): titan-migrate reads it as `{parts[-1]} = "
+                f"{eras.toml_value(names)}`"
+            )
+            self.add(
+                "wrong-type",
+                parts,
+                f"{shown} is a comma-separated string; v0.2.2 takes a list",
+                f"{said}; {era}" if said else era,
+            )
+            return True
+        return step.severity == "error"  # reported from the file as written: refusals()
+
+    def refusals(self, document: dict) -> None:
+        """Values the run computed with that v0.2.2 cannot express, from the file as written
+        (the migrator checks the upgraded document, where such a key is no longer)."""
+        from schemas import eras
+
+        for step in eras.refusals(document):
+            shown = f"`{step.dotted} = {eras.toml_value(eras.get(document, step.old))}`"
+            code = "invalid-choice" if eras.rule_for(step.old) is None else "moved-key"
+            message = f"{shown} cannot be expressed at v0.2.2: {step.why}"
+            self.add(code, step.old, message, f"{step.hint}; {step.era}")
+
     def mismatch(self, parts: tuple, value: Any, annotation: Any) -> None:
+        if self.era_value(parts, value, old=False, annotation=annotation):
+            return
         dotted = ".".join(parts)
         choices = _literal_choices(annotation)
         if choices and isinstance(value, str):
@@ -605,11 +658,19 @@ class _Checker:
             )
         experimental = document.get("experimental")
         if isinstance(experimental, dict) and experimental.get("custom_args_module"):
+            from schemas import eras
+
+            module = experimental["custom_args_module"]
+            step = eras.value_step(("experimental", "custom_args_module"), module)
+            hint = "use `[job] custom_config_module` instead"
+            if step is not None:
+                hint = f"{eras.action(step)}: {step.why}; {step.era}; titan-migrate carries it"
             self.add(
                 "deprecated-key",
                 ("experimental", "custom_args_module"),
-                "`experimental.custom_args_module` is deprecated and does not add the module's sections",
-                "use `[job] custom_config_module` instead",
+                "`experimental.custom_args_module` is deprecated: v0.2.2 does not add the "
+                "module's sections",
+                hint,
                 severity=Severity.WARNING,
             )
         job = document.get("job")
@@ -692,10 +753,17 @@ def _default(schema: SectionSpec, parts: tuple[str, ...]) -> Any:
 
 
 def legacy_facts(
-    document: dict, schema: SectionSpec, span_of, ngpu: int | None, *, fork: Any = None
+    document: dict,
+    schema: SectionSpec,
+    span_of,
+    ngpu: int | None,
+    *,
+    fork: Any = None,
+    declaration: Declaration | None = None,
 ) -> rules.ConfigFacts:
     """The rule inputs of a legacy document (defaults from the merged schema); ``fork`` is what
-    its project declares (``schemas.fork_names.ForkNames``)."""
+    its project declares (``schemas.fork_names.ForkNames``), ``declaration`` the project itself
+    (its datasets)."""
     from schemas import flavors
 
     def get(path: str) -> rules.Setting:
@@ -733,6 +801,30 @@ def legacy_facts(
         n_kv_heads=found.n_kv_heads if found else None,
         moe=found.moe if found else None,
         fork=fork,
+        dataset=get("training.dataset"),
+        validation_dataset=get("validation.dataset")
+        if get("validation.enable").value is True
+        else None,
+        datasets=_dataset_facts(model_name.value, get, declaration),
+    )
+
+
+def _dataset_facts(model: Any, get, declaration: Declaration | None) -> Any:
+    """The names v0.2.2's registry for ``model`` has, with the project's own; ``None`` for a
+    model whose data loader titan does not know (a custom train spec may bring its own)."""
+    from schemas import dataset_names, flavors
+
+    known = model in dataset_names.V022_DATASETS or model in rules.EXPERIMENT_MODELS
+    if not known and not (isinstance(model, str) and flavors.flavor_names(model) is not None):
+        return None
+    registered, lowercased = dataset_names.v022_registry(model)
+    custom = get("experimental.custom_import").value
+    return dataset_names.DatasetFacts(
+        registered=registered,
+        lowercased=lowercased,
+        declared=declaration.datasets if declaration is not None else (),
+        project=declaration.shown if declaration is not None else None,
+        custom_import=custom if isinstance(custom, str) and custom else None,
     )
 
 

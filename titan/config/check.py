@@ -305,4 +305,31 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
         n_heads=heads.n_heads if heads is not None else None,
         n_kv_heads=heads.n_kv_heads if heads is not None else None,
         moe=spec.model.has_moe() if spec is not None else None,
+        **_dataset_facts(config, get),
     )
+
+
+def _dataset_facts(config: Any, get: Callable[[str], rules.Setting]) -> dict[str, Any]:
+    """The datasets of titan's text loader, checked against its registry (the same rule as a
+    TOML's ``training.dataset``); another loader brings its own names."""
+    from schemas import flavors
+    from schemas.dataset_names import DatasetFacts
+    from titan.hf_datasets.text_datasets import DATASETS, HuggingFaceTextDataLoader
+
+    text = HuggingFaceTextDataLoader.Config
+    spec = getattr(config, "model_spec", None)
+    if not isinstance(config.dataloader, text) or spec is None:
+        return {}
+    if flavors.flavor_names(spec.name) is None:
+        return {}  # a model titan cannot train (unsupported_model): its run never loads data
+    validator = getattr(config, "validator", None)
+    checked = (
+        validator is not None
+        and getattr(validator, "enable", False) is True
+        and isinstance(getattr(validator, "dataloader", None), text)
+    )
+    return {
+        "dataset": get("dataloader.dataset"),
+        "validation_dataset": get("validator.dataloader.dataset") if checked else None,
+        "datasets": DatasetFacts(registered=tuple(DATASETS)),
+    }

@@ -1,0 +1,95 @@
+"""Which dataset names a run can load, and what to say about one it cannot.
+
+torchtitan looks ``training.dataset`` (and ``validation.dataset``, when validation is on) up in a
+registry when the run starts: a name it does not register fails the run after every check passed.
+The registries differ by model: the text models read one, flux and vlm their own. A fork may
+register names of its own, so the project declares them::
+
+    [tool.titan]
+    datasets = ["my_corpus"]
+
+The cross-field rule (``schemas.rules.dataset_names``) reads :class:`DatasetFacts`, built by the
+TOML check from v0.2.2's registries below and by the registry check from titan's own; both see
+the same rule and the same hints. Pure data and string work: nothing heavy is imported.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from schemas._frozen import Frozen, _set
+from schemas.era_values import OLD_DATASETS
+
+TEXT = ("c4", "c4_test", "c4_validation")
+"""``torchtitan/hf_datasets/text_datasets.py`` DATASETS at v0.2.2 (every text model)."""
+
+V022_DATASETS: dict[str, tuple[str, ...]] = {
+    "flux": ("cc12m-wds", "cc12m-test", "coco-validation"),
+    "vlm": ("obelics", "cc12m", "cc12m-test"),
+}
+"""Models whose v0.2.2 loader has its own registry (``torchtitan/models/flux/flux_datasets.py``,
+``torchtitan/experiments/vlm/datasets/mm_datasets.py``); every other model reads :data:`TEXT`."""
+
+LOWERCASED = ("text", "flux")
+"""Registries whose v0.2.2 loader lowercases the name first (``dataset_name.lower()``); vlm's
+does not."""
+
+
+def v022_registry(model: object) -> tuple[tuple[str, ...], bool]:
+    """The names v0.2.2 registers for ``model`` (``model.name``), and whether it lowercases."""
+    if isinstance(model, str) and model in V022_DATASETS:
+        return V022_DATASETS[model], model in LOWERCASED
+    return TEXT, True
+
+
+class DatasetFacts(Frozen):
+    """What the dataset rule needs beyond the two settings."""
+
+    __slots__ = ("registered", "lowercased", "declared", "project", "custom_import")
+    __match_args__ = ()
+
+    registered: tuple[str, ...]
+    """The names the run's registry has."""
+    lowercased: bool
+    """Whether the loader lowercases the name before looking it up."""
+    declared: tuple[str, ...]
+    """``[tool.titan] datasets``: names the fork's own code registers."""
+    project: str | None
+    """``pyproject.toml`` as findings name it (where to declare one); ``None`` outside one."""
+    custom_import: str | None
+    """``experimental.custom_import``: a module the run imports first, which may register more."""
+
+    def __init__(
+        self,
+        *,
+        registered: tuple[str, ...],
+        lowercased: bool = False,
+        declared: tuple[str, ...] = (),
+        project: str | None = None,
+        custom_import: str | None = None,
+    ) -> None:
+        _set(self, "registered", registered)
+        _set(self, "lowercased", lowercased)
+        _set(self, "declared", declared)
+        _set(self, "project", project)
+        _set(self, "custom_import", custom_import)
+
+    def knows(self, name: str) -> bool:
+        """Whether the run can load ``name``: registered (as the loader spells it) or declared."""
+        looked_up = name.lower() if self.lowercased else name
+        return looked_up in self.registered or name in self.declared
+
+    def hint(self, name: str) -> str:
+        """What to write instead: an old name's fate, a near miss, or how to declare it."""
+        old = next((o for o in OLD_DATASETS if o.name == name.lower()), None)
+        if old is not None and old.name not in self.registered:
+            return f"{old.became}; {old.hint}; {old.era}"
+        close = difflib.get_close_matches(name, [*self.registered, *self.declared], n=1)
+        if close:
+            return f'did you mean "{close[0]}"?'
+        where = self.project or "pyproject.toml"
+        listed = ", ".join(f'"{n}"' for n in self.registered)
+        return (
+            f"registered datasets: {listed}; if your code registers `{name}`, declare it in "
+            f'{where}: [tool.titan] datasets = ["{name}"]'
+        )
