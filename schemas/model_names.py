@@ -7,7 +7,9 @@ version is another generation (``llama2``, ``qwen2.5``), unless the version only
 does not ship (:data:`OTHER_FAMILIES`) is never a typo. For those the hint says how the model is
 kept (``unsupported_model``) or declared (``[tool.titan] model-registries``). A suggested family
 must have the file's flavor, and a flavor is never "corrected" to another size (``7B`` is not
-``8B``).
+``8B``). Beyond those, a family or flavor is named only for a misspelling of it
+(``schemas.misspelling``): a fork's ``llama3_qat``, ``mosaic_llama3`` or ``llama3gdn`` is a model
+of its own, and its ``debugmodel_dense`` or ``opt-30B-A3B`` a flavor of its own.
 """
 
 from __future__ import annotations
@@ -56,6 +58,17 @@ OTHER_FAMILIES = frozenset(
 a typo of one of titan's (``llama2`` is not ``llama4``)."""
 
 
+RENAMED: dict[str, tuple[str, str]] = {
+    "transformers_backend": (
+        "transformers_modeling_backend",
+        "torchtitan main called the experiment `transformers_backend` from 58fa181 "
+        "(2025-11-20) until ad9f188 (2025-11-23) renamed it, before v0.2.2",
+    ),
+}
+"""Model names torchtitan itself renamed: the name it has now, and when it changed (no
+misspelling of it, so the misspelling test cannot find it)."""
+
+
 def _generation(name: str) -> tuple[str, str]:
     """A family name as (its letters, its version digits): ``llama3.1`` -> (``llama``, ``31``)."""
     lowered = name.lower()
@@ -69,22 +82,26 @@ def model_hint(name: str, flavor: str | None, *, experiments: tuple[str, ...] = 
     """For a model name titan has no family for: the family meant, when it is a misspelling of
     one (or of an ``experiments`` train spec) whose flavors have the file's flavor; otherwise
     how to keep or declare the model."""
-    import difflib  # only for an unknown model: the import costs more than the rules
-
     from schemas import flavors
+    from schemas.misspelling import closest_one
 
+    if name in RENAMED:
+        new, why = RENAMED[name]
+        return f"now `{new}`: {why}"
     families = [*flavors.FLAVORS, *flavors.FAMILY_ALIASES]
     letters, digits = _generation(name)
     same_line = [f for f in families if _generation(f)[0] == letters]
     # The same family's letters: a version of it (`llama3.1` is titan's llama3, whose flavors
     # are Llama 3.1's), or another generation titan does not ship (`llama2`, `qwen2.5`).
     versions = [f for f in same_line if digits and digits.startswith(_generation(f)[1])]
-    if versions:
+    # A misspelling only (`lama3`, `gpt-oss`): `llama3_qat` is a fork's model, not `llama3_ft`.
+    meant = None if name.lower() in OTHER_FAMILIES else closest_one(name, [*families, *experiments])
+    if meant is not None:
+        close = [meant]
+    elif versions:
         close = versions[:1]
-    elif same_line or name.lower() in OTHER_FAMILIES:
-        close = []
     else:
-        close = difflib.get_close_matches(name, [*families, *experiments], n=1, cutoff=0.6)
+        close = []
     if close and flavor is not None and close[0] in flavors.FLAVORS:
         names = flavors.flavor_names(close[0]) or ()
         if flavor not in names:
@@ -111,17 +128,10 @@ def _declare(name: str) -> str:
 def flavor_hint(name: str, flavor: str, names: tuple[str, ...]) -> str:
     """For a flavor the model does not have: the one meant, when it is a misspelling (never
     another size: `7B` is not `8B`), otherwise the model's flavors."""
-    import difflib  # only for an unknown flavor: the import costs more than the rules
+    from schemas.misspelling import closest_one
 
     lowered = {n.lower().replace("_", ""): n for n in names}
-    close = (
-        [lowered[flavor.lower().replace("_", "")]]
-        if flavor.lower().replace("_", "") in lowered
-        else []
-    )
-    if not close:
-        others = [n for n in names if _generation(n)[1] == _generation(flavor)[1]]
-        close = difflib.get_close_matches(flavor, others, n=1, cutoff=0.5)
-    if close:
-        return f"did you mean `{close[0]}`?"
+    meant = lowered.get(flavor.lower().replace("_", "")) or closest_one(flavor, names)
+    if meant is not None:
+        return f"did you mean `{meant}`?"
     return f"{name} flavors: " + ", ".join(names)

@@ -686,11 +686,11 @@ def _converter_hint(name: str, names: list) -> str:
         if all(n in CONVERTER_NAMES for n in fixed) and len(families) == 1:
             return f"use `converters = {_names(fixed)}`: {why} (titan-validate --fix rewrites it)"
         return why
-    import difflib  # only for a misspelt name: the import costs more than the rules
+    from schemas.misspelling import closest_one  # a misspelling only: not `float8_qat`
 
-    close = difflib.get_close_matches(name, CONVERTER_NAMES, n=1, cutoff=0.6)
-    if close:
-        return f'did you mean `"{close[0]}"`?'
+    meant = closest_one(name, CONVERTER_NAMES)
+    if meant is not None:
+        return f'did you mean `"{meant}"`?'
     return "registered converters: " + ", ".join(f'"{n}"' for n in CONVERTER_NAMES)
 
 

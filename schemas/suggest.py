@@ -3,8 +3,11 @@ and for values of the wrong type or outside their choices.
 
 The search runs over the whole dotted-key tree of the (merged) schema, so a key written in the
 wrong section is found as well as a misspelt one. A suggestion is made only where following it
-helps: the key it names takes the value written, and a value it offers would itself be
-accepted (tests/test_follow_suggestions.py applies them to mutated real TOMLs).
+helps: the name it offers is the one written, misspelt (``schemas.misspelling``: a fork's
+``muon_weight_decay`` is no misspelling of ``weight_decay``) or in another section; the key it
+names takes the value written and is not in the file already; and a value it offers would
+itself be accepted. tests/test_follow_suggestions.py applies them to mutated real TOMLs, and
+tests/test_suggestion_precision.py checks that fork settings get none.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from schemas._frozen import Frozen, _set
+from schemas.misspelling import closest
 from schemas.spec import SectionSpec
 
 if TYPE_CHECKING:
@@ -45,66 +49,6 @@ def schema_paths(spec: SectionSpec, prefix: str = "") -> dict[str, bool]:
         if is_section:
             paths.update(schema_paths(field.annotation, path + "."))
     return paths
-
-
-def _close(word: str, candidates: list[str], cutoff: float = 0.75) -> list[str]:
-    """The candidates a typo of ``word`` most likely meant: the closest (difflib's ratio at
-    least ``cutoff``), several only when they are equally close (``beta`` is as near ``beta1``
-    as ``beta2``: naming one would be a guess).
-
-    Never for a word of two characters or fewer (``ep``, ``x`` are a fork's own names far more
-    often than a typo of ``eps``); for one of three only two swapped letters or a letter left
-    out (``jbo``, ``mod``: ``ops`` is a word of its own, not a typo of ``eps``); never a
-    candidate that differs from a name ending in a number only in that number (``lr2`` is a
-    second learning rate, not a typo of ``lr``). Measured on typos of every schema key and on
-    fork-style names; tests/test_follow_suggestions.py follows them on real TOMLs."""
-    if len(word) <= 2:
-        return []
-    if len(word) == 3:  # one letter in three changed is another word; two swapped is a typo
-        swapped = [c for c in candidates if _swapped(word, c)]
-        if swapped:
-            return sorted(swapped)
-        candidates = [c for c in candidates if len(c) != 3]
-    import difflib  # only files with unknown keys get here
-
-    scored = []
-    for candidate in candidates:
-        if _digits_apart(word, candidate):
-            continue
-        matcher = difflib.SequenceMatcher(None, word, candidate)
-        if matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff:
-            ratio = matcher.ratio()
-            if ratio >= cutoff:
-                scored.append((ratio, candidate))
-    if not scored:
-        return []
-    best = max(ratio for ratio, _ in scored)
-    return sorted(candidate for ratio, candidate in scored if ratio == best)
-
-
-def _swapped(word: str, candidate: str) -> bool:
-    """Whether ``candidate`` is ``word`` with two neighbouring letters swapped (``jbo``)."""
-    if len(word) != len(candidate) or word == candidate:
-        return False
-    apart = [i for i, (a, b) in enumerate(zip(word, candidate, strict=True)) if a != b]
-    return (
-        len(apart) == 2
-        and apart[1] == apart[0] + 1
-        and word[apart[0]] == candidate[apart[1]]
-        and word[apart[1]] == candidate[apart[0]]
-    )
-
-
-def _digits_apart(word: str, candidate: str) -> bool:
-    """Whether ``word`` ends with a number of its own where ``candidate`` has another or none
-    (``lr2``/``lr``, ``beta3``/``beta2``): a numbered setting, not a typo. ``beta`` may still
-    mean ``beta1`` (a number left out), and ``floa8t`` is a typo of ``float8``."""
-    digits = "0123456789"
-    return (
-        word != candidate
-        and word[-1:].isdigit()
-        and word.rstrip(digits) == candidate.rstrip(digits)
-    )
 
 
 def _either(found: list[str]) -> str:
@@ -143,16 +87,22 @@ def suggest(
     name, parent = parts[-1], ".".join(parts[:-1])
 
     def fits(path: str) -> bool:
-        return paths[path] == is_table and _fits(path, value, schema)
+        # A key or section the file already writes is not the one meant: following the hint
+        # would write it twice (`[evaluation]` beside `[validation]` is a section of its own).
+        return (
+            paths[path] == is_table and _fits(path, value, schema) and not _written(document, path)
+        )
 
     siblings = [p.rsplit(".", 1)[-1] for p in paths if p.rpartition(".")[0] == parent]
     siblings = [s for s in siblings if fits(_join(parent, s))]
-    close = _close(name, siblings)
+    close = closest(name, siblings)
     if close:
         return Suggestion("unknown-key", _either([_join(parent, c) for c in close]))
 
     # The same name elsewhere in the tree: a key written in the wrong section.
-    elsewhere = sorted(p for p in paths if p.rsplit(".", 1)[-1] == name and fits(p))
+    elsewhere = _nearest(
+        parts[:-1], sorted(p for p in paths if p.rsplit(".", 1)[-1] == name and fits(p))
+    )
     if elsewhere:
         spots = " or ".join(f"`{p}`" for p in elsewhere[:3])
         where = "[" + parent + "]" if parent else "the top level"
@@ -166,7 +116,7 @@ def suggest(
         if fits(path):
             leaves.setdefault(path.rsplit(".", 1)[-1], []).append(path)
     # Only for names of five characters or more: `type` in [job] is no typo of training.dtype.
-    close = _close(name, list(leaves), cutoff=0.8) if len(name) >= 5 else []
+    close = closest(name, list(leaves), cutoff=0.8) if len(name) >= 5 else []
     if close:
         return Suggestion("unknown-key", _either(sorted(p for c in close for p in leaves[c])))
     # Nothing in torchtitan is close: most likely a fork's own setting, which the project can
@@ -198,6 +148,33 @@ def _fits(path: str, value: Any, schema: SectionSpec | None) -> bool:
     return isinstance(node, SectionSpec) or typecheck.matches(value, node)
 
 
+def _nearest(parent: tuple[str, ...], found: list[str]) -> list[str]:
+    """Of the homes of a misplaced key, the one inside the section it was written in, when one
+    is (``num_workers`` in [training] is ``training.dataloader.num_workers``, not validation's)."""
+
+    def shared(path: str) -> int:
+        count = 0
+        for mine, theirs in zip(parent, path.split("."), strict=False):
+            if mine != theirs:
+                break
+            count += 1
+        return count
+
+    best = max(map(shared, found), default=0)
+    inside = [p for p in found if shared(p) == best]
+    return inside if best > 0 and len(inside) == 1 else found
+
+
+def _written(document: dict | None, path: str) -> bool:
+    """Whether the parsed ``document`` sets the dotted ``path`` (a key or a section)."""
+    node: Any = document
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def _join(parent: str, name: str) -> str:
     return f"{parent}.{name}" if parent else name
 
@@ -208,7 +185,12 @@ def _moved(
     """The moved-key hint for a key or table of an older torchtitan, if ``parts`` is one."""
     from schemas import eras  # only files with unknown keys get here
 
-    if is_table and eras.is_old_table(parts):
+    def old(table: tuple[str, ...]) -> bool:
+        # A built-in extension's section (flux's [encoder]) is a table of today too, which a
+        # fork's extension may add keys to: only its old keys are the older era's.
+        return eras.is_old_table(table) and ".".join(table) not in _extension_index()
+
+    if is_table and old(parts):
         return Suggestion("moved-key", _old_table_hint(parts))
     if value is _NO_VALUE:
         found = _flag_hint(parts)
@@ -216,7 +198,7 @@ def _moved(
     step = eras.translate(parts, value, document)
     if step is not None:
         return Suggestion("moved-key", _step_hint(step))
-    if eras.is_old_table(parts[:-1]):
+    if old(parts[:-1]):
         return Suggestion("unknown-key", _stray_hint(parts))
     return None
 
@@ -293,7 +275,7 @@ def _stray_hint(parts: tuple[str, ...]) -> str:
 
     table = ".".join(parts[:-1])
     names = [rule.old.rsplit(".", 1)[-1] for rule in RULES if rule.old.startswith(table + ".")]
-    close = _close(parts[-1], names)
+    close = closest(parts[-1], names)
     if close:
         moved = eras.destination((*parts[:-1], close[0]))
         return f"did you mean `{table}.{close[0]}`? (now `{moved}`)"
@@ -380,16 +362,17 @@ def value_hint(
 
 
 def choice_hint(parts: tuple[str, ...], value: str, choices: tuple) -> str:
-    """For a string outside a setting's choices: the close choice, or every choice."""
-    import difflib
+    """For a string outside a setting's choices: the choice it misspells, or every choice
+    (``"bfloat16"`` is no misspelling of ``"float32"``: naming it would change the run)."""
+    from schemas.misspelling import closest_one
 
     strings = [c for c in choices if isinstance(c, str)]
-    lowered = {c.lower(): c for c in strings}
-    close = [lowered[value.lower()]] if value.lower() in lowered else []
-    close = close or difflib.get_close_matches(value, strings, n=1, cutoff=0.6)
-    if close:
-        return f'did you mean "{close[0]}"?'
+    meant = closest_one(value, strings)
+    if meant is not None:
+        return f'did you mean "{meant}"?'
     shown = ", ".join(f'"{c}"' for c in strings)
+    if len(strings) == 1:
+        return f"`{parts[-1]}` takes only {shown}"
     return f"`{parts[-1]}` is one of {shown}"
 
 

@@ -477,15 +477,12 @@ def _at_entry(
 
 
 def _extension_hint(name: str) -> str:
-    import difflib
-
     from schemas.builtin_extensions import KNOWN_EXTENSIONS
+    from schemas.misspelling import closest_one
 
-    close = difflib.get_close_matches(
-        name, [*KNOWN_EXTENSIONS, *KNOWN_EXTENSIONS.values()], n=1, cutoff=0.7
-    )
-    if close:
-        return f"did you mean `{close[0]}`?"
+    meant = closest_one(name, [*KNOWN_EXTENSIONS, *KNOWN_EXTENSIONS.values()])
+    if meant is not None:
+        return f"did you mean `{meant}`?"
     return "put the module next to the TOML or pass --module-path DIR"
 
 

@@ -1,0 +1,234 @@
+"""A did-you-mean names the setting the user misspelt or misplaced, and nothing else.
+
+tests/data/fork_keys.toml holds fork settings, values and sections read from public torchtitan
+forks' TOMLs and config classes (and a few written in their style), keys of older torchtitan
+eras, and typos, each with its verdict. Every case is checked as titan-validate checks a file
+(tests/fork_key_cases.py) and the hint at its key is read as a user reads it: a fork's own
+setting (``optimizer.muon_weight_decay``, ``checkpoint.save_folder``, ``[evaluation]`` beside
+``[validation]``, model ``llama3_qat``) gets no did-you-mean, only the route to declare it; an
+older era's key gets its era's hint; a typo gets the intended name. Recall is measured on the
+data file's typos and on a random slip of the hand in every v0.2.2 key and section (99.8% of
+441 over three seeds, 100% of the file's 75 typos when this was written; the thresholds below
+leave room for a few ambiguous names, none for a wrong one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from schemas.misspelling import is_misspelling
+from schemas.suggest import DECLARE_HINT
+from schemas.toml_check import check_text
+from tests import fork_key_cases as cases
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> list[cases.Outcome]:
+    return cases.run_all()
+
+
+def _shown(found: list[cases.Outcome]) -> list[str]:
+    return [f"{o.case.label} -> {o.code}: {o.hint} ({o.case.source})" for o in found[:20]]
+
+
+def test_the_data_set_is_large_enough_and_well_formed():
+    loaded = cases.load()
+    verdicts = [case.verdict for case in loaded]
+    assert verdicts.count("fork") >= 150 and verdicts.count("typo") >= 50
+    assert set(verdicts) <= set(cases.VERDICTS)
+    assert all(case.source for case in loaded)
+    assert all(case.intended for case in loaded if case.verdict == "typo")
+    read = [c for c in loaded if c.verdict == "fork" and not c.source.startswith("written")]
+    assert len(read) >= 150, "most fork cases come from real forks"
+
+
+def test_no_suggestion_misleads_on_the_fork_set(outcomes):
+    unreported = [o for o in outcomes if o.judged == "unreported"]
+    misleading = [o for o in outcomes if o.judged == "misleading"]
+    assert not unreported, _shown(unreported)
+    assert not misleading, _shown(misleading)
+    moved = [o for o in outcomes if o.case.verdict == "moved" and o.case.kind == "key"]
+    assert moved and [o for o in moved if o.code != "moved-key"] == []
+
+
+def test_a_forks_own_key_or_section_gets_the_route_to_declare_it(outcomes):
+    keys = [o for o in outcomes if o.case.verdict == "fork" and o.case.kind == "key"]
+    assert keys and all(o.code == "unknown-key" for o in keys), _shown(keys)
+    assert [o for o in keys if o.hint != DECLARE_HINT] == []
+
+
+def test_typos_still_get_the_intended_name(outcomes):
+    summary = cases.summarize(outcomes)
+    assert summary.recall >= 0.95, _shown([o for o in outcomes if o.judged != "right"])
+    slips = [o for seed in (0, 1, 2) for o in cases.run_all(cases.random_typos(seed))]
+    right = sum(o.judged == "right" for o in slips)
+    assert right >= 0.98 * len(slips)
+    assert [o for o in slips if o.judged == "misleading"] == []
+
+
+# --------------------------------------------------------------------------- the cases named
+
+
+def _hint(text: str, path: str) -> str | None:
+    checked = check_text(textwrap.dedent(text), file="job.toml", base_dir=REPO / "tests" / "data")
+    return next(d.hint for d in checked.diagnostics if d.path == path)
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("[optimizer]\nmuon_weight_decay = 0.02\n", "optimizer.muon_weight_decay"),
+        ("[checkpoint]\nsave_folder = 'c'\n", "checkpoint.save_folder"),
+        ("[training]\ndataset_split = 'train'\n", "training.dataset_split"),
+        ("[validation]\nfreq = 5\n[evaluation]\nfreq = 5\n", "evaluation"),
+        ("[model]\nname = 'llama3_qat'\nflavor = '8B'\n", "model.name"),
+        ("[model]\nname = 'llama3'\nflavor = '8B_qat'\n", "model.flavor"),
+        ("[model]\nconverters = ['quantize.linear.nvfp4']\n", "model.converters"),
+        ("[training]\ndtype = 'float16'\n", "training.dtype"),
+        ("[metrics]\nfolder = 'l'\n[checkpoint]\nfolder = 'c'\n", "metrics.folder"),
+        ("[encoder]\nwan_vae_path = 'vae.pth'\n", "encoder.wan_vae_path"),
+    ],
+)
+def test_a_known_name_plus_a_word_or_a_name_already_written_is_not_suggested(text, path):
+    hint = _hint(text, path)
+    assert hint and "did you mean" not in hint and "is close" not in hint, hint
+    assert "delete" not in hint, hint
+
+
+def test_a_choice_is_suggested_only_for_a_misspelling():
+    path = "lr_scheduler.decay_type"
+    hint = _hint("[lr_scheduler]\ndecay_type = 'wsd_sqrt'\n", path)
+    assert hint == '`decay_type` is one of "linear", "sqrt", "cosine"', hint
+    assert _hint("[lr_scheduler]\ndecay_type = 'cosin'\n", path) == 'did you mean "cosine"?'
+    only = _hint(
+        "[quantize.grouped_mm.mx]\nrecipe_name = 'nvfp4'\n", "quantize.grouped_mm.mx.recipe_name"
+    )
+    assert only == '`recipe_name` takes only "mxfp8"', only
+
+
+def test_a_renamed_experiment_says_its_new_name():
+    hint = _hint("[model]\nname = 'transformers_backend'\n", "model.name")
+    assert hint.startswith("now `transformers_modeling_backend`") and "ad9f188" in hint
+
+
+def test_a_misplaced_key_names_the_section_inside_its_own():
+    hint = _hint("[training]\nnum_workers = 2\n", "training.num_workers")
+    assert hint.endswith("did you mean `training.dataloader.num_workers`?"), hint
+
+
+@pytest.mark.parametrize(
+    ("written", "meant", "expected"),
+    [
+        ("stpes", "steps", True),
+        ("Full", "full", True),
+        ("data-parallel-shard-degree", "data_parallel_shard_degree", True),
+        ("warmupsteps", "warmup_steps", True),
+        ("warmup__steps", "warmup_steps", True),
+        ("checkpoints", "checkpoint", True),
+        ("activation_checkpointing", "activation_checkpoint", True),
+        ("quantize.linear.flaot8", "quantize.linear.float8", True),
+        ("enable_fsdp_float88_all_gather", "enable_fsdp_float8_all_gather", True),
+        ("beta", "beta1", True),
+        ("muon_weight_decay", "weight_decay", False),
+        ("save_folder", "save_tb_folder", False),
+        ("dataset_split", "dataset_path", False),
+        ("s3_checkpoint", "checkpoint", False),
+        ("x_steps", "steps", False),
+        ("evaluation", "validation", False),
+        ("llama3_qat", "llama3_ft", False),
+        ("bfloat16", "float32", False),
+        ("float16", "bfloat16", False),
+        ("llama2", "llama3", False),
+        ("lr2", "lr", False),
+        ("beta11", "beta1", False),
+    ],
+)
+def test_a_misspelling_changes_letters_not_words_or_numbers(written, meant, expected):
+    assert is_misspelling(written, meant) is expected
+
+
+# --------------------------------------------------------------------------- the fork route
+
+
+def _titan(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` in ``folder``, with this checkout on the path."""
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+
+
+def _fork(root: Path, text: str) -> None:
+    """A fork's repository with one TOML, configs/job.toml."""
+    (root / ".git").mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "fork"\n')
+    (root / "configs").mkdir()
+    (root / "configs" / "job.toml").write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def test_the_scaffold_declares_a_forks_muon_weight_decay_and_validate_then_passes(tmp_path):
+    """The keys validate calls a fork's own are the keys the scaffold declares, and once they
+    are declared the file validates; a real typo is still reported, not declared."""
+    _fork(
+        tmp_path,
+        """\
+        [optimizer]
+        name = "AdamW"
+        weight_decay = 0.1
+        muon_weight_decay = 0.02
+
+        [checkpoint]
+        save_folder = "ckpt"
+
+        [training]
+        steps = 10
+        stpes = 20
+        dataset_split = "train"
+
+        [validation]
+        freq = 5
+
+        [evaluation]
+        freq = 50
+        """,
+    )
+    done = _titan(tmp_path, "titan.cli.migrate", "--scaffold-extension", "configs")
+    assert done.returncode == 0, done.stderr
+    for declared in ("muon_weight_decay", "save_folder", "dataset_split", "class Evaluation"):
+        assert declared in done.stdout, done.stdout
+    assert "`training.stpes` looks like a typo of `training.steps`" in done.stderr
+    (tmp_path / "fork_ext.py").write_text(done.stdout, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "fork"\n\n[tool.titan]\nextensions = ["fork_ext.py"]\n'
+    )
+    checked = _titan(tmp_path, "titan.cli.validate", "--format", "json", "configs/job.toml")
+    found = [(d["code"], d["path"]) for d in json.loads(checked.stdout)["diagnostics"]]
+    assert found == [("unknown-key", "training.stpes")], checked.stdout
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the scaffold's _not_declared asks schemas.suggest.suggest without the file's "
+    "document, value and schema, so it still calls `metrics.folder` misplaced where "
+    "titan-validate, seeing checkpoint.folder written, calls it the fork's own",
+)
+def test_the_scaffold_declares_what_validate_calls_a_forks_own_key(tmp_path):
+    _fork(tmp_path, '[checkpoint]\nfolder = "ckpt"\n[metrics]\nfolder = "logs"\n')
+    checked = _titan(tmp_path, "titan.cli.validate", "--format", "json", "configs/job.toml")
+    [finding] = json.loads(checked.stdout)["diagnostics"]
+    assert (finding["path"], finding["hint"]) == ("metrics.folder", DECLARE_HINT)
+    done = _titan(tmp_path, "titan.cli.migrate", "--scaffold-extension", "configs")
+    assert done.returncode == 0 and "class Metrics" in done.stdout, done.stderr
