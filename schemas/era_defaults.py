@@ -20,7 +20,7 @@ from typing import Any
 
 from schemas._frozen import Frozen, _set
 from schemas.era_clues import ERA_START, NEW_KEYS, OLD_KEYS, V022, VALUES
-from schemas.era_flips import FLIPS, Flip
+from schemas.era_flips import ANSWERED_BY, FLIPS, Flip
 from schemas.eras import MISSING, destination, get, leaves, rule_for, translate
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.moved_keys import CONVERTERS
@@ -31,6 +31,10 @@ _UNSAID = object()
 
 _CARRIES_NO_VALUE = ("same", "ignored", "never")
 """Old rows that point at a v0.2.2 key without giving it the old key's value."""
+
+_ANSWERS = frozenset(ANSWERED_BY.values())
+"""v0.2.2 keys a file of an older era sets to answer an old default v0.2.2 cannot say: a choice
+made while migrating, not evidence of when the file was written."""
 
 _OLD_SPELLINGS = {"global.dump_folder": "job.dump_folder"}
 """Old keys the trainer read before the first config manager, so no moved-key row has them."""
@@ -223,7 +227,7 @@ def clues(document: dict) -> list[Clue]:
         if key in _OLD:
             since, until, commit = _OLD[key]
             found.append(Clue(key, f"an older key, gone on {until} ({commit})", since, until))
-        elif key in _NEW:
+        elif key in _NEW and key not in _ANSWERS:
             found.append(Clue(key, f"a key declared from {_NEW[key]} on", _NEW[key], None))
         elif value == {} and key in _OLD_TABLES:
             since, until = _OLD_TABLES[key]
@@ -307,6 +311,8 @@ def _holds(condition: tuple[str, str, Any], view: dict[str, Any], day: str) -> b
     key, op, wanted = condition
     if op == "set":
         return view.get(key) not in (None, _UNSAID, "", False, [])
+    if op == "unset":
+        return view.get(key) in (None, "")
     value = _effective(key, view, day)
     if op == "has":
         return isinstance(value, list) and any(name in value for name in wanted)

@@ -16,7 +16,7 @@ from typing import Any
 from schemas._frozen import Frozen, _set
 from schemas.era_clues import ERA_START
 
-OPS = ("==", "!=", ">", "has", "set")
+OPS = ("==", "!=", ">", "has", "set", "unset")
 """Condition operators of :attr:`Flip.only_if`: equal, not equal, greater than, a list that
 holds any of the given names, and ``set`` (the file itself spells the key with a value that is
 not empty or false)."""
@@ -101,6 +101,10 @@ _TOKENIZER = (
     "sentencepiece or tiktoken .model file"
 )
 
+ANSWERED_BY = {"model.tokenizer_path": "model.hf_assets_path"}
+"""Keys whose old default v0.2.2 cannot say, and the v0.2.2 key that answers for them: a file
+that sets it chose what the migrated run reads instead."""
+
 FLIPS: tuple[Flip, ...] = (
     # --- [job], [model], [training]: what every run used ---
     _F(
@@ -137,6 +141,7 @@ FLIPS: tuple[Flip, ...] = (
             None,
             change,
             f"the run tokenized with {path}; {_TOKENIZER}",
+            only_if=(("model.hf_assets_path", "unset", None),),
             portable=False,
         )
         for span, path, change in (

@@ -555,7 +555,7 @@ def _remove(document: dict, parts: tuple[str, ...]) -> None:
         del tables[depth - 1][parts[depth - 1]]
 
 
-def _put(document: dict, parts: tuple[str, ...], value: Any) -> bool:
+def put(document: dict, parts: tuple[str, ...], value: Any) -> bool:
     """Write a key (appending to ``model.converters``); False where a value is in the way."""
     table = document
     for part in parts[:-1]:
@@ -600,7 +600,7 @@ def upgrade(document: dict, *, is_current=None) -> tuple[dict, list[Step]]:
             step = _settle(step, document, written)
         if step.kind == "upgraded":
             for new, new_value in step.writes:
-                if not _put(result, new, new_value):
+                if not put(result, new, new_value):
                     step = Step(step.old, step.era, (), "unportable", _in_the_way(new))
                     break
                 written[new] = (new_value, step.dotted)

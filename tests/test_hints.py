@@ -401,6 +401,22 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ("stray", lambda t: titan_migrate(DEBUG, "--", "stray")),
         ("switch", lambda t: titan_migrate(DEBUG, "--", "--checkpoint.enable", "false")),
     ],
+    "era-default": [
+        (
+            "full last save",
+            _m("[training]\nbatch_size = 4\n[checkpoint]\nenable_checkpoint = true\n"),
+        ),
+    ],
+    "era-default-lost": [("tokenizer file", _m("[training]\nbatch_size = 4\n"))],
+    "value-changed": [
+        (
+            "flux defaults",
+            _m(
+                '[job]\ncustom_config_module = "torchtitan.models.flux.job_config"\n'
+                '[model]\nname = "flux"\nflavor = "flux-debug"\n[validation]\nenable = true\n'
+            ),
+        )
+    ],
     "dropped-key": [
         ("no home", _m("[memory_estimation]\nenable = true\n")),
         ("default", _m("[memory_estimation]\nenable = false\n")),

@@ -27,6 +27,7 @@ from typing import Any
 
 from migrate.codegen import names
 from migrate.plan import homes as homes_table
+from migrate.plan import measured
 from migrate.plan.carry import carry, optimizer, unaccounted, validation_shape
 from migrate.plan.comments import carry_comments
 from migrate.plan.converters import converters
@@ -76,14 +77,18 @@ def build_plan(
     shown: str | None = None,
     function: str | None = None,
     model_registries: Mapping[str, str] | None = None,
+    era: str | None = None,
 ) -> Plan:
     """Check ``path`` (with legacy flags ``overrides`` applied) and plan its migration.
 
     ``model_registries`` (``--model-registry NAME=package.module``) and the project's declared
     ``[tool.titan] model-registries`` name the packages of model families titan does not ship;
-    the command line wins."""
+    the command line wins. ``era`` (``--era YYYY-MM[-DD]``) dates the file for its era's defaults
+    instead of the evidence it holds (:mod:`schemas.era_defaults`)."""
     shown = shown or str(path)
-    check, override_values, upgrade = _check(path, overrides, options or CheckOptions(), shown)
+    check, override_values, upgrade = _check(
+        path, overrides, options or CheckOptions(), shown, era=era
+    )
     document = check.document
     model_name = (document or {}).get("model", {}).get("name", "llama3")
     plan = Plan(shown, function or function_name(path, model_name))
@@ -105,9 +110,13 @@ def build_plan(
             fix_stale_names,
             model_registries=registries,
             user_extension=user_extension,
+            fork=_fork(path),
         )
     )
+    upgrade.record_era(plan, outcome=KeyOutcome)
+    measured.settle(plan, outcome=KeyOutcome)
     upgrade.record(plan, check, outcome=KeyOutcome)
+    plan.behaviour_changes = measured.behaviour_changes(plan)
     return plan
 
 
@@ -124,6 +133,13 @@ def _model_registries(path: str | Path, given: Mapping[str, str]) -> dict[str, t
     return found
 
 
+def _fork(path: str | Path) -> Any:
+    """The flavors, converters and model registries the project of ``path`` declares."""
+    from schemas import fork_names, project
+
+    return fork_names.for_declaration(project.for_file(path))
+
+
 def _renamed_function(wanted: str, name: str, shown: str) -> Diagnostic:
     """The finding that the registry function is not named as the file asks (a reserved name)."""
     return Diagnostic(
@@ -138,7 +154,12 @@ def _renamed_function(wanted: str, name: str, shown: str) -> Diagnostic:
 
 
 def _check(
-    path: str | Path, overrides: Sequence[str], options: CheckOptions, shown: str
+    path: str | Path,
+    overrides: Sequence[str],
+    options: CheckOptions,
+    shown: str,
+    *,
+    era: str | None = None,
 ) -> tuple[FileCheck, dict[str, Any], Upgrade]:
     """The validator's check of the file, upgraded from older torchtitan eras (``schemas.eras``)
     and with the override flags applied on top, before the rules: the plan is built from the
@@ -160,14 +181,14 @@ def _check(
         upgrade.overridden = frozenset(result.values)
         return apply_overrides(document, result.values), list(result.diagnostics)
 
-    upgrade = Upgrade()
+    upgrade = Upgrade(era=era)
     check = check_file(path, options, shown=shown, adjust=adjust)
     written = upgrade.module()
     if written is not None and written not in {e.module for e in check.extensions}:
         # v0.1.0's fault-tolerance keys now need their module, which the file did not name:
         # check again with it merged, as v0.2.2 would read the upgraded file.
         parsed.clear()
-        upgrade = Upgrade(old=frozenset(step.old for step in upgrade.steps))
+        upgrade = Upgrade(old=frozenset(step.old for step in upgrade.steps), era=era)
         check = check_file(path, _with_extension(options, written), shown=shown, adjust=adjust)
     upgrade.respan(check)
     return check, parsed, upgrade
@@ -206,9 +227,10 @@ def fill(draft: PlanDraft) -> None:
         for parts, found in draft.check.spans.items()
         if all(isinstance(p, str) for p in parts)
     }
+    plan.defaults = _base_defaults(draft.schema)
     plan.effective = {
         key: copy_value(default if draft.is_blocked(key) else draft.leaves.get(key, default))
-        for key, default in _base_defaults(draft.schema).items()
+        for key, default in plan.defaults.items()
     }
     carry_comments(draft)
 

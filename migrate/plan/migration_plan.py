@@ -26,10 +26,12 @@ class KeyOutcome:
         "default",
         "structural",
         "upgraded",
+        "era-default",
         "renamed",
         "dropped",
         "inert",
         "rejected",
+        "changed",
     )
     """``carried``: written at ``paths``; ``default``: the value equals the target default, so
     nothing needs writing; ``structural``: it chose a class or object; ``upgraded``: a key of an
@@ -37,7 +39,12 @@ class KeyOutcome:
     the v0.2.2 keys); ``renamed``: carried under a new name (stale converter names with
     ``--fix-stale-names``); ``dropped``: titan has no place for it (or, from an older torchtitan,
     v0.2.2 had none); ``inert``: it had no effect in v0.2.2 either; ``rejected``: invalid, not
-    carried."""
+    carried; ``era-default``: a key the file omits, written with the default of the file's era
+    (``schemas.era_defaults``) where that differs from v0.2.2's; ``changed``: the built config
+    holds another value than the legacy run used (``migrate.plan.measured``)."""
+
+    KEPT = ("carried", "default", "structural", "upgraded", "era-default")
+    """The statuses of a key whose legacy value the built config holds."""
 
     def __init__(
         self, key: str, status: str, paths: tuple[str, ...] = (), note: str = "", era: str = ""
@@ -91,6 +98,9 @@ class Plan:
         "locals",
         "user_extension",
         "spans",
+        "defaults",
+        "era",
+        "behaviour_changes",
     )
 
     def __init__(self, source: str, function: str) -> None:
@@ -136,6 +146,14 @@ class Plan:
         self.locals: dict[str, Any] = {}
         """Names the function assigns before building the config (``model_spec``), referred to
         by :class:`~migrate.targets.config_objects.Local` values in the tree."""
+        self.defaults: dict[str, Any] = {}
+        """Every v0.2.2 base-schema key -> its v0.2.2 default (a custom module may change one)."""
+        self.era: dict[str, Any] = {"assumed": None, "source": "evidence", "evidence": []}
+        """When the file was written: ``assumed`` (the day whose defaults were applied, ``None``
+        for v0.2.2), ``source`` (``evidence`` or ``--era``), the ``evidence`` and ``stale`` keys."""
+        self.behaviour_changes: list[tuple[str, str]] = []
+        """``(titan setting, what differs)``: titan settings with no legacy key whose value
+        behaves differently from the legacy run (``migrate.plan.measured``)."""
 
     @property
     def ok(self) -> bool:
@@ -147,11 +165,14 @@ class Plan:
         return [d for d in self.diagnostics if d.severity is Severity.ERROR]
 
     def lossless(self) -> bool:
-        """Every key carried (or already the default, or upgraded from an older torchtitan),
-        nothing dropped, inert or rejected."""
-        return self.ok and all(
-            o.status in ("carried", "default", "structural", "upgraded")
-            for o in self.outcomes.values()
+        """Every key carried (or already the default, upgraded from an older torchtitan, or its
+        era's default written out), nothing dropped, inert, rejected or changed, no error and
+        nothing left for a human to decide."""
+        return (
+            self.ok
+            and not self.errors()
+            and not self.todos
+            and all(o.status in KeyOutcome.KEPT for o in self.outcomes.values())
         )
 
     def todo(self, path: str, text: str) -> None:

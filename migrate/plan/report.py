@@ -8,18 +8,21 @@ from typing import Any, TextIO
 from migrate.plan.migration_plan import Plan
 from schemas.diagnostics import Diagnostic, Severity, Span
 
-NOT_CARRIED = ("renamed", "dropped", "inert", "rejected")
+NOT_CARRIED = ("renamed", "dropped", "inert", "rejected", "changed")
 """Outcomes a reader must see one by one (the others are counted)."""
 
 
-LISTED = ("upgraded", *NOT_CARRIED)
-"""Outcomes the text report lists key by key: the not-carried ones, and the keys of an older
-torchtitan carried through their v0.2.2 form (each with its era)."""
+LISTED = ("upgraded", "era-default", *NOT_CARRIED)
+"""Outcomes the text report lists key by key: the not-carried ones, the keys of an older
+torchtitan carried through their v0.2.2 form (each with its era), and the defaults of the file's
+era written for keys it omits."""
 
 
 def summary(plan: Plan) -> dict[str, int]:
     """How many keys had each outcome."""
-    counts = dict.fromkeys(("carried", "default", "structural", "upgraded", *NOT_CARRIED), 0)
+    counts = dict.fromkeys(
+        ("carried", "default", "structural", "upgraded", "era-default", *NOT_CARRIED), 0
+    )
     for outcome in plan.outcomes.values():
         counts[outcome.status] += 1
     return counts
@@ -93,13 +96,30 @@ def _plan_text(plan: Plan) -> str:
         f"{plan.source} -> {plan.function}() returns {_returns(plan)}: {verdict}",
         "  " + ", ".join(f"{n} {status}" for status, n in counts.items() if n),
     ]
+    if plan.era.get("assumed"):
+        lines.append(f"  era: {_era_line(plan.era)}")
     rows = [o for o in plan.outcomes.values() if o.status in LISTED]
     width = max((len(o.key) for o in rows), default=0)
+    status_width = max([8, *(len(o.status) for o in rows)])
     for outcome in rows:
         target = f" -> {outcome.paths[0]}" if outcome.paths else ""
         era = f" [{outcome.era}]" if outcome.era else ""
-        lines.append(f"  {outcome.status:<8} {outcome.key:<{width}}{target}  {outcome.note}{era}")
+        lines.append(
+            f"  {outcome.status:<{status_width}} {outcome.key:<{width}}{target}  "
+            f"{outcome.note}{era}"
+        )
+    for setting, why in plan.behaviour_changes:
+        lines.append(f"  behaviour change {setting}: {why}")
     return "\n".join(lines) + "\n"
+
+
+def _era_line(era: dict[str, Any]) -> str:
+    """When the file was dated, and from what: the day its era's defaults were taken from."""
+    if era["source"] == "--era":
+        return f"{era['assumed']} (--era)"
+    keys = ", ".join(f"`{clue['key']}`" for clue in era["evidence"][:4])
+    more = f" and {len(era['evidence']) - 4} more" if len(era["evidence"]) > 4 else ""
+    return f"{era['assumed']}, the latest day its {keys}{more} allow (--era to say otherwise)"
 
 
 def as_dict(plan: Plan) -> dict[str, Any]:
@@ -121,6 +141,10 @@ def as_dict(plan: Plan) -> dict[str, Any]:
             {"key": key, "era": o.era, "paths": list(o.paths), "now": o.note}
             for key, o in plan.outcomes.items()
             if o.status == "upgraded"
+        ],
+        "era": plan.era,
+        "behaviour_changes": [
+            {"setting": setting, "why": why} for setting, why in plan.behaviour_changes
         ],
         "todos": {path: list(texts) for path, texts in plan.todos.items()},
         "diagnostics": [finding_dict(d) for d in plan.diagnostics],
@@ -157,7 +181,7 @@ def tree_summary(plans: Sequence[Plan], *, modules: Sequence[str | None]) -> lis
     for plan, module in zip(plans, modules, strict=True):
         statuses = [o.status for o in plan.outcomes.values()]
         counts = {status: statuses.count(status) for status in NOT_CARRIED}
-        lifted = statuses.count("upgraded")
+        lifted = statuses.count("upgraded") + statuses.count("era-default")
         errors = len(plan.errors())
         if not plan.ok:
             outcome = "failed"

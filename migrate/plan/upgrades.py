@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import eras
+from schemas import era_defaults, era_flips, eras
 from schemas.diagnostics import Diagnostic, Severity, Span
 from schemas.spec import SectionSpec
 from schemas.toml_check import FileCheck
@@ -32,7 +32,9 @@ CARRIED = ("carried", "default", "structural", "renamed")
 class Upgrade:
     """The chain's steps on one file, and the bookkeeping that follows them into the plan."""
 
-    def __init__(self, *, old: frozenset[tuple[str, ...]] = frozenset()) -> None:
+    def __init__(
+        self, *, old: frozenset[tuple[str, ...]] = frozenset(), era: str | None = None
+    ) -> None:
         self.old = old
         """Keys to upgrade even where the merged schema has them: those an earlier pass
         upgraded to a custom config module, now merged for the check."""
@@ -44,6 +46,14 @@ class Upgrade:
         """v0.2.2 keys a legacy command-line flag set over the file (the flag wins)."""
         self.aliases: dict[str, str] = {}
         """v0.2.2 key the chain wrote (and the file did not) -> the old key that wrote it."""
+        self.era = era
+        """The era the user named (``--era YYYY-MM[-DD]``), over the one the file's evidence gives."""
+        self.guess: era_defaults.EraGuess | None = None
+        """When the file was written, as its keys and values tell."""
+        self.defaults: list[era_defaults.EraDefault] = []
+        """The defaults of the file's era that differ from v0.2.2's, for keys it omits."""
+        self.written_defaults: dict[str, era_defaults.EraDefault] = {}
+        """Those of them written into the document (v0.2.2 can say them), by dotted key."""
 
     # ----------------------------------------------------------------- before the check
 
@@ -56,7 +66,33 @@ class Upgrade:
         if self.steps:
             old = {step.old for step in self.steps}
             self.values = {".".join(p): v for p, v in eras.leaves(document) if p in old}
+        self._era_defaults(document, upgraded)
         return upgraded
+
+    def _era_defaults(self, document: dict, upgraded: dict) -> None:
+        """Write the defaults of the file's era for the keys it omits, where they differ from
+        v0.2.2's: the legacy run had them, so the migrated one must too."""
+        self.guess = era_defaults.date_file(document)
+        self.defaults, self.written_defaults = [], {}
+        if self.era is None and self.guess.current:
+            return
+        day = era_defaults.parse_era(self.era) if self.era is not None else self.guess.date
+        self.defaults = era_defaults.era_defaults(document, day)
+        for found in self.defaults:
+            parts = tuple(found.key.split("."))
+            if not found.portable or eras.get(upgraded, parts) is not eras.MISSING:
+                continue
+            if eras.put(upgraded, parts, found.value):
+                self.written_defaults[found.key] = found
+
+    @property
+    def assumed(self) -> str | None:
+        """The day the era defaults were taken from (``None``: v0.2.2, none applied)."""
+        if self.era is not None:
+            return era_defaults.parse_era(self.era)
+        if self.guess is None or self.guess.current:
+            return None
+        return self.guess.date
 
     def module(self) -> str | None:
         """A custom config module the chain wrote (fault-tolerance keys of v0.1.0)."""
@@ -103,12 +139,20 @@ class Upgrade:
 
     def record(self, plan: Any, check: FileCheck, *, outcome: type) -> None:
         """Outcomes (``outcome`` is ``migrate.plan.migration_plan.KeyOutcome``, passed in by
-        ``build_plan``), findings, TODOs and comments of the old keys in ``plan``."""
+        ``build_plan``), findings, TODOs and comments of the old keys in ``plan``; an old key
+        fares as the v0.2.2 keys it wrote did, so this runs after :meth:`record_era` and the
+        measurement (``migrate.plan.measured``)."""
         if not self.steps:
             return
         for step in self.steps:
             key, value = step.dotted, self.values.get(step.dotted)
             span = _span(check, step.old, plan.source)
+            if step.kind == "unportable" and step.severity == "error":
+                # the run computed with it: the validator's error from the file as written
+                # (``eras.refusals``) says what to do; the key is refused, not dropped
+                plan.outcomes[key] = outcome(key, "rejected", (), step.why, step.era)
+                plan.todo("", f"`{key} = {eras.toml_value(value)}` is not carried: {step.why}")
+                continue
             if step.kind == "unportable":
                 plan.outcomes[key] = outcome(key, "dropped", (), step.why, step.era)
                 plan.diagnostics.append(
@@ -140,6 +184,66 @@ class Upgrade:
         plan.outcomes = dict(sorted(plan.outcomes.items(), key=lambda kv: _line(check, kv[0])))
         plan.diagnostics.sort(key=Diagnostic.sort_key)
         self._comments(plan, check)
+
+    def record_era(self, plan: Any, *, outcome: type) -> None:
+        """The file's assumed era on the plan; an outcome and a finding per era default (written,
+        or one v0.2.2 cannot say, which is an error: the legacy run had it)."""
+        day = self.assumed
+        plan.era = {
+            "assumed": day,
+            "source": "--era" if self.era is not None else "evidence",
+            "evidence": [
+                {"key": c.key, "says": c.says, "since": c.since, "until": c.until}
+                for c in (self.guess.evidence if self.guess is not None else ())
+            ],
+            "stale": [c.key for c in (self.guess.stale if self.guess is not None else ())],
+        }
+        if day is None:
+            return
+        dated = (
+            "the --era given"
+            if self.era is not None
+            else "its " + ", ".join(f"`{c.key}`" for c in self.guess.evidence[:3])
+        )
+        again = f"pass --era YYYY-MM to date the file otherwise (dated {day} by {dated})"
+        first = Span(file=plan.source, line=1, col=1)
+        for found in self.defaults:
+            if found.key in self.overridden:
+                continue  # a command-line flag set it: the legacy run had the flag's value
+            value = eras.toml_value(found.value)
+            if found.key in self.written_defaults:
+                booked = plan.outcomes.get(found.key)
+                paths = booked.paths if booked is not None else ()
+                if booked is None or booked.status in CARRIED:
+                    plan.outcomes[found.key] = outcome(
+                        found.key, "era-default", paths, f"`{found.key} = {value}`: {found.why}"
+                    )
+                plan.diagnostics.append(
+                    Diagnostic(
+                        code="era-default",
+                        severity=Severity.INFO,
+                        path=found.key,
+                        message=f"`{found.key}` is not in the file; its era's default "
+                        f"`{value}` is written: {found.why}",
+                        hint=f"write `{found.key}` in the TOML to choose another value; {again}",
+                        span=plan.spans.get(found.key, first),
+                    )
+                )
+                continue
+            plan.outcomes[found.key] = outcome(found.key, "rejected", (), found.why)
+            plan.todo("", f"`{found.key}` ran with its era's default {value}: {found.why}")
+            plan.diagnostics.append(
+                Diagnostic(
+                    code="era-default-lost",
+                    severity=Severity.ERROR,
+                    path=found.key,
+                    message=f"`{found.key}` is not in the file, and its era's default {value} "
+                    f"cannot be said in v0.2.2: {found.why}",
+                    hint=f"write the value the migrated run should use in the TOML "
+                    f"(`{era_flips.ANSWERED_BY.get(found.key, found.key)}`); {again}",
+                    span=first,
+                )
+            )
 
     def _outcome(self, plan: Any, step: eras.Step, outcome: type) -> Any:
         """``upgraded`` at the paths its v0.2.2 keys went to, unless one of them was not

@@ -86,6 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
         help='map stale converter names (v0.1 "float8") to their v0.2.2 names',
     )
     parser.add_argument(
+        "--era",
+        type=_era,
+        metavar="YYYY-MM",
+        help="the torchtitan era the TOMLs were written for (YYYY-MM or YYYY-MM-DD): the "
+        "defaults of that era are written for keys a file omits; by default each file is dated "
+        "from its own old keys and values, and a file with none is taken as v0.2.2",
+    )
+    parser.add_argument(
         "--format",
         choices=report.FORMATS,
         default="text",
@@ -223,6 +231,7 @@ def _scaffold(args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO) -> in
             ("--strict", args.strict),
             ("--fix-stale-names", args.fix_stale_names),
             ("--model-registry", args.model_registry),
+            ("--era", args.era),
             ("--", args.overrides),
         )
         if given
@@ -246,6 +255,18 @@ def _scaffold(args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO) -> in
     if buffer.getvalue():
         write_text(args.output, text=buffer.getvalue())
     return code
+
+
+def _era(text: str) -> str:
+    """``--era YYYY-MM[-DD]``: a day within the legacy eras."""
+    import argparse
+
+    from schemas.era_defaults import era_error
+
+    problem = era_error(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem.removeprefix(f"--era {text!r} "))
+    return text.strip()
 
 
 def _model_registry(text: str) -> tuple[str, str]:
@@ -294,6 +315,7 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
                     fix_stale_names=args.fix_stale_names,
                     options=options,
                     model_registries=dict(args.model_registry),
+                    era=args.era,
                 )
             )
             advance(shown)
