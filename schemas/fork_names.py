@@ -126,6 +126,10 @@ class ForkNames(Frozen):
             table[family].append(flavor)
         return _toml_line("flavors", table)
 
+    def registries_line(self, family: str, module: str) -> str:
+        """The whole ``model-registries = {...}`` line with ``family`` built by ``module``."""
+        return _toml_line("model-registries", {**dict(self.registries), family: module})
+
     # ----------------------------------------------------------------- converters
 
     def converter_names(self) -> tuple[str, ...]:

@@ -711,11 +711,6 @@ def test_a_base_in_another_fork_module_through_an_attribute(tmp_path):
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="migrate.render_code writes the `...` of tuple[str, ...] as Any, and a TOML array "
-    "for a tuple field as a list; the reader keeps both types as written",
-)
 def test_a_fork_tuple_field_migrates_as_written(tmp_path):
     import io
 

@@ -23,6 +23,18 @@ FAMILIES = ("deepseek_v3", "flux", "gpt_oss", "llama3", "llama4", "qwen3")
 """Model family packages a module may import from ``titan.models`` (``migrate.plan.build`` checks
 this against titan's list through its test)."""
 
+MODEL_CONFIGS = {
+    "deepseek_v3": "titan.models.deepseek_v3:DeepSeekV3Model.Config",
+    "flux": "titan.models.flux:FluxModel.Config",
+    "gpt_oss": "titan.models.gpt_oss:GptOssModel.Config",
+    "llama3": "titan.models.llama3:Llama3Model.Config",
+    "llama4": "titan.models.llama4:Llama4Model.Config",
+    "qwen3": "titan.models.qwen3:Qwen3Model.Config",
+}
+"""Each family's model config class (what its ``model_registry(flavor).model`` is): a custom
+module's new ``[model]`` fields extend it (``migrate.plan.model_keys``; a test keeps it equal to
+titan's registries)."""
+
 FIXED_IMPORTS = (
     "annotations",  # from __future__ import annotations binds the name
     "dataclass",
@@ -31,6 +43,7 @@ FIXED_IMPORTS = (
     "Literal",
     "model_registry",
     "unsupported_model",
+    "extend_model",
 )
 """Names the code renderer imports besides titan's config classes and the family packages."""
 
@@ -46,7 +59,8 @@ LOCALS = ("config",)
 def imported_names() -> frozenset[str]:
     """Every name the generated module can bind by an import."""
     owners = {info.owner for info in CLASSES.values()}
-    return frozenset({*FIXED_IMPORTS, *FAMILIES, *owners})
+    models = {path.partition(":")[2].partition(".")[0] for path in MODEL_CONFIGS.values()}
+    return frozenset({*FIXED_IMPORTS, *FAMILIES, *owners, *models})
 
 
 def reserved_reason(name: str) -> str | None:

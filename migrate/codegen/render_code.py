@@ -70,8 +70,9 @@ class _Renderer:
         )
         """What the module calls ``dataclasses.field``: a class body with a field named
         ``field`` would otherwise call that field's default for the fields after it."""
-        packages = {call.package for p in self.plans if (call := model_call(p)) is not None}
-        self.one_family = len(packages) <= 1
+        self.registries = registry_names(self.plans)
+        """Package -> the name it is imported as, when the module calls several families'
+        ``model_registry`` (empty for one family: ``model_registry`` is imported itself)."""
 
     # ----------------------------------------------------------------- expressions
 
@@ -86,20 +87,7 @@ class _Renderer:
         if isinstance(value, Obj):
             return self.call(value, path, plan)
         if isinstance(value, RegistryCall):
-            if self.one_family:
-                func = self.imports.add(value.package, "model_registry")
-            else:  # several families: each through its package (``llama3.model_registry``)
-                parent, dot, name = value.package.rpartition(".")
-                if not dot:
-                    raise ValueError(
-                        f"the model registry module {value.package!r} of `{value.family}` is a "
-                        "top-level module; name it by a dotted path, or migrate its files into "
-                        "a module of their own"
-                    )
-                func = self.imports.add(parent, name) + ".model_registry"
-            args = [py.Arg(py.Lit(value.flavor))]
-            args += [py.Arg(self.value(v, path, plan), name=k) for k, v in value.kwargs.items()]
-            return py.Call(py.Ref(func), args)
+            return self.registry_call(value, path, plan)
         if isinstance(value, Call):
             func = self.imports.add(value.module, value.name)
             args = [py.Arg(self.value(v, path, plan)) for v in value.args]
@@ -113,6 +101,32 @@ class _Renderer:
         if isinstance(value, list) and any(isinstance(v, Obj) for v in value):
             return py.ListExpr([py.Arg(self.value(v, path, plan)) for v in value])
         return py.Lit(value)
+
+    def registry_call(self, value: RegistryCall, path: str, plan: Plan) -> Any:
+        """``model_registry(flavor, ...)``, inside ``extend_model(...)`` when a custom module
+        adds fields to the model config (``RegistryCall.model``)."""
+        if not self.registries:
+            func = self.imports.add(value.package, "model_registry")
+        else:  # several families: each through its package (``llama3.model_registry``)
+            parent, dot, name = value.package.rpartition(".")
+            if not dot:
+                raise ValueError(
+                    f"the model registry module {value.package!r} of `{value.family}` is a "
+                    "top-level module; name it by a dotted path, or migrate its files into "
+                    "a module of their own"
+                )
+            alias = self.registries[value.package]
+            self.imports.add(parent, name if alias == name else f"{name} as {alias}")
+            func = f"{alias}.model_registry"
+        args = [py.Arg(py.Lit(value.flavor))]
+        args += [py.Arg(self.value(v, path, plan), name=k) for k, v in value.kwargs.items()]
+        call = py.Call(py.Ref(func), args)
+        if value.model is None:
+            return call
+        extend = self.imports.add("titan.models", "extend_model")
+        fields = self.call(value.model, f"{path}.model", plan).args
+        model_class = py.Ref(self.class_name(value.model.cls))
+        return py.Call(py.Ref(extend), [py.Arg(call), py.Arg(model_class), *fields])
 
     def call(self, obj: Obj, path: str, plan: Plan) -> Any:
         args = []
@@ -236,6 +250,8 @@ class _Renderer:
             return self.imports.add("typing", "Any")
         if annotation is type(None):
             return "None"
+        if annotation is Ellipsis:  # tuple[str, ...]
+            return "..."
         origin, args = typing.get_origin(annotation), typing.get_args(annotation)
         if origin is typing.Literal:
             self.imports.add("typing", "Literal")
@@ -353,15 +369,30 @@ def model_call(plan: Plan) -> RegistryCall | None:
     return None
 
 
+def registry_names(plans: Sequence[Plan]) -> dict[str, str]:
+    """Each ``model_registry`` package -> the name the module imports it as, when there are
+    several (none for one): its last name (``llama3``), or where two share it (the fork's
+    ``forkpkg.models.llama3`` beside titan's), the whole dotted path of the ones outside titan
+    (``forkpkg_models_llama3``)."""
+    packages = sorted({call.package for p in plans if (call := model_call(p)) is not None})
+    if len(packages) <= 1:
+        return {}
+    last = [package.rpartition(".")[2] for package in packages]
+    return {
+        package: name
+        if last.count(name) == 1 or package.startswith("titan.")
+        else package.replace(".", "_")
+        for package, name in zip(packages, last, strict=True)
+    }
+
+
 def function_names(plans: Sequence[Plan]) -> list[str]:
     """The plans' function names, made unique in file order (``_2``, ``_3`` ...) and distinct
     from the names the module imports and the classes it defines."""
     usable = [p for p in plans if p.root is not None]
     taken = {spec.name for plan in usable for spec in plan.classes}
-    specs = [model_call(p) for p in usable]
-    custom = {s.package for s in specs if s is not None and s.module is not None}
-    # a user's model package is imported by its last name when the module has several families
-    taken |= {package.rpartition(".")[2] for package in custom}
+    # the model packages are imported by name when the module has several families
+    taken |= set(registry_names(usable).values())
     names: list[str] = []
     for plan in usable:
         name = free_name(plan.function, taken=taken)

@@ -123,6 +123,8 @@ def drop(draft: PlanDraft, *, key: str, value: Any, why: str) -> None:
 
 def carry_custom(draft: PlanDraft, *, key: str, value: Any) -> None:
     """A key of a custom module: a field of a generated class, or of a dropped experiment."""
+    if key in draft.plan.outcomes:
+        return  # placed by its own step (a new [model] field: migrate.plan.model_keys)
     path = _custom_path(key)
     try:
         current = draft.root.get(path)

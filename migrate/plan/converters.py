@@ -1,17 +1,26 @@
 """``model.converters`` and the ``[quantize.*]`` tables: each enabled converter as a config object
 carrying its table, stale names (``"float8"``) by the file's era, inert tables reported, and the
 float8 tensor-parallel change of behaviour.
+
+A fork's own converter is the one its project declares with its class
+(``[tool.titan] converters = { npu_rms_norm = "forkpkg.converters.NPURMSNorm" }``): it becomes
+``NPURMSNorm.Config()``, imported from ``forkpkg.converters``. titan-migrate names the class and
+never imports it; titan-train imports it when it builds the config. A name declared without its
+class cannot be built, and is an error whose hint is the declaration to write.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import os
 
 from migrate.plan import homes as homes_table
 from migrate.plan.draft import PlanDraft
 from migrate.plan.legacy_values import copy_value, show
-from migrate.targets.config_objects import Obj, default_object
+from migrate.targets.config_objects import Obj, default_object, outside_class
 from schemas import rules
+from schemas.diagnostics import Severity
 
 
 def converters(draft: PlanDraft) -> None:
@@ -86,6 +95,12 @@ def converters(draft: PlanDraft) -> None:
             continue
         if name != target:
             stale.add(target)
+        if target not in converter_classes() and name in draft.fork.converter_names():
+            declared = fork_converter(draft, name)
+            if declared is not None:
+                built.append(declared)
+                enabled.append(name)
+            continue
         if target not in converter_classes():
             draft.plan.todo("model_converters", f"unknown converter {show(name)} not carried")
             continue
@@ -101,7 +116,8 @@ def converters(draft: PlanDraft) -> None:
         converter.fields.update({k: copy_value(v) for k, v in options.items()})
         built.append(converter)
         enabled.append(target)
-    if "model.converters" in draft.leaves:
+    if "model.converters" in draft.leaves and not draft.is_blocked("model.converters"):
+        # a blocked value keeps the outcome ``carry`` gave it: rejected, with its finding
         if len(enabled) + twice == len(names):
             status = "renamed" if renamed else ("carried" if names else "default")
             draft.outcome("model.converters", status, ("model_converters.converters",))
@@ -115,6 +131,104 @@ def converters(draft: PlanDraft) -> None:
     converter_tables(draft, enabled=enabled)
     if "quantize.linear.float8" in enabled:
         float8_tensor_parallel(draft)
+
+
+def fork_converter(draft: PlanDraft, name: str) -> Obj | None:
+    """The config of the fork's converter ``name``, from the class its project declares; an
+    error finding (and ``None``) when the declaration names no class or one that cannot be
+    found."""
+    target = dict(draft.fork.converters).get(name)
+    if target is None:
+        draft.report(
+            "undeclared-converter-class",
+            "model.converters",
+            f'converter "{name}" is declared without its class in {draft.fork.project}, so '
+            "the migrated config cannot build it",
+            f"name the ModelConverter subclass that implements it {draft.fork.where()}: "
+            f"[tool.titan] {class_line(draft, name)} (titan-train imports it; titan-migrate "
+            "writes its Config())",
+            severity=Severity.ERROR,
+        )
+        draft.plan.todo("model_converters", f'converter "{name}" not carried: its class is unknown')
+        return None
+    project = draft.fork.project
+    found = converter_class(target, root=os.path.dirname(os.path.abspath(project or ".")))
+    if found is None:
+        draft.report(
+            "undeclared-converter-class",
+            "model.converters",
+            f'converter "{name}" is declared as `{target}` in {draft.fork.project}, but no '
+            f"module of `{target}` can be found, so the migrated config cannot build it",
+            "write the class path of the ModelConverter subclass (package.module.Class) of a "
+            f"module in the project or an installed package: [tool.titan] "
+            f"{class_line(draft, name)}",
+            severity=Severity.ERROR,
+        )
+        draft.plan.todo(
+            "model_converters", f'converter "{name}" not carried: `{target}` is not found'
+        )
+        return None
+    _FORK_NAMES[found] = name
+    return default_object(outside_class(found))
+
+
+def class_line(draft: PlanDraft, name: str) -> str:
+    """The whole ``converters = {...}`` line with ``name`` given a class, every declared name
+    with the class it has (a placeholder where it has none)."""
+    table = {n: target or "package.module.Class" for n, target in draft.fork.converters}
+    table[name] = "package.module.Class"
+    items = ", ".join(f"{n} = {json.dumps(t)}" for n, t in table.items())
+    return f"converters = {{ {items} }}"
+
+
+def converter_class(target: str, *, root: str | None) -> str | None:
+    """The config class path (``package.module:Class.Config``) of the converter class
+    ``target`` (``package.module.Class``), found without importing anything: the longest dotted
+    prefix that is a module file of the project at ``root``, or of an installed package;
+    ``None`` when none is."""
+    import importlib.util
+
+    from schemas.fork_names import module_file
+
+    parts = target.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        module, rest = ".".join(parts[:end]), parts[end:]
+        file = module_file(module, root=root) if root is not None else None
+        if file is not None:
+            if rest[0] not in _top_level_names(file):
+                return None
+            break
+    else:
+        end = len(parts) - 1  # not in the project: the last name is the class
+        module, rest = ".".join(parts[:end]), parts[end:]
+        try:  # the top package only: finding it runs none of its code
+            if importlib.util.find_spec(parts[0]) is None:
+                return None
+        except (ImportError, ValueError):
+            return None
+    qualname = ".".join(rest)
+    return f"{module}:{qualname if qualname.endswith('.Config') else qualname + '.Config'}"
+
+
+def _top_level_names(file: str) -> set[str]:
+    """The names a module file binds at its top level (classes, functions, imports, assignments)."""
+    import ast
+
+    try:
+        with open(file, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=file)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).partition(".")[0] for a in node.names}
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
 
 
 def resolved(draft: PlanDraft, *, name: str, target: str) -> None:
@@ -162,6 +276,17 @@ def float8_tensor_parallel(draft: PlanDraft) -> None:
             "trainer does, so float8 now also applies inside the TP-sharded linears",
             "compare the losses of a short run with the v0.2.2 run's before relying on it",
         )
+
+
+_FORK_NAMES: dict[str, str] = {}
+"""Config class path of a fork's converter -> the name its project declares it by."""
+
+
+def converter_name(cls: str) -> str:
+    """The name ``model.converters`` gives the converter whose config class is ``cls``: titan's
+    own (its ``[quantize.*]`` table), a fork's declared one, else the class path itself."""
+    titan = {config: name for name, config in converter_classes().items()}
+    return titan.get(cls) or _FORK_NAMES.get(cls) or cls
 
 
 @functools.cache

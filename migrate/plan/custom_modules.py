@@ -4,12 +4,17 @@ holds them); a built-in one chooses titan's trainer for it, or is reported when 
 
 from __future__ import annotations
 
+import typing
+from typing import Any
+
 from migrate.plan.carry import drop
 from migrate.plan.draft import PlanDraft
-from migrate.plan.extension_classes import generate_classes
+from migrate.plan.extension_classes import conform, generate_classes
+from migrate.plan.legacy_values import schema_default
+from migrate.plan.model_keys import model_config_class
 from migrate.plan.trainers import EXTENSION_TRAINERS
 from schemas.diagnostics import Severity
-from schemas.spec import ExtensionSpec
+from schemas.spec import MISSING, ExtensionSpec
 
 
 def combined(extensions: list[ExtensionSpec]) -> ExtensionSpec | None:
@@ -33,11 +38,34 @@ def custom_classes(draft: PlanDraft, *, trainer: str) -> str:
     extension = draft.user_extension
     if extension is None:
         return trainer
-    generated = generate_classes(extension, trainer, draft.schema)
+    name = draft.leaves.get("model.name", schema_default(draft.schema, "model.name"))
+    model_config = model_config_class(name) if isinstance(name, str) else None
+    generated = generate_classes(extension, trainer, draft.schema, model_config=model_config)
     draft.plan.classes = generated.classes
     draft.uncarried.update(generated.notes)
     draft.redeclared = generated.redeclared
+    draft.model_class = generated.model
+    typed_leaves(draft, generated.types)
+    if generated.model is not None:
+        for key in draft.leaves:  # model_keys.model puts them in the model config
+            if _new_model_field(draft, key) and key not in draft.uncarried:
+                draft.outcome(key, "carried", ("model_spec.model." + key.partition(".")[2],))
     for key, note in generated.notes:
+        added = key.startswith("model.") and extension.root.field("model") is not None
+        if added and model_config is None and _new_model_field(draft, key):
+            # The run read the value from its model; nothing else in titan's config can hold it.
+            draft.report(
+                "extension-class",
+                key,
+                f"`{key}` of {extension.module} is not carried: titan cannot name the model "
+                f"config class of `{name}`, which its fields would extend",
+                f"declare the field in the model config class that {name}'s model_registry "
+                "builds and set it there; titan-migrate gives [model] fields a home for "
+                "titan's families (" + ", ".join(_families()) + ")",
+                severity=Severity.ERROR,
+            )
+            draft.plan.todo("", note)
+            continue
         draft.report(
             "extension-class",
             key,
@@ -60,6 +88,46 @@ def custom_classes(draft: PlanDraft, *, trainer: str) -> str:
         "job.custom_config_module", "structural", (), f"returns {root.rpartition(':')[2]}"
     )
     return root
+
+
+def typed_leaves(draft: PlanDraft, types: dict[str, Any]) -> None:
+    """The file's values of generated fields in the types the fields declare: an array for a
+    ``tuple[str, ...]`` field becomes a tuple, and a ``dict[...]`` field's table is one value
+    (its keys are the dict's, not fields to find a home for), unless the check rejected part of
+    it."""
+    dicts = [key for key, annotation in types.items() if typing.get_origin(annotation) is dict]
+    leaves: dict[str, Any] = {}
+    for key, value in draft.leaves.items():
+        table = next((d for d in dicts if key.startswith(d + ".")), None)
+        if table is not None and not any(
+            draft.is_blocked(k) for k in draft.leaves if k.startswith(table + ".")
+        ):
+            if table not in leaves:
+                leaves[table] = conform(_document_value(draft, table), types[table])
+            continue
+        leaves[key] = conform(value, types[key]) if key in types else value
+    draft.leaves.clear()
+    draft.leaves.update(leaves)
+
+
+def _document_value(draft: PlanDraft, key: str) -> Any:
+    node: Any = draft.document
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def _new_model_field(draft: PlanDraft, key: str) -> bool:
+    """Whether ``key`` is a field the custom module adds to ``[model]`` (not a legacy key)."""
+    from schemas.legacy_spec import LEGACY_SPEC
+
+    return key.startswith("model.") and schema_default(LEGACY_SPEC, key) is MISSING
+
+
+def _families() -> list[str]:
+    from migrate.plan.model_keys import MODEL_CONFIGS
+
+    return sorted(MODEL_CONFIGS)
 
 
 def custom_module(draft: PlanDraft) -> None:

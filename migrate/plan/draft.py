@@ -15,6 +15,7 @@ from migrate.plan.migration_plan import KeyOutcome, Plan
 from migrate.targets.config_objects import Obj
 from schemas.builtin_extensions import KNOWN_EXTENSIONS
 from schemas.diagnostics import Diagnostic, Severity, Span
+from schemas.fork_names import NO_FORK, ForkNames
 from schemas.spec import ExtensionSpec, SectionSpec
 from schemas.toml_check import FileCheck
 
@@ -44,10 +45,16 @@ class PlanDraft:
         fix_stale_names: bool,
         model_registries: dict[str, tuple[str, str]] | None = None,
         user_extension: ExtensionSpec | None = None,
+        fork: ForkNames = NO_FORK,
     ) -> None:
         self.plan = plan
         self.model_registries = model_registries or {}
         """Legacy model name -> (package with ``model_registry``, where it was declared)."""
+        self.fork = fork
+        """The flavors, converters and model registries the file's project declares."""
+        self.model_class: str | None = None
+        """The generated subclass of the model config holding a custom module's new ``[model]``
+        fields (``migrate.plan.custom_modules``), if it adds any."""
         self.check = check
         self.schema: SectionSpec = check.schema  # type: ignore[assignment]
         self.document: dict[str, Any] = check.document  # type: ignore[assignment]

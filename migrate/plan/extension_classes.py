@@ -12,9 +12,18 @@ with a ``Trainer.Config`` subclass (reference ``new_system.md`` section 5):
 - the trainer subclass (``ProbeExtensionTrainerConfig(Trainer.Config)``) is what the registry
   function returns.
 
+- new fields of ``[model]`` (``npu_fused_attention``) become a subclass of the model family's
+  config class (``ForkExtLlama3ModelConfig(Llama3Model.Config)``): the fork's model code reads
+  them from the model config, where ``titan.models.extend_model`` puts them on top of what
+  ``model_registry(flavor)`` built.
+
 The module is read statically (``schemas.extension_reader``), so nothing of the user's code runs.
-Parts that have no titan home (fields added to ``[job]`` or ``[model]``, a section whose name is
-already a titan field) are returned as notes; their keys are then reported as dropped.
+Parts that have no titan home (fields added to ``[job]``, to ``[model]`` of a family whose model
+config class titan cannot name, a section whose name is already a titan field) are returned as
+notes; their keys are then reported as dropped.
+
+A TOML value is written in the type its field declares (:func:`conform`): an array for a
+``tuple[str, ...]`` field becomes a tuple, as titan's own config check requires.
 """
 
 from __future__ import annotations
@@ -84,7 +93,7 @@ class GeneratedClass:
 class GeneratedClasses:
     """What :func:`generate_classes` made of one custom config module."""
 
-    __slots__ = ("classes", "root", "notes", "renames", "redeclared")
+    __slots__ = ("classes", "root", "notes", "renames", "redeclared", "model", "types")
 
     def __init__(
         self,
@@ -93,6 +102,8 @@ class GeneratedClasses:
         notes: list[tuple[str, str]],
         renames: list[tuple[str, str]],
         redeclared: frozenset[str] = frozenset(),
+        model: str | None = None,
+        types: dict[str, Any] | None = None,
     ) -> None:
         self.classes = classes
         """The classes in dependency order."""
@@ -105,6 +116,11 @@ class GeneratedClasses:
         self.redeclared = redeclared
         """Keys the module redeclares as another kind (a section as a value, or back): the
         legacy run used a value that titan's config has no place for."""
+        self.model = model
+        """Class path of the generated subclass of the model config that holds the module's
+        new ``[model]`` fields; ``None`` when it adds none (or they have no home)."""
+        self.types = types or {}
+        """Dotted legacy key -> the type its generated field declares (:func:`conform`)."""
 
 
 def generate_classes(
@@ -114,10 +130,14 @@ def generate_classes(
     *,
     target: str = "titan",
     section_homes: dict[str, str] | None = None,
+    model_config: str | None = None,
 ) -> GeneratedClasses:
     """The classes of ``extension`` on top of ``trainer`` (a trainer config class path of
-    ``target``, whose sections live at ``section_homes``: titan's by default)."""
+    ``target``, whose sections live at ``section_homes``: titan's by default). New ``[model]``
+    fields extend ``model_config``, the class path of the family's model config (``None``: they
+    have no home)."""
     builder = _Generator(extension, target, section_homes or homes_table.SECTION_HOMES)
+    builder.model_config = model_config
     root_fields: list[Any] = []
     trainer_defaults = default_object(trainer)
     for spec in extension.root.fields:
@@ -153,7 +173,13 @@ def generate_classes(
     doc = extension.root.doc or f"A training run with the sections of {extension.module}."
     root = builder.add(name, trainer, doc, root_fields)
     return GeneratedClasses(
-        builder.classes, root, builder.notes, builder.renames, frozenset(builder.redeclared)
+        builder.classes,
+        root,
+        builder.notes,
+        builder.renames,
+        frozenset(builder.redeclared),
+        model=builder.model,
+        types=builder.types,
     )
 
 
@@ -170,6 +196,9 @@ class _Generator:
         self.notes: list[tuple[str, str]] = []
         self.renames: list[tuple[str, str]] = []
         self.redeclared: set[str] = set()
+        self.model_config: str | None = None
+        self.model: str | None = None
+        self.types: dict[str, Any] = {}
         # A class body that names a class (``field(default_factory=Team)``) after a field of
         # that name would get the field, so class names avoid every field name of the module.
         self.taken: set[str] = set(_field_names(extension.root))
@@ -219,6 +248,7 @@ class _Generator:
                     )
                 )
             else:
+                self.types[f"{dotted}.{item.name}"] = item.annotation
                 fields.append(GeneratedField(item.name, item.annotation, item.default, item.doc))
         return self.add(self.name(camel(dotted), key=dotted), None, spec.doc, fields)
 
@@ -260,6 +290,11 @@ class _Generator:
             plain.append(item)
         if not plain:
             return fields
+        if dotted == "model" and self.model_config is not None:
+            self.model_fields([f for f in plain if base.field(f.name) is None])
+            plain = [f for f in plain if base.field(f.name) is not None]
+            if not plain:
+                return fields
         home = self.section_homes.get(dotted)
         if home is None or "." in home or home not in trainer.fields:
             for item in plain:
@@ -286,6 +321,7 @@ class _Generator:
                     (f"{dotted}.{item.name}", f"`{dotted}.{item.name}` has no default; not carried")
                 )
             else:
+                self.types[f"{dotted}.{item.name}"] = item.annotation
                 new_fields.append(
                     GeneratedField(item.name, item.annotation, item.default, item.doc)
                 )
@@ -294,6 +330,60 @@ class _Generator:
         subclass = self.add(name, base_class, spec.doc or info(base_class).qualname, new_fields)
         doc = f"{info(base_class).qualname} with the fields {self.module} adds."
         return [*fields, GeneratedField(home, subclass, Default(subclass, {}), doc)]
+
+    def model_fields(self, added: list[FieldSpec]) -> None:
+        """The module's new ``[model]`` fields as a subclass of the family's model config class
+        (:attr:`model_config`); every field gets a docstring, as titan's config classes do."""
+        fields = []
+        for item in added:
+            key = f"model.{item.name}"
+            if self.unusable(key, item.name):
+                continue
+            doc = item.doc or f"`{key}` of {self.module}."
+            if isinstance(item.annotation, SectionSpec):
+                nested = self.section(key, item.annotation)
+                fields.append(GeneratedField(item.name, nested, Default(nested, {}), doc))
+            elif item.default is MISSING:
+                self.notes.append((key, f"`{key}` has no default in {self.module}; not carried"))
+            else:
+                self.types[key] = item.annotation
+                fields.append(GeneratedField(item.name, item.annotation, item.default, doc))
+        if not fields:
+            return
+        base = self.model_config
+        owner = info(base).qualname.replace(".", "")
+        name = self.name(self.prefix + owner, key="model")
+        # Not the module's own docstring of [model]: this class is a model config, not a section.
+        doc = f"{info(base).qualname} with the [model] fields of {self.module}."
+        self.model = self.add(name, base, doc, fields)
+
+
+def conform(value: Any, annotation: Any) -> Any:
+    """A TOML value in the shape ``annotation`` declares: arrays become tuples where it says
+    ``tuple[...]`` (at any depth: ``dict[str, tuple[int, ...]]``, ``list[tuple[str, str]]``,
+    ``tuple[str, ...] | None``); every other value is returned as it is."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for arm in args:  # the first arm the value has the shape of
+            if isinstance(value, list) and typing.get_origin(arm) in (tuple, list):
+                return conform(value, arm)
+            if isinstance(value, dict) and typing.get_origin(arm) is dict:
+                return conform(value, arm)
+        return value
+    if isinstance(value, list) and origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(conform(item, args[0]) for item in value)
+        if len(args) == len(value):
+            return tuple(conform(item, arm) for item, arm in zip(value, args, strict=True))
+        return tuple(value)  # the wrong length: the validator reports it
+    if isinstance(value, list) and origin is list and args:
+        return [conform(item, args[0]) for item in value]
+    if isinstance(value, dict) and origin is dict and len(args) == 2:
+        return {key: conform(item, args[1]) for key, item in value.items()}
+    return value
 
 
 def _field_names(section: SectionSpec) -> set[str]:

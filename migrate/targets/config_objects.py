@@ -53,7 +53,7 @@ class Obj:
 class RegistryCall(Frozen):
     """``model_registry(flavor)`` of a model family: how a plan names the model."""
 
-    __slots__ = ("family", "flavor", "module", "kwargs")
+    __slots__ = ("family", "flavor", "module", "kwargs", "model")
     __match_args__ = ()
 
     family: str
@@ -65,6 +65,10 @@ class RegistryCall(Frozen):
     with ``--model-registry``), or another trainer's (``torchtitan.models.llama3``)."""
     kwargs: dict[str, Any]
     """Further arguments (``attn_backend``, ``converters``), in the order they are passed."""
+    model: Obj | None
+    """The fields a custom config module adds to ``[model]``: an object of the generated
+    subclass of the family's model config. The spec's model config is re-made as that subclass
+    (``titan.models.extend_model``), so the fork's model code reads them from its config."""
 
     def __init__(
         self,
@@ -72,18 +76,20 @@ class RegistryCall(Frozen):
         flavor: str,
         module: str | None = None,
         kwargs: dict[str, Any] | None = None,
+        model: Obj | None = None,
     ) -> None:
         _set(self, "family", family)
         _set(self, "flavor", flavor)
         _set(self, "module", module)
         _set(self, "kwargs", dict(kwargs or {}))
+        _set(self, "model", model)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RegistryCall):
             return NotImplemented
         mine = (self.family, self.flavor, self.module)
         return mine == (other.family, other.flavor, other.module) and same(
-            self.kwargs, other.kwargs
+            (self.kwargs, self.model), (other.kwargs, other.model)
         )
 
     def __hash__(self) -> int:
@@ -203,6 +209,17 @@ _extra: dict[str, ClassInfo] = {}
 def register(cls: str, class_info: ClassInfo) -> None:
     """Make a generated class known to :func:`default_object` (idempotent for equal infos)."""
     _extra[cls] = class_info
+
+
+def outside_class(cls: str) -> str:
+    """Make a class titan does not describe known by its path (``package.module:Owner.Config``),
+    with no field defaults: a user's converter config or a model config whose fields come from
+    its ``model_registry``. A plan sets none of its fields, so nothing of the class is imported
+    to know them; the renderers write ``Owner.Config()`` (and its import) as they do for titan's."""
+    module, _, qualname = cls.partition(":")
+    if cls not in CLASSES and cls not in _extra:
+        _extra[cls] = ClassInfo(module, qualname.partition(".")[0], qualname, {})
+    return cls
 
 
 def default_object(cls: str) -> Obj:

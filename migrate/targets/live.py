@@ -6,7 +6,9 @@ same constructor calls as source: both pass only the fields that differ from eac
 (:func:`changed_fields`), so the generated registry function and the live config are equal by
 construction, and the tests compare them field by field anyway.
 
-This module imports titan (torch-free config classes) when it runs, never at import time.
+This module imports titan (torch-free config classes) when it runs, never at import time, and
+the user's code the project declares for its runs (a model registry, a converter class) only when
+it builds a config that names it: that is what ``titan-train --job.config_file`` asks for.
 """
 
 from __future__ import annotations
@@ -102,7 +104,14 @@ def _make(value: Any, classes: dict[str, type]) -> Any:
         return cls(**kwargs)
     if isinstance(value, RegistryCall):
         package = importlib.import_module(value.package)
-        return package.model_registry(value.flavor)
+        kwargs = {name: _make(v, classes) for name, v in value.kwargs.items()}
+        spec = package.model_registry(value.flavor, **kwargs)
+        if value.model is None:
+            return spec
+        from titan.models import extend_model
+
+        fields = {name: _make(v, classes) for name, v in changed_fields(value.model).items()}
+        return extend_model(spec, classes[value.model.cls], **fields)
     if isinstance(value, UnsupportedModel):
         from titan.models import unsupported_model
 

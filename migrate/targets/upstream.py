@@ -331,7 +331,17 @@ class _Upstream:
         if not isinstance(spec_value, RegistryCall):
             return
         if spec_value.module is not None:  # the user's own family: their model_registry
-            self.plan.locals["model_spec"] = spec_value
+            # Without titan's model config subclass: its [model] fields were reported (the
+            # classes for 0.3.0 have no home for them).
+            self.plan.locals["model_spec"] = RegistryCall(
+                spec_value.family, spec_value.flavor, spec_value.module, spec_value.kwargs
+            )
+            if self.old.root.get("model_converters.converters"):
+                self.gone(
+                    "model.converters",
+                    "0.3.0 passes converters to model_registry(converters=...), and the "
+                    "project's own model_registry takes none that titan-migrate knows of",
+                )
             self.root.fields["model_spec"] = Local("model_spec")
             return
         family = FAMILY_ALIASES.get(spec_value.family, spec_value.family)
@@ -411,6 +421,10 @@ class _Upstream:
         )
         for old in self.old.root.get("model_converters.converters"):
             qualname = old.cls.rpartition(":")[2]
+            if qualname not in _CONVERTER_TABLES:  # a fork's own converter ([tool.titan])
+                why = f"the fork's converter {qualname} is built for titan's trainer config"
+                self.gone("model.converters", why)
+                continue
             table = _CONVERTER_TABLES[qualname]
             new = default_object(cls(_CONVERTERS[qualname]))
             if "model_compile_enabled" in new.fields:

@@ -259,7 +259,13 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
         )
 
     converters = list(config.model_converters.converters)
-    names = [type(c)._legacy_name or type(c).__qualname__ for c in converters]
+    # A converter config of a class outside titan is a fork's own converter: being a class, it
+    # is registered, so only titan's converters are named to the rules (which check names).
+    names = [
+        type(c)._legacy_name or type(c).__qualname__
+        for c in converters
+        if type(c).__module__.partition(".")[0] == "titan"
+    ]
     float8 = next((c for c in converters if isinstance(c, Float8LinearConverter.Config)), None)
     f8 = float8 if float8 is not None else Float8LinearConverter.Config()
     f8_path = "model_converters.converters"
@@ -268,6 +274,12 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
     spec = config.model_spec
     family = spec.name if spec is not None else None
     flavor_name = spec.flavor if spec is not None else None
+    from schemas import flavors
+
+    if family is not None and flavor_name not in (flavors.flavor_names(family) or (flavor_name,)):
+        # titan's registries build only the flavors they ship, so this spec comes from the
+        # project's own model registry (a fork's llama3 "1B"): the registry answers for it.
+        flavor_name = None
     # The facts come from the config tree itself, so a flavor whose tree was edited (heads, MoE
     # layers) is checked as it will be built, not as the flavor's name says.
     heads = spec.model.attention_heads() if spec is not None else None

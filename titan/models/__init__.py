@@ -6,7 +6,9 @@ imports the one it is asked for.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from typing import Any
 
 from titan.protocols.model_spec import Capabilities, ModelSpec
 
@@ -34,6 +36,29 @@ def model_registry(family: str, flavor: str) -> ModelSpec:
     return package.model_registry(flavor)
 
 
+def extend_model(spec: ModelSpec, config_class: type, /, **fields: Any) -> ModelSpec:
+    """``spec`` with its model config re-made as ``config_class``, setting ``fields``.
+
+    ``config_class`` is a subclass of the spec's model config class that adds a fork's own
+    fields (titan-migrate writes one for the ``[model]`` keys of a custom config module): every
+    field of the registry's config keeps its value and the fork's fields get ``fields``, so the
+    fork's model code reads them from ``spec.model`` like any other. ``spec`` and
+    ``config_class`` are positional-only, so no fork field name can clash with them. A
+    ``TypeError`` names both classes when ``config_class`` does not extend the spec's: a model
+    registry that builds another config class must declare the fields in that class itself.
+    """
+    base = type(spec.model)
+    if not (isinstance(config_class, type) and issubclass(config_class, base)):
+        raise TypeError(
+            f"extend_model: {getattr(config_class, '__qualname__', config_class)!r} does not "
+            f"extend {base.__module__}.{base.__qualname__}, the model config that "
+            f"{spec.name} {spec.flavor!r} builds; declare the fork's model fields in that class "
+            "(or a subclass of it) instead"
+        )
+    kept = {f.name: getattr(spec.model, f.name) for f in dataclasses.fields(spec.model) if f.init}
+    return dataclasses.replace(spec, model=config_class(**{**kept, **fields}))
+
+
 def unsupported_model(name: str, flavor: str) -> ModelSpec:
     """A model titan has no family for (a torchtitan experiment such as ``vlm``), by name only.
 
@@ -55,6 +80,7 @@ def unsupported_model(name: str, flavor: str) -> ModelSpec:
 __all__ = [
     "FAMILY_ALIASES",
     "SUPPORTED_MODELS",
+    "extend_model",
     "family_name",
     "model_registry",
     "unsupported_model",
