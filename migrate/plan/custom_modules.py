@@ -11,7 +11,7 @@ from migrate.plan.carry import drop
 from migrate.plan.draft import PlanDraft
 from migrate.plan.extension_classes import conform, generate_classes
 from migrate.plan.legacy_values import schema_default
-from migrate.plan.model_keys import model_config_class
+from migrate.plan.model_keys import MODEL_CONFIGS, model_config_class
 from migrate.plan.trainers import EXTENSION_TRAINERS
 from schemas.diagnostics import Severity
 from schemas.spec import MISSING, ExtensionSpec
@@ -48,12 +48,12 @@ def custom_classes(draft: PlanDraft, *, trainer: str) -> str:
     typed_leaves(draft, generated.types)
     if generated.model is not None:
         for key in draft.leaves:  # model_keys.model puts them in the model config
-            if _new_model_field(draft, key) and key not in draft.uncarried:
+            if _new_model_field(key) and key not in draft.uncarried:
                 draft.outcome(key, "carried", ("model_spec.model." + key.partition(".")[2],))
     for key, note in generated.notes:
-        added = key.startswith("model.") and extension.root.field("model") is not None
-        if added and model_config is None and _new_model_field(draft, key):
+        if model_config is None and _new_model_field(key):
             # The run read the value from its model; nothing else in titan's config can hold it.
+            draft.outcome(key, "dropped", note="no model config class to extend")
             draft.report(
                 "extension-class",
                 key,
@@ -61,7 +61,7 @@ def custom_classes(draft: PlanDraft, *, trainer: str) -> str:
                 f"config class of `{name}`, which its fields would extend",
                 f"declare the field in the model config class that {name}'s model_registry "
                 "builds and set it there; titan-migrate gives [model] fields a home for "
-                "titan's families (" + ", ".join(_families()) + ")",
+                "titan's families (" + ", ".join(sorted(MODEL_CONFIGS)) + ")",
                 severity=Severity.ERROR,
             )
             draft.plan.todo("", note)
@@ -111,23 +111,18 @@ def typed_leaves(draft: PlanDraft, types: dict[str, Any]) -> None:
 
 
 def _document_value(draft: PlanDraft, key: str) -> Any:
+    """The value of the dotted ``key`` in the checked document, as the file wrote it."""
     node: Any = draft.document
     for part in key.split("."):
         node = node[part]
     return node
 
 
-def _new_model_field(draft: PlanDraft, key: str) -> bool:
+def _new_model_field(key: str) -> bool:
     """Whether ``key`` is a field the custom module adds to ``[model]`` (not a legacy key)."""
     from schemas.legacy_spec import LEGACY_SPEC
 
     return key.startswith("model.") and schema_default(LEGACY_SPEC, key) is MISSING
-
-
-def _families() -> list[str]:
-    from migrate.plan.model_keys import MODEL_CONFIGS
-
-    return sorted(MODEL_CONFIGS)
 
 
 def custom_module(draft: PlanDraft) -> None:
