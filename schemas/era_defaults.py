@@ -21,7 +21,7 @@ from typing import Any
 from schemas._frozen import Frozen, _set
 from schemas.era_clues import ERA_START, NEW_KEYS, OLD_KEYS, V022, VALUES
 from schemas.era_flips import ANSWERED_BY, FLIPS, Flip
-from schemas.eras import MISSING, destination, get, leaves, rule_for, translate
+from schemas.eras import MISSING, destination, get, leaves, rule_for, toml_value, translate
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.moved_keys import CONVERTERS
 from schemas.spec import SectionSpec
@@ -373,3 +373,25 @@ def era_defaults(document: dict, era: str) -> list[EraDefault]:
             why += "; it could not be worked out from this file"
         found.append(EraDefault(flip.key, value, flip, portable, why))
     return found
+
+
+def lost_text(found: EraDefault, *, day: str, dated_by: str) -> tuple[str, str]:
+    """The message and hint of the error for an old default v0.2.2 cannot say (``era-default-
+    lost``), one text for titan-validate and titan-migrate: ``dated_by`` says what dated the
+    file to ``day`` (its evidence, or ``--era``)."""
+    value = toml_value(found.value)
+    message = (
+        f"`{found.key}` is not in the file, and its era's default {value} cannot be said in "
+        f"v0.2.2: {found.why}"
+    )
+    answer = ANSWERED_BY.get(found.key, found.key)
+    hint = (
+        f"write the value the migrated run should use in the TOML (`{answer}`); pass "
+        f"--era YYYY-MM to titan-migrate to date the file otherwise (dated {day} by {dated_by})"
+    )
+    return message, hint
+
+
+def dated_by(guess: EraGuess) -> str:
+    """The first few keys that dated a file, as a report names them."""
+    return "its " + ", ".join(f"`{clue.key}`" for clue in guess.evidence[:3])

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 class CheckOptions(Frozen):
     """How to check: world size for the rules, and how custom config modules are found."""
 
-    __slots__ = ("ngpu", "allow_import", "module_path", "extensions")
+    __slots__ = ("ngpu", "allow_import", "module_path", "extensions", "era")
     __match_args__ = ()
 
     ngpu: int | None
@@ -45,6 +45,9 @@ class CheckOptions(Frozen):
     """Extra directories to search for custom config modules."""
     extensions: tuple[str, ...]
     """Extensions to merge although the TOML does not declare them (short names or modules)."""
+    era: str | None
+    """The torchtitan era the files were written for (``--era YYYY-MM[-DD]``); ``None`` dates
+    each file from its own evidence (``schemas.era_defaults``)."""
 
     def __init__(
         self,
@@ -53,11 +56,13 @@ class CheckOptions(Frozen):
         allow_import: bool = False,
         module_path: tuple[Path, ...] = (),
         extensions: tuple[str, ...] = (),
+        era: str | None = None,
     ) -> None:
         _set(self, "ngpu", ngpu)
         _set(self, "allow_import", allow_import)
         _set(self, "module_path", module_path)
         _set(self, "extensions", extensions)
+        _set(self, "era", era)
 
 
 class FileCheck:
@@ -194,6 +199,7 @@ def _check_text(
     extensions += declared
     schema = merged_schema(extensions)
     checker.refusals(document)
+    checker.lost_era_defaults(document, era=options.era)
     if adjust is not None:
         document, found = adjust(document, schema)
         checker.diagnostics.extend(found)
@@ -618,6 +624,34 @@ class _Checker:
             return True
         return step.severity == "error"  # reported from the file as written: refusals()
 
+    def lost_era_defaults(self, document: dict, *, era: str | None) -> None:
+        """Defaults of the file's era that v0.2.2 cannot say, for keys it omits: the run used
+        them (a .model tokenizer, a removed dataset), so they are errors, as in titan-migrate.
+        ``era`` (``--era``) dates the file instead of its evidence."""
+        from schemas import era_defaults
+
+        guess = era_defaults.date_file(document)
+        if era is None and guess.current:
+            return
+        day = era_defaults.parse_era(era) if era is not None else guess.date
+        dated = "--era" if era is not None else era_defaults.dated_by(guess)
+        for found in era_defaults.era_defaults(document, day):
+            if found.portable:
+                continue
+            message, hint = era_defaults.lost_text(found, day=day, dated_by=dated)
+            parts = tuple(found.key.split("."))
+            span = self.span_of(parts[:1]) or Span(file=self.file, line=1, col=1)
+            self.diagnostics.append(
+                Diagnostic(
+                    code="era-default-lost",
+                    severity=Severity.ERROR,
+                    path=found.key,
+                    message=message,
+                    hint=hint,
+                    span=span,
+                )
+            )
+
     def refusals(self, document: dict) -> None:
         """Values the run computed with that v0.2.2 cannot express, from the file as written
         (the migrator checks the upgraded document, where such a key is no longer)."""
@@ -814,6 +848,8 @@ def _dataset_facts(model: Any, get, declaration: Declaration | None) -> Any:
     model whose data loader titan does not know (a custom train spec may bring its own)."""
     from schemas import dataset_names, flavors
 
+    if not isinstance(model, str):
+        return None  # a wrong-typed model.name has its own finding
     known = model in dataset_names.V022_DATASETS or model in rules.EXPERIMENT_MODELS
     if not known and not (isinstance(model, str) and flavors.flavor_names(model) is not None):
         return None

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from migrate.targets.live import instantiate
 from migrate.plan.build import build_plan
+from migrate.targets.live import instantiate
 from schemas import eras
 from tests.helpers import validate, write
 

@@ -408,7 +408,8 @@ def test_every_row_migrates_to_its_twin(rule: Rule, tmp_path: Path) -> None:
 
 def test_a_hint_never_offers_a_setting_v022_would_reject(tmp_path: Path) -> None:
     path = write(tmp_path, "job.toml", '[training]\nbatch_size = "4"\n')
-    (finding,) = validate(path, "--format", "json").json()["diagnostics"]
+    found = validate(path, "--format", "json").json()["diagnostics"]
+    (finding,) = [d for d in found if d["code"] != "era-default-lost"]
     assert finding["code"] == "moved-key"
     assert "`training.local_batch_size` must be an integer" in finding["hint"]
     assert "--fix` rewrites it" not in finding["hint"]

@@ -259,7 +259,13 @@ def test_extension_flag_merges_flux_without_a_declaration(tmp_path):
     result, diagnostics = json_of(path)
     assert result.code == 1
     d = only(diagnostics)
-    assert (d["code"], d["path"], d["line"], d["col"]) == ("unknown-key", "encoder", 4, 2)
+    # [encoder] also held keys of an older flux (its auto_encoder_path): reported key by key
+    assert (d["code"], d["path"], d["line"], d["col"]) == (
+        "unknown-key",
+        "encoder.t5_encoder",
+        5,
+        1,
+    )
     assert "--extension flux" in d["hint"]
 
 
@@ -292,7 +298,9 @@ def test_corpus_files_declaring_a_module_validate_clean():
 # --- experimental.custom_args_module (no merge in v0.2.2) ---------------------------------------
 
 
-def test_custom_args_module_does_not_add_sections(tmp_path):
+def test_custom_args_module_adds_its_sections_as_its_era_did(tmp_path):
+    # from #767 (2025-04) until #1871 the loader merged the module named here; v0.2.2 only
+    # deprecated the key, so the era chain carries it to job.custom_config_module
     folder = copy_custom(tmp_path)
     path = edit(
         folder / PROBE_TOML.name,
@@ -300,12 +308,10 @@ def test_custom_args_module_does_not_add_sections(tmp_path):
         '[experimental]\ncustom_args_module = "probe_extension"',
     )
     result, diagnostics = json_of(path)
-    assert result.code == 1
+    assert result.code == 0, diagnostics
     found = {(d["code"], d["severity"], d["path"]) for d in diagnostics}
     assert ("deprecated-key", "warning", "experimental.custom_args_module") in found
-    assert ("unknown-key", "error", "probe") in found
-    assert ("unknown-key", "error", "training.probe_warmup_steps") in found
-    assert "extension-error" not in codes(result)
+    assert "unknown-key" not in codes(result) and "extension-error" not in codes(result)
 
 
 # --------------------------------------------------------------------------- --module-path

@@ -13,6 +13,10 @@ import pytest
 from tests.helpers import codes, validate, write
 from tests.reference import REPO
 
+AT_V022 = ("--era", "2026-02-20")
+"""These tests are about the text edits: the files ran on v0.2.2 with keys of older eras left in
+them, so no era default is added (``test_fix_era_defaults`` below adds them from the evidence)."""
+
 FLOAT8_TABLE = """\
 # A llama3 job from 2024
 [model]
@@ -37,7 +41,7 @@ data_parallel_shard_degree = -1
 def fix(tmp_path, text: str, *args: str, name: str = "job.toml"):
     """Write ``text``, run ``titan-validate --fix`` on it; the result and the new text."""
     path = write(tmp_path, name, text)
-    result = validate("--fix", *args, path)
+    result = validate("--fix", *AT_V022, *args, path)
     return result, path.read_text(encoding="utf-8")
 
 
@@ -144,7 +148,7 @@ def test_a_key_a_custom_module_declares_is_not_old(tmp_path):
 def test_a_read_only_file_is_an_error_and_stays_as_it_was(tmp_path):
     path = write(tmp_path, "job.toml", "[training]\nbatch_size = 8\n")
     path.chmod(0o444)
-    result = validate("--fix", path)
+    result = validate("--fix", *AT_V022, path)
     assert result.code == 74
     assert f"cannot fix {path}: the file is read-only (nothing was written)" in result.err
     assert path.read_text() == "[training]\nbatch_size = 8\n"
@@ -156,7 +160,7 @@ def test_a_symlink_keeps_being_a_link_to_the_rewritten_file(tmp_path):
     target.chmod(0o640)
     link = tmp_path / "job.toml"
     link.symlink_to(target)
-    result = validate("--fix", link)
+    result = validate("--fix", *AT_V022, link)
     assert result.code == 0
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert target.read_text() == "[training]\nlocal_batch_size = 8\n"
@@ -168,7 +172,7 @@ def test_a_hard_link_is_named_when_it_keeps_the_old_text(tmp_path):
     path = write(tmp_path, "job.toml", "[training]\nbatch_size = 8\n")
     other = tmp_path / "other.toml"
     os.link(path, other)
-    result = validate("--fix", path)
+    result = validate("--fix", *AT_V022, path)
     assert result.code == 0
     assert path.read_text() == "[training]\nlocal_batch_size = 8\n"
     assert other.read_text() == "[training]\nbatch_size = 8\n"
@@ -178,7 +182,7 @@ def test_a_hard_link_is_named_when_it_keeps_the_old_text(tmp_path):
 def test_diff_prints_a_unified_diff_and_writes_nothing(tmp_path):
     original = "[training]\nbatch_size = 8\nsteps = 10\n"
     path = write(tmp_path, "job.toml", original)
-    result = validate("--diff", path)
+    result = validate("--diff", *AT_V022, path)
     assert result.code == 1
     assert result.out == (
         f"--- {path}\n+++ {path}\n@@ -1,3 +1,3 @@\n [training]\n-batch_size = 8\n"
@@ -186,26 +190,28 @@ def test_diff_prints_a_unified_diff_and_writes_nothing(tmp_path):
     )
     assert "would fix 1 problem in 1 file" in result.err
     assert path.read_text() == original
-    assert validate("--fix", "--diff", path).out == result.out  # --diff wins: nothing written
+    assert (
+        validate("--fix", *AT_V022, "--diff", path).out == result.out
+    )  # --diff wins: nothing written
     assert path.read_text() == original
 
 
 def test_diff_of_a_clean_file_is_empty_and_exits_0(tmp_path):
     path = write(tmp_path, "job.toml", "[training]\nlocal_batch_size = 8\n")
-    result = validate("--diff", path)
+    result = validate("--diff", *AT_V022, path)
     assert (result.code, result.out, result.err) == (0, "", "")
 
 
 def test_diff_exits_1_for_a_file_it_cannot_fix(tmp_path):
     path = write(tmp_path, "job.toml", "[training\n")
-    result = validate("--diff", path)
+    result = validate("--diff", *AT_V022, path)
     assert result.code == 1 and result.out == ""
     assert "not fixing" in result.err
 
 
 def test_diff_marks_a_missing_final_newline(tmp_path):
     path = write(tmp_path, "job.toml", "[training]\nbatch_size = 8")
-    result = validate("--diff", path)
+    result = validate("--diff", *AT_V022, path)
     assert result.out.endswith(
         "-batch_size = 8\n\\ No newline at end of file\n+local_batch_size = 8\n\\ No newline at end of file\n"
     )
@@ -216,7 +222,7 @@ def test_fix_rewrites_several_files_and_reports_what_remains(tmp_path):
     second = write(tmp_path, "b.toml", "[training]\nstpes = 1\ncompile = true\n")
     clean = write(tmp_path, "c.toml", "[training]\nsteps = 1\n")
     before = clean.stat().st_mtime_ns
-    result = validate("--fix", "--format", "json", tmp_path)
+    result = validate("--fix", *AT_V022, "--format", "json", tmp_path)
     assert first.read_text() == "[training]\nlocal_batch_size = 8\n"
     assert second.read_text() == (
         '[training]\nstpes = 1\n\n[compile]\nenable = true\ncomponents = ["model", "loss"]\n'
@@ -232,7 +238,7 @@ def test_fix_rewrites_several_files_and_reports_what_remains(tmp_path):
 def test_crlf_line_endings_are_kept(tmp_path):
     path = tmp_path / "job.toml"
     path.write_bytes(b"[training]\r\nbatch_size = 8\r\ntensor_parallel_degree = 2\r\n")
-    assert validate("--fix", path).code == 0
+    assert validate("--fix", *AT_V022, path).code == 0
     assert path.read_bytes() == (
         b"[training]\r\nlocal_batch_size = 8\r\n\r\n[parallelism]\r\ntensor_parallel_degree = 2\r\n"
     )
@@ -380,7 +386,7 @@ def test_a_value_keeps_its_spelling_when_it_does_not_change(tmp_path):
 
 def test_a_py_registry_module_is_not_rewritten(tmp_path):
     module = write(tmp_path, "config_registry.py", "x = 1\n")
-    result = validate("--fix", module)
+    result = validate("--fix", *AT_V022, module)
     assert module.read_text() == "x = 1\n"
     assert "is a registry module; --fix rewrites TOML files only" in result.err
 
@@ -647,10 +653,10 @@ def test_fix_changes_the_fixed_keys_and_nothing_else(generated):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "job.toml"
         path.write_bytes(text.encode())
-        result = validate("--fix", path)
+        result = validate("--fix", *AT_V022, path)
         fixed = path.read_bytes().decode()
         found = validate("--format", "json", path).json()["diagnostics"]
-        assert validate("--fix", path).err == ""
+        assert validate("--fix", *AT_V022, path).err == ""
         assert path.read_bytes().decode() == fixed  # idempotent, byte for byte
     assert "Traceback" not in result.err and "not fixing" not in result.err, result.err
     document = tomllib.loads(fixed)
@@ -678,7 +684,7 @@ def test_fix_changes_the_fixed_keys_and_nothing_else(generated):
 
 def test_diff_with_a_report_format_is_a_usage_error(tmp_path):
     path = write(tmp_path, "job.toml", "[training]\nbatch_size = 8\n")
-    result = validate("--diff", "--format", "json", path)
+    result = validate("--diff", *AT_V022, "--format", "json", path)
     assert result.code == 2 and "--diff prints a unified diff" in result.err
 
 
@@ -698,7 +704,7 @@ def test_each_torchtitan_era_is_fixed_to_its_upgrade(tmp_path, era):
     original = tomllib.loads(era.read_text(encoding="utf-8"))
     expected, steps = upgrade(_normalised_converters(original))
     unportable = {step.old for step in steps if step.kind == "unportable"}
-    result = validate("--fix", "--format", "json", path)
+    result = validate("--fix", *AT_V022, "--format", "json", path)
     fixed = tomllib.loads(path.read_text(encoding="utf-8"))
     for old in unportable:  # left where they were, with their values
         table = fixed
@@ -713,7 +719,7 @@ def test_each_torchtitan_era_is_fixed_to_its_upgrade(tmp_path, era):
         if d["code"] == "moved-key"
     }
     assert moved == unportable
-    again = validate("--fix", path)
+    again = validate("--fix", *AT_V022, path)
     assert "fixed" not in again.err and "not fixing" not in again.err
 
 
@@ -743,7 +749,7 @@ def test_the_upstream_corpus_changes_only_where_v022_itself_failed(tmp_path):
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_bytes(source.read_bytes())
         copies.append((source, copy))
-    result = validate("--fix", tmp_path)
+    result = validate("--fix", *AT_V022, tmp_path)
     changed = [copy.name for source, copy in copies if copy.read_bytes() != source.read_bytes()]
     assert changed == ["llama3_405b.toml"]
     assert result.err.count("fixed 1 problem in") == 1
@@ -753,3 +759,68 @@ def test_the_upstream_corpus_changes_only_where_v022_itself_failed(tmp_path):
             assert [(a, b) for a, b in zip(before, after, strict=True) if a != b] == [
                 ('converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
             ]
+
+
+# --------------------------------------------------------------------------- era defaults
+
+OLD_CHECKPOINTING = """\
+[model]
+name = "llama3"
+flavor = "debugmodel"
+hf_assets_path = "./tests/assets/tokenizer"
+
+[training]
+batch_size = 4  # per device
+
+[checkpoint]
+enable_checkpoint = true
+"""
+
+
+def test_fix_era_defaults_are_written_with_their_reason(tmp_path):
+    # 2025-06 evidence: batch_size (gone 2025-06-05) and enable_checkpoint; that era's run
+    # saved a full last checkpoint and forced one at step 1, under ./torchtitan/outputs
+    result, text = fix(tmp_path, OLD_CHECKPOINTING, "--era", "2025-06-04")
+    fixed = tomllib.loads(text)
+    assert fixed["checkpoint"] == {
+        "enable": True,
+        "last_save_model_only": False,
+        "enable_first_step_checkpoint": True,
+    }
+    assert fixed["job"]["dump_folder"] == "./torchtitan/outputs"
+    assert "# the default of this file's era: the last checkpoint was a full one" in text
+    assert "#1336" in text
+    assert "\nlocal_batch_size = 4  # per device\n" in text
+    assert result.code == 0, result.out + result.err
+    # the fixed file is a v0.2.2 file that runs as the old one did
+    from migrate.plan.build import build_plan
+    from migrate.targets.live import instantiate
+
+    old = write(tmp_path, "old.toml", OLD_CHECKPOINTING)
+    new = tmp_path / "job.toml"
+    assert build_plan(new).era["assumed"] is None
+    assert instantiate(build_plan(new)) == instantiate(build_plan(old))
+
+
+def test_fix_dates_the_file_from_its_evidence(tmp_path):
+    path = write(tmp_path, "job.toml", OLD_CHECKPOINTING)
+    result = validate("--fix", path)
+    fixed = tomllib.loads(path.read_text())
+    assert fixed["checkpoint"]["last_save_model_only"] is False
+    assert result.code == 0, result.out + result.err
+
+
+def test_fix_refuses_a_file_whose_era_default_v022_cannot_say(tmp_path):
+    text = OLD_CHECKPOINTING.replace('hf_assets_path = "./tests/assets/tokenizer"\n', "")
+    path = write(tmp_path, "job.toml", text)
+    result = validate("--fix", path)
+    assert path.read_text() == text  # nothing written
+    assert result.code == 1
+    assert "not fixing" in result.err and "write `model.hf_assets_path` in the file first" in (
+        result.err
+    )
+    # the validator says so too, with the key to write
+    found = validate(path, "--format", "json").json()["diagnostics"]
+    (lost,) = [d for d in found if d["code"] == "era-default-lost"]
+    assert lost["path"] == "model.tokenizer_path" and lost["line"] == 1
+    assert "`model.hf_assets_path`" in lost["hint"]

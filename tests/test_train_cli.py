@@ -210,11 +210,6 @@ BUILD_REFUSALS = [
         ["no tokenizer at '{tmp}/no-assets'", "the folder does not exist", "Set hf_assets_path"],
     ),
     (
-        "unknown-dataset",
-        ["--job.config_file", TOML, "--training.dataset", "c4_tset"],
-        ["unknown dataset 'c4_tset'; did you mean 'c4_test'?"],
-    ),
-    (
         "dataloader-workers",
         ["--config", "llama3_debugmodel", "--dataloader.num_workers", "2"],
         ["dataloader.num_workers=2", "resume it exactly", "set num_workers = 0"],
@@ -233,7 +228,8 @@ BUILD_REFUSALS = [
     ),
     (
         "model-family-titan-cannot-train",
-        ["--job.config_file", TOML, "--model.name", "vlm", "--model.flavor", "debugmodel"],
+        ["--job.config_file", TOML, "--model.name", "vlm", "--model.flavor", "debugmodel"]
+        + ["--training.dataset", "obelics"],  # a dataset vlm registered, so the model is next
         ["vlm 'debugmodel': titan has no `vlm` model family; pick one of"],
     ),
 ]
@@ -252,6 +248,19 @@ def test_a_run_that_cannot_be_built_is_refused_with_a_message(tmp_path, args, wa
     )
     wanted = [text.format(tmp=tmp_path) for text in wanted]
     assert_refused(done, 1, f"titan-train: error: {wanted[0]}", *wanted[1:])
+
+
+@pytest.mark.parametrize("form", ["--job.config_file", "--config"])
+def test_an_unknown_dataset_is_refused_before_the_run_with_a_suggestion(tmp_path, form):
+    legacy = form == "--job.config_file"
+    config = TOML if legacy else "llama3_debugmodel"
+    dump = "--job.dump_folder" if legacy else "--dump_folder"
+    dataset = "--training.dataset" if legacy else "--dataloader.dataset"
+    done = titan_train(form, config, dataset, "c4_tset", *ONE_STEP, dump, str(tmp_path / "run"))
+    assert done.returncode == 1, done.stderr
+    assert 'dataset "c4_tset" is not registered' in done.stderr
+    assert 'did you mean "c4_test"?' in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
 
 
 def test_a_hub_dataset_without_the_datasets_package_names_the_package(tmp_path):

@@ -41,9 +41,16 @@ def test_misspelt_section_suggests_parallelism(tmp_path):
     assert diagnostic["hint"] == "did you mean `parallelism`?"
 
 
+def old_key_findings(path) -> list[dict]:
+    """The findings on a one-key file of an older era, less its era's tokenizer (a .model file
+    v0.2.2 cannot say: ``era-default-lost``, tested in test_measured_outcomes)."""
+    found = validate(path, "--format", "json").json()["diagnostics"]
+    return [d for d in found if d["code"] != "era-default-lost"]
+
+
 def test_key_from_an_older_era_says_where_it_moved(tmp_path):
     path = write(tmp_path, "job.toml", "[training]\ntensor_parallel_degree = 2\n")
-    diagnostic = only(validate(path, "--format", "json").json()["diagnostics"])
+    diagnostic = only(old_key_findings(path))
     assert diagnostic["code"] == "moved-key"
     assert "parallelism.tensor_parallel_degree" in diagnostic["hint"]
 
@@ -73,9 +80,7 @@ def test_key_from_an_older_era_says_where_it_moved(tmp_path):
     ],
 )
 def test_moved_keys_table(tmp_path, text, old, new):
-    diagnostic = validate(write(tmp_path, "job.toml", text), "--format", "json").json()[
-        "diagnostics"
-    ][0]
+    diagnostic = old_key_findings(write(tmp_path, "job.toml", text))[0]
     assert diagnostic["code"] == "moved-key"
     assert new in diagnostic["hint"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import era_defaults, era_flips, eras
+from schemas import era_defaults, eras
 from schemas.diagnostics import Diagnostic, Severity, Span
 from schemas.spec import SectionSpec
 from schemas.toml_check import FileCheck
@@ -198,13 +198,11 @@ class Upgrade:
             ],
             "stale": [c.key for c in (self.guess.stale if self.guess is not None else ())],
         }
+        # the validator's own (evidence-dated) findings give way to the migration's era
+        plan.diagnostics = [d for d in plan.diagnostics if d.code != "era-default-lost"]
         if day is None:
             return
-        dated = (
-            "the --era given"
-            if self.era is not None
-            else "its " + ", ".join(f"`{c.key}`" for c in self.guess.evidence[:3])
-        )
+        dated = "the --era given" if self.era is not None else era_defaults.dated_by(self.guess)
         again = f"pass --era YYYY-MM to date the file otherwise (dated {day} by {dated})"
         first = Span(file=plan.source, line=1, col=1)
         for found in self.defaults:
@@ -232,16 +230,15 @@ class Upgrade:
                 continue
             plan.outcomes[found.key] = outcome(found.key, "rejected", (), found.why)
             plan.todo("", f"`{found.key}` ran with its era's default {value}: {found.why}")
+            message, hint = era_defaults.lost_text(found, day=day, dated_by=dated)
             plan.diagnostics.append(
                 Diagnostic(
                     code="era-default-lost",
                     severity=Severity.ERROR,
                     path=found.key,
-                    message=f"`{found.key}` is not in the file, and its era's default {value} "
-                    f"cannot be said in v0.2.2: {found.why}",
-                    hint=f"write the value the migrated run should use in the TOML "
-                    f"(`{era_flips.ANSWERED_BY.get(found.key, found.key)}`); {again}",
-                    span=first,
+                    message=message,
+                    hint=hint,
+                    span=plan.spans.get(found.key, first),
                 )
             )
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from migrate.tomledit.statement_edits import FixRefused, apply_steps
 from migrate.tomledit.statements import LayoutError, same_value
-from schemas import eras, rules
+from schemas import era_defaults, era_flips, eras, rules
 from schemas.spec import SectionSpec
 
 CONVERTERS = ("model", "converters")
@@ -61,12 +61,13 @@ class Fixed:
         self.fixes = fixes
 
 
-def fix_text(text: str, *, schema: SectionSpec) -> Fixed:
+def fix_text(text: str, *, schema: SectionSpec, era: str | None = None) -> Fixed:
     """``text`` (a TOML that ``tomllib`` accepts) with every fixable finding fixed.
 
     ``schema`` is the legacy schema merged with the file's custom config module: its keys are
     current even where an older torchtitan had the same name, and its ``list[str]`` fields are
-    the ones a lone string is wrapped for. Raises :class:`FixRefused`.
+    the ones a lone string is wrapped for. ``era`` (``--era``) dates the file for its era's
+    defaults instead of its evidence. Raises :class:`FixRefused`.
     """
     try:
         document = tomllib.loads(text)
@@ -80,10 +81,11 @@ def fix_text(text: str, *, schema: SectionSpec) -> Fixed:
             _put_back(upgraded, cleaned, step.old)
     target = _fix_values(upgraded, schema, [])
     applied = [step for step in steps if step.kind == "upgraded"]
+    additions = _era_defaults(document, target, era=era)
     if same_value(target, document):
         return Fixed(text, ())
     try:
-        fixed = apply_steps(text, applied, target=target)
+        fixed = apply_steps(text, applied, target=target, additions=additions)
     except LayoutError as error:
         raise FixRefused(f"its layout could not be read ({error})") from None
     try:
@@ -92,7 +94,37 @@ def fix_text(text: str, *, schema: SectionSpec) -> Fixed:
         raise FixRefused(f"the rewrite would not be valid TOML ({error})") from None
     if not same_value(result, target):
         raise FixRefused("the rewrite would not mean what the upgrade says; fix it by hand")
-    return Fixed(fixed, tuple(_describe(step) for step in applied) + tuple(notes))
+    described = tuple(_describe(step) for step in applied)
+    written = tuple(f"`{'.'.join(key)}` written: {why}" for key, _, why in additions)
+    return Fixed(fixed, described + written + tuple(notes))
+
+
+def _era_defaults(
+    document: dict, target: dict, *, era: str | None
+) -> tuple[tuple[tuple[str, ...], Any, str], ...]:
+    """The defaults of the file's era (dated from its evidence) that differ from v0.2.2's and
+    that v0.2.2 can say, for keys the file omits: put into ``target`` and returned as
+    ``(key, value, comment)``. Once the old keys are upgraded the file dates as v0.2.2, so
+    without them it would run with v0.2.2's defaults instead of its own era's."""
+    guess = era_defaults.date_file(document)
+    if era is None and guess.current:
+        return ()
+    day = era_defaults.parse_era(era) if era is not None else guess.date
+    found = []
+    lost = []
+    for default in era_defaults.era_defaults(document, day):
+        key = tuple(default.key.split("."))
+        if not default.portable:
+            answer = era_flips.ANSWERED_BY.get(default.key, default.key)
+            lost.append(f"`{default.key}` ({default.why}): write `{answer}` in the file first")
+            continue
+        if eras.get(target, key) is not eras.MISSING:
+            continue
+        if eras.put(target, key, default.value):
+            found.append((key, default.value, f"the default of this file's era: {default.why}"))
+    if lost:  # upgrading the old keys would date the file v0.2.2 and hide what its run used
+        raise FixRefused(f"its era ({day}) ran with defaults v0.2.2 cannot say: " + "; ".join(lost))
+    return tuple(found)
 
 
 # --------------------------------------------------------------------------- values
@@ -113,6 +145,12 @@ def _fix_values(document: dict, schema: SectionSpec, notes: list[str]) -> dict:
                 if isinstance(value, dict):
                     walk(value, field.annotation, here)
             elif isinstance(value, str) and _is_list_of_str(field.annotation):
+                step = eras.value_step(here, value)
+                if step is not None and step.kind == "upgraded" and step.writes:
+                    # its era's loader split the string at its commas: the run had the list
+                    table[key] = list(step.writes[0][1])
+                    notes.append(f"`{'.'.join(here)}`: {step.why} ({step.era})")
+                    continue
                 table[key] = [value]
                 notes.append(f"`{'.'.join(here)}`: the string became a one-element list")
 

@@ -27,13 +27,22 @@ class FixRefused(Exception):
     """The file cannot be rewritten safely; the message says why."""
 
 
-def apply_steps(text: str, steps: list[eras.Step], *, target: dict) -> str:
-    """``text`` with each upgraded step's old key replaced by its writes, and every value set
-    to ``target``'s (a stale converter name, a string made a list). Raises
-    :class:`FixRefused` and ``LayoutError``."""
+def apply_steps(
+    text: str,
+    steps: list[eras.Step],
+    *,
+    target: dict,
+    additions: tuple[tuple[tuple[str, ...], Any, str], ...] = (),
+) -> str:
+    """``text`` with each upgraded step's old key replaced by its writes, each of
+    ``additions`` (``(key, value, comment)``: a key the file omits) written with its comment
+    above it, and every value set to ``target``'s (a stale converter name, a string made a
+    list). Raises :class:`FixRefused` and ``LayoutError``."""
     editor = _Editor(text, steps)
     for step in steps:
         editor.move(step)
+    for new, value, comment in additions:
+        editor.add(new, value, comment)
     editor.drop_empty_tables()
     editor.settle(target)
     return editor.text
@@ -101,6 +110,15 @@ class _Editor:
             comments = []
         if not renamed:
             self.delete(step, self.current(step.old))
+
+    def add(self, new: tuple[str, ...], value: Any, comment: str) -> None:
+        """Write a key the file does not have, with ``comment`` on the line above it."""
+        found = statements(self.text)
+        where = self.destination(found, new, None)
+        if where[0] == "existing":
+            raise FixRefused(f"`{'.'.join(new)}` is in the file already")
+        block = [f"# {line}{self.newline}" for line in comment.splitlines()]
+        self.place(found, where, new, value, source=None, first=True, block=block)
 
     def rename_inline(self, found: list[Statement], old: tuple[str, ...], step: eras.Step) -> bool:
         """Rename a key inside an inline table on the spot, when its new name belongs in the same

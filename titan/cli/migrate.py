@@ -27,7 +27,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from titan.cli import report
+from titan.cli import era_option, report
 from titan.cli.console import console
 from titan.cli.exits import EXIT_STATUS_HELP, UsageError, guarded
 
@@ -85,14 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help='map stale converter names (v0.1 "float8") to their v0.2.2 names',
     )
-    parser.add_argument(
-        "--era",
-        type=_era,
-        metavar="YYYY-MM",
-        help="the torchtitan era the TOMLs were written for (YYYY-MM or YYYY-MM-DD): the "
-        "defaults of that era are written for keys a file omits; by default each file is dated "
-        "from its own old keys and values, and a file with none is taken as v0.2.2",
-    )
+    parser.add_argument("--era", type=era_option.era, metavar="YYYY-MM", help=era_option.HELP)
     parser.add_argument(
         "--format",
         choices=report.FORMATS,
@@ -255,18 +248,6 @@ def _scaffold(args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO) -> in
     if buffer.getvalue():
         write_text(args.output, text=buffer.getvalue())
     return code
-
-
-def _era(text: str) -> str:
-    """``--era YYYY-MM[-DD]``: a day within the legacy eras."""
-    import argparse
-
-    from schemas.era_defaults import era_error
-
-    problem = era_error(text)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(problem.removeprefix(f"--era {text!r} "))
-    return text.strip()
 
 
 def _model_registry(text: str) -> tuple[str, str]:

@@ -230,6 +230,7 @@ def _options(args: Args):
         allow_import=args.allow_import,
         module_path=module_path,
         extensions=tuple(args.extension),
+        era=args.era,
     )
 
 

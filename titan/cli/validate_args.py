@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from titan import __version__
+from titan.cli import era_option
 from titan.cli.exits import EXIT_STATUS_HELP
 from titan.cli.report import COLORS, FORMATS
 
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="check parallel degrees against a world size of N GPUs",
     )
+    parser.add_argument("--era", type=era_option.era, metavar="YYYY-MM", help=era_option.HELP)
     parser.add_argument(
         "--allow-import",
         action="store_true",
@@ -188,6 +190,7 @@ class Args:
         self.format = "text"
         self.strict = False
         self.ngpu: int | None = None
+        self.era: str | None = None
         self.allow_import = False
         self.module_path: list[str] = []
         self.extension: list[str] = []
@@ -261,6 +264,10 @@ def parse_common(argv: Sequence[str]) -> Args | None:
                 return None
             if args.ngpu < 1:
                 return None
+        elif name == "--era":
+            if not era_option.is_era(value):
+                return None
+            args.era = value.strip()
         elif name == "--timeout":
             try:
                 args.timeout = float(value)

@@ -86,7 +86,7 @@ def fix_files(
         fixed = None
         if why is None:
             try:
-                fixed = fix_text(result.text, schema=result.schema)
+                fixed = fix_text(result.text, schema=result.schema, era=options.era)
             except FixRefused as error:
                 why = str(error)
         if why is not None:

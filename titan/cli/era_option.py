@@ -1,0 +1,29 @@
+"""``--era YYYY-MM[-DD]``: the torchtitan era legacy TOMLs were written for, one reading for
+titan-validate and titan-migrate (``schemas.era_defaults`` says which days are legacy eras)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = (
+    "the torchtitan era the TOMLs were written for (YYYY-MM or YYYY-MM-DD): the defaults of "
+    "that era are written for keys a file omits; by default each file is dated from its own "
+    "old keys and values, and a file with none is taken as v0.2.2"
+)
+
+
+def era(text: str) -> str:
+    """The ``--era`` value, checked: an ``argparse`` type that says how to write a bad one."""
+    from schemas.era_defaults import era_error
+
+    problem = era_error(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem.removeprefix(f"--era {text!r} "))
+    return text.strip()
+
+
+def is_era(text: str) -> bool:
+    """Whether ``text`` is a usable ``--era`` value (for parsers that fall back to argparse)."""
+    from schemas.era_defaults import era_error
+
+    return era_error(text) is None
