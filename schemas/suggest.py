@@ -94,10 +94,17 @@ def suggest(
         )
 
     siblings = [p.rsplit(".", 1)[-1] for p in paths if p.rpartition(".")[0] == parent]
+    twice = [
+        s
+        for s in closest(name, siblings)
+        if _written(document, _join(parent, s)) and paths[_join(parent, s)] == is_table
+    ]
     siblings = [s for s in siblings if fits(_join(parent, s))]
     close = closest(name, siblings)
     if close:
         return Suggestion("unknown-key", _either([_join(parent, c) for c in close]))
+    if twice:  # a misspelt copy of a key the file sets: no other setting is meant
+        return Suggestion("unknown-key", TWICE_HINT.format(key=_join(parent, twice[0])))
 
     # The same name elsewhere in the tree: a key written in the wrong section.
     elsewhere = _nearest(
@@ -123,6 +130,9 @@ def suggest(
     # declare once instead of seeing it rejected in every file (schemas.project).
     return Suggestion("unknown-key", DECLARE_HINT)
 
+
+TWICE_HINT = "looks like a misspelling of `{key}`, which the file sets already: keep one of the two"
+"""The hint of a misspelt key whose correct spelling the file also writes."""
 
 DECLARE_HINT = (
     "a fork's own setting? declare it: titan-migrate --scaffold-extension FILE.toml > "

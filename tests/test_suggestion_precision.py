@@ -219,12 +219,6 @@ def test_the_scaffold_declares_a_forks_muon_weight_decay_and_validate_then_passe
     assert found == [("unknown-key", "training.stpes")], checked.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the scaffold's _not_declared asks schemas.suggest.suggest without the file's "
-    "document, value and schema, so it still calls `metrics.folder` misplaced where "
-    "titan-validate, seeing checkpoint.folder written, calls it the fork's own",
-)
 def test_the_scaffold_declares_what_validate_calls_a_forks_own_key(tmp_path):
     _fork(tmp_path, '[checkpoint]\nfolder = "ckpt"\n[metrics]\nfolder = "logs"\n')
     checked = _titan(tmp_path, "titan.cli.validate", "--format", "json", "configs/job.toml")

@@ -117,7 +117,7 @@ def scaffold(files: Sequence[str], *, options: CheckOptions | None = None) -> Sc
             continue
         paths = schema_paths(check.schema)
         for parts, value in _unknown(check.document, check.schema):
-            why = _not_declared(parts, value, paths)
+            why = _not_declared(parts, value, paths, check=check)
             if why is not None:
                 left_out.setdefault(why, []).append(_where(check, parts))
                 continue
@@ -145,13 +145,26 @@ def _unknown(document: dict, schema: SectionSpec, parts: tuple[str, ...] = ()):
             yield from _unknown(value, field.annotation, (*parts, key))
 
 
-def _not_declared(parts: tuple[str, ...], value: Any, paths: dict[str, bool]) -> str | None:
-    """Why the unknown key ``parts`` is not declared, or ``None`` to declare it."""
+def _not_declared(
+    parts: tuple[str, ...], value: Any, paths: dict[str, bool], *, check: FileCheck
+) -> str | None:
+    """Why the unknown key ``parts`` is not declared, or ``None`` to declare it: asked exactly
+    as titan-validate asks (with the value, the file and its schema), so whatever validate
+    calls a fork's own setting is declared."""
     dotted = ".".join(parts)
-    found = suggest(parts, paths, is_table=isinstance(value, dict))
+    found = suggest(
+        parts,
+        paths,
+        is_table=isinstance(value, dict),
+        value=value,
+        document=check.document,
+        schema=check.schema,
+    )
     if found.hint == DECLARE_HINT:
         return None
-    typo = re.fullmatch(r"did you mean `([^`]+)`\?", found.hint or "")
+    typo = re.fullmatch(r"did you mean `([^`]+)`\?", found.hint or "") or re.match(
+        r"looks like a misspelling of `([^`]+)`", found.hint or ""
+    )
     if typo:
         return f"`{dotted}` looks like a typo of `{typo[1]}`"
     if found.code == "moved-key":
