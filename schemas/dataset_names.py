@@ -15,8 +15,6 @@ the same rule and the same hints. Pure data and string work: nothing heavy is im
 
 from __future__ import annotations
 
-import difflib
-
 from schemas._frozen import Frozen, _set
 from schemas.era_values import OLD_DATASETS
 
@@ -84,6 +82,8 @@ class DatasetFacts(Frozen):
         old = next((o for o in OLD_DATASETS if o.name == name.lower()), None)
         if old is not None and old.name not in self.registered:
             return f"{old.became}; {old.hint}; {old.era}"
+        import difflib  # only a name that is not registered gets here
+
         close = difflib.get_close_matches(name, [*self.registered, *self.declared], n=1)
         if close:
             return f'did you mean "{close[0]}"?'

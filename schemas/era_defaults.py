@@ -219,10 +219,28 @@ def _matches(value: Any, wanted: tuple) -> bool:
     return False
 
 
-def clues(document: dict) -> list[Clue]:
-    """Everything in ``document`` that says when it was written, in file order."""
+_VALUES_OF: dict[str, list[tuple]] = {}
+for _row in VALUES:
+    _VALUES_OF.setdefault(_row[0], []).append(_row)
+"""The rows of :data:`schemas.era_clues.VALUES` by key (every key of every file is looked up)."""
+
+
+def _has_old(flat: list) -> bool:
+    """Whether a document's leaves hold any clue that bounds its date from above."""
+    for parts, value in flat:
+        key = ".".join(parts)
+        if key in _OLD or (value == {} and key in _OLD_TABLES):
+            return True
+        if any(_matches(value, row[1]) for row in _VALUES_OF.get(key, ())):
+            return True
+    return False
+
+
+def clues(document: dict, flat: list | None = None) -> list[Clue]:
+    """Everything in ``document`` that says when it was written, in file order (``flat`` is
+    ``leaves(document)`` when the caller has it)."""
     found: list[Clue] = []
-    for parts, value in leaves(document):
+    for parts, value in leaves(document) if flat is None else flat:
         key = ".".join(parts)
         if key in _OLD:
             since, until, commit = _OLD[key]
@@ -232,10 +250,9 @@ def clues(document: dict) -> list[Clue]:
         elif value == {} and key in _OLD_TABLES:
             since, until = _OLD_TABLES[key]
             found.append(Clue(key, f"an older table, gone on {until}", since, until))
-        for old, wanted, since, until, commit, unless in VALUES:
+        for _key, wanted, since, until, commit, unless in _VALUES_OF.get(key, ()):
             if (
-                old == key
-                and _matches(value, wanted)
+                _matches(value, wanted)
                 and get(document, tuple(unless.split("."))) is MISSING
             ):
                 says = f"{value!r} was accepted until {until} ({commit})"
@@ -243,7 +260,7 @@ def clues(document: dict) -> list[Clue]:
     return found
 
 
-def date_file(document: dict) -> EraGuess:
+def date_file(document: dict, flat: list | None = None) -> EraGuess:
     """The latest day consistent with every clue in ``document``.
 
     Old keys and values bound the date from above (the last day they existed), and every key
@@ -253,7 +270,10 @@ def date_file(document: dict) -> EraGuess:
     another key of the same file began, the old key was left behind (torchtitan ignored
     undeclared keys until #1644, 2025-08-28): it is listed as stale and the rest date the file.
     """
-    found = clues(document)
+    flat = leaves(document) if flat is None else flat
+    if not _has_old(flat):  # most files: nothing bounds the date, so it is v0.2.2
+        return EraGuess(V022, (), ())
+    found = clues(document, flat)
     floor = max((clue.since for clue in found), default=ERA_START)
     stale = tuple(c for c in found if c.last is not None and c.last < floor)
     bounds = [c.last for c in found if c.last is not None and c.last >= floor]

@@ -19,6 +19,7 @@ a comma-separated string for a list the era's loader split (``SPLITS``) becomes 
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -106,6 +107,12 @@ def rule_for(parts: tuple[str, ...] | str) -> Rule | None:
     """The rule for an old key: its own row, else the row of the old table above it."""
     if isinstance(parts, str):
         parts = tuple(parts.split("."))
+    return _rule_for(parts)
+
+
+@functools.lru_cache(maxsize=8192)
+def _rule_for(parts: tuple[str, ...]) -> Rule | None:
+    """:func:`rule_for` of a key's parts (asked for every key of every file checked)."""
     rule = _BY_OLD.get(".".join(parts))
     if rule is not None and rule.how != "table":
         return rule
@@ -155,16 +162,24 @@ def translate(parts: tuple[str, ...], value: Any, document: dict | None = None) 
     return _split_writes(step)
 
 
-def refusals(document: dict) -> list[Step]:
+def refusals(document: dict, flat: list | None = None) -> list[Step]:
     """Every ``error`` step of the document as written: a value (of an old key or of a v0.2.2
-    key) the run computed with that v0.2.2 cannot express."""
+    key) the run computed with that v0.2.2 cannot express. ``flat`` is ``leaves(document)``
+    when the caller has it already."""
     found = []
-    for parts, value in leaves(document):
-        step = value_step(parts, value) if rule_for(parts) is None else None
-        step = step or translate(parts, value, document)
+    for parts, value in leaves(document) if flat is None else flat:
+        if rule_for(parts) is not None:
+            step = translate(parts, value, document)
+        elif ".".join(parts) in _REFUSED:  # only these values of a v0.2.2 key are errors
+            step = value_step(parts, value)
+        else:
+            continue
         if step is not None and step.severity == "error":
             found.append(step)
     return found
+
+
+_REFUSED = frozenset(refusal.key for refusal in REFUSALS)
 
 
 def value_step(parts: tuple[str, ...], value: Any) -> Step | None:
@@ -211,7 +226,16 @@ def _is_names(value: Any) -> bool:
 def _refusal(parts: tuple[str, ...], value: Any) -> Refusal | None:
     dotted = ".".join(parts)
     return next(
-        (r for r in REFUSALS if r.key == dotted and any(_same(value, v) for v in r.values)), None
+        (
+            r
+            for r in REFUSALS
+            if r.key == dotted
+            and (
+                any(_same(value, v) for v in r.values)
+                or bool(r.suffix) and isinstance(value, str) and value.endswith(r.suffix)
+            )
+        ),
+        None,
     )
 
 

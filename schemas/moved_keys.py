@@ -116,7 +116,7 @@ class Refusal(Frozen):
     """A value that an era's run used and v0.2.2 cannot express: the run would compute
     something else, so it is an error with what to do, never a silent drop."""
 
-    __slots__ = ("key", "values", "era", "why", "hint")
+    __slots__ = ("key", "values", "era", "why", "hint", "suffix")
     __match_args__ = ("key", "values")
 
     key: str
@@ -129,13 +129,18 @@ class Refusal(Frozen):
     """What the run did with it, and what v0.2.2 has instead."""
     hint: str
     """What to do: the choices there are, truthfully."""
+    suffix: str
+    """Also refused: any string value that ends with it (a file type v0.2.2 cannot read)."""
 
-    def __init__(self, key: str, values: tuple, era: str, why: str, hint: str) -> None:
+    def __init__(
+        self, key: str, values: tuple, era: str, why: str, hint: str, *, suffix: str = ""
+    ) -> None:
         _set(self, "key", key)
         _set(self, "values", values)
         _set(self, "era", era)
         _set(self, "why", why)
         _set(self, "hint", hint)
+        _set(self, "suffix", suffix)
 
 
 _UNCHECKED = (
@@ -171,6 +176,18 @@ REFUSALS: tuple[Refusal, ...] = (
         'computes in "bfloat16" or "float32" only',
         'set "bfloat16" (the same width, another number format) or "float32", or keep this run '
         "on torchtitan",
+    ),
+    Refusal(
+        "model.tokenizer_path",
+        (),
+        "torchtitan 2024-01 to 2025-07 (a sentencepiece, then tiktoken tokenizer.model file, "
+        "until #1476, 8dd5a7e9, read Hugging Face tokenizer folders; v0.2.2 copied the key into "
+        "hf_assets_path and refused a path ending in tokenizer.model)",
+        "the run tokenized with that sentencepiece or tiktoken file; v0.2.2 and titan read a "
+        "Hugging Face tokenizer folder (tokenizer.json), so the file cannot be carried",
+        "set `model.hf_assets_path` to the Hugging Face folder of the same tokenizer and delete "
+        "`model.tokenizer_path` (the ids must match the ones the run trained with)",
+        suffix=".model",
     ),
 )
 """Values an era ran with that no v0.2.2 setting reproduces."""

@@ -198,8 +198,11 @@ def _check_text(
     declared = _load_declared(declaration, options, checker, loaded=extensions)
     extensions += declared
     schema = merged_schema(extensions)
-    checker.refusals(document)
-    checker.lost_era_defaults(document, era=options.era)
+    from schemas import eras
+
+    flat = eras.leaves(document)  # once: the era checks below all walk it
+    checker.refusals(document, flat)
+    checker.lost_era_defaults(document, flat, era=options.era)
     if adjust is not None:
         document, found = adjust(document, schema)
         checker.diagnostics.extend(found)
@@ -624,13 +627,13 @@ class _Checker:
             return True
         return step.severity == "error"  # reported from the file as written: refusals()
 
-    def lost_era_defaults(self, document: dict, *, era: str | None) -> None:
+    def lost_era_defaults(self, document: dict, flat: list, *, era: str | None) -> None:
         """Defaults of the file's era that v0.2.2 cannot say, for keys it omits: the run used
         them (a .model tokenizer, a removed dataset), so they are errors, as in titan-migrate.
         ``era`` (``--era``) dates the file instead of its evidence."""
         from schemas import era_defaults
 
-        guess = era_defaults.date_file(document)
+        guess = era_defaults.date_file(document, flat)
         if era is None and guess.current:
             return
         day = era_defaults.parse_era(era) if era is not None else guess.date
@@ -652,12 +655,12 @@ class _Checker:
                 )
             )
 
-    def refusals(self, document: dict) -> None:
+    def refusals(self, document: dict, flat: list) -> None:
         """Values the run computed with that v0.2.2 cannot express, from the file as written
         (the migrator checks the upgraded document, where such a key is no longer)."""
         from schemas import eras
 
-        for step in eras.refusals(document):
+        for step in eras.refusals(document, flat):
             shown = f"`{step.dotted} = {eras.toml_value(eras.get(document, step.old))}`"
             code = "invalid-choice" if eras.rule_for(step.old) is None else "moved-key"
             message = f"{shown} cannot be expressed at v0.2.2: {step.why}"

@@ -216,3 +216,26 @@ def test_an_upstream_files_ignored_key_is_said_to_be_one(tmp_path: Path) -> None
     hint = findings(write(tmp_path, "job.toml", text))["metrics.use_for_integration_test"]["hint"]
     assert "an upstream file's key" in hint and "safe to delete" in hint
     assert "fork" not in hint
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "./torchtitan/datasets/tokenizer/tokenizer.model",  # the 2024 default, written out
+        "./test/assets/test_tiktoken.model",  # upstream's debug_model.toml of 2024-05
+        "/data/llama/original/tokenizer.model",
+    ],
+)
+def test_a_tokenizer_model_file_is_refused_with_the_key_to_write(tmp_path: Path, path: str) -> None:
+    text = f'{LLAMA}tokenizer_path = "{path}"\n[training]\nsteps = 10\n'
+    job = write(tmp_path, "job.toml", text)
+    finding = findings(job)["model.tokenizer_path"]
+    assert finding["severity"] == "error"
+    assert "Hugging Face tokenizer folder" in finding["message"]
+    assert "`model.hf_assets_path`" in finding["hint"]
+    plan = build_plan(job)
+    assert plan.outcomes["model.tokenizer_path"].status == "rejected"
+    assert not plan.lossless()
+    # a folder (what v0.2.2 copied into hf_assets_path) is carried
+    folder = write(tmp_path, "ok.toml", text.replace(path, "./tests/assets/tokenizer"))
+    assert build_plan(folder).outcomes["model.tokenizer_path"].status == "carried"

@@ -371,8 +371,10 @@ def _leaves(section: SectionSpec, prefix: str = "") -> Iterator[str]:
             yield f"{prefix}{spec.name}"
 
 
+@functools.lru_cache(maxsize=8192)
 def home(legacy: str, *, extension: str | None = None) -> Home | None:
-    """The home of a legacy key (looked up in ``extension``'s keys first), or ``None``."""
+    """The home of a legacy key (looked up in ``extension``'s keys first), or ``None``; asked
+    for every key many times per file, so answers are kept (a :class:`Home` is frozen)."""
     if extension is not None and (extension, legacy) in EXTENSION_HOMES:
         return EXTENSION_HOMES[extension, legacy]
     if legacy not in _base_keys():
@@ -392,7 +394,12 @@ def _base_keys() -> frozenset[str]:
 
 
 def base_homes() -> dict[str, Home]:
-    """The home of each of the 149 base-schema keys, in schema order."""
+    """The home of each of the 149 base-schema keys, in schema order (a new dict each call)."""
+    return dict(_base_homes())
+
+
+@functools.cache
+def _base_homes() -> dict[str, Home]:
     homes = {}
     for legacy in _leaves(LEGACY_SPEC):
         found = home(legacy)

@@ -3,8 +3,6 @@ titan-validate and titan-migrate (``schemas.era_defaults`` says which days are l
 
 from __future__ import annotations
 
-import argparse
-
 HELP = (
     "the torchtitan era the TOMLs were written for (YYYY-MM or YYYY-MM-DD): the defaults of "
     "that era are written for keys a file omits; by default each file is dated from its own "
@@ -14,6 +12,8 @@ HELP = (
 
 def era(text: str) -> str:
     """The ``--era`` value, checked: an ``argparse`` type that says how to write a bad one."""
+    import argparse  # only argparse's own parse gets here: hooks' plain lines never import it
+
     from schemas.era_defaults import era_error
 
     problem = era_error(text)
