@@ -123,6 +123,7 @@ CODES: dict[str, str] = {
     "parallel-degree": "A parallel degree outside its allowed range.",
     "world-size": "Parallel degrees that do not fit the number of GPUs.",
     "expert-parallel": "Expert parallel settings that torchtitan rejects.",
+    "moe-routing": "Mixture-of-experts routing the model cannot run (top_k, expert groups).",
     "batch-size": "Batch sizes that do not divide as gradient accumulation needs.",
     "seq-len": "A sequence length that tensor/context parallel cannot split.",
     "tp-heads": "A tensor parallel degree that does not divide the attention heads.",

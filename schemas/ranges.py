@@ -8,6 +8,10 @@ check (``titan.config.check``) reads the same table and finds each key's field t
 migration's homes table, so ``training.steps = -1`` is refused alike in a TOML, in a registry
 function and on ``titan-train``'s command line.
 
+Fields of titan's own config classes with no legacy key (a model config's ``dim``, an MoE's
+``num_experts``) declare their range on the class, as ``_ranges = {"dim": POSITIVE}`` with the
+ranges below (``titan.config.configurable.field_ranges``); the registry check reads them too.
+
 Besides its declared range, every integer must fit in a signed 64-bit integer: sizes and steps
 become tensor shapes and C++ integers, where a larger number overflows.
 """
@@ -96,6 +100,13 @@ class Range(Frozen):
 
 
 _BOUNDS = ("ge", "gt", "le", "lt")
+
+POSITIVE = Range(ge=1)
+"""A count or size: at least 1 (sizes, layers, heads, experts)."""
+NON_NEGATIVE = Range(ge=0)
+"""A count that may be zero (shared experts, a LoRA rank that 0 turns off)."""
+POSITIVE_NUMBER = Range(gt=0, finite=True)
+"""A finite number above zero (an epsilon, a rope base, a multiplier)."""
 
 
 def _ge(value: float, bound: float) -> bool:

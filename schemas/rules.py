@@ -140,6 +140,34 @@ def stale_name_dated(name: str, document: dict) -> str | None:
     return None
 
 
+class ExpertRouting(Frozen):
+    """How one mixture of experts routes tokens, as the model will build it: a registry config's
+    MoE fields (with their spans), or a TOML flavor's ``moe_args`` (at ``model.flavor``)."""
+
+    __slots__ = ("num_experts", "top_k", "num_expert_groups", "num_limited_groups")
+    __match_args__ = ()
+
+    num_experts: Setting
+    """Routed experts."""
+    top_k: Setting
+    """Routed experts each token goes to."""
+    num_expert_groups: Setting
+    """Expert groups of group-limited routing (``None``: routing over all experts)."""
+    num_limited_groups: Setting
+    """Groups a token may use under group-limited routing."""
+
+    def __init__(self, **settings: Setting) -> None:
+        for name in self.__slots__:
+            _set(self, name, settings[name])
+
+    @classmethod
+    def of_args(cls, moe_args: dict[str, Any], *, at: Setting) -> ExpertRouting:
+        """The routing of a flavor's ``moe_args``, every field standing at ``at``."""
+        return cls(
+            **{name: Setting(moe_args.get(name), at.path, at.span) for name in cls.__slots__}
+        )
+
+
 SHARED_FACT_PATHS: dict[str, str] = {
     "dp_replicate": "parallelism.data_parallel_replicate_degree",
     "dp_shard": "parallelism.data_parallel_shard_degree",
@@ -206,6 +234,7 @@ class ConfigFacts(Frozen):
         "n_heads",
         "n_kv_heads",
         "moe",
+        "experts",
         "fork",
         "dataset",
         "validation_dataset",
@@ -254,6 +283,8 @@ class ConfigFacts(Frozen):
     """Key/value heads of the chosen flavor, when known."""
     moe: bool | None
     """Whether the chosen flavor has experts, when known."""
+    experts: tuple[ExpertRouting, ...]
+    """The routing of each distinct mixture of experts the model builds (empty when unknown)."""
     fork: Any
     """The flavors and converters the project declares (``schemas.fork_names.ForkNames``)."""
     dataset: Setting | None
@@ -302,6 +333,7 @@ class ConfigFacts(Frozen):
         n_heads: int | None = None,
         n_kv_heads: int | None = None,
         moe: bool | None = None,
+        experts: tuple[ExpertRouting, ...] = (),
         fork: Any = None,
         dataset: Setting | None = None,
         validation_dataset: Setting | None = None,
@@ -342,6 +374,7 @@ class ConfigFacts(Frozen):
         _set(self, "n_heads", n_heads)
         _set(self, "n_kv_heads", n_kv_heads)
         _set(self, "moe", moe)
+        _set(self, "experts", experts)
         _set(self, "fork", fork)
         _set(self, "dataset", dataset)
         _set(self, "validation_dataset", validation_dataset)
@@ -478,8 +511,123 @@ def expert_layout_problem(
     return None
 
 
+def experts_per_rank_problem(
+    *, ep: int, num_experts: int, fits: Callable[[int], bool] = lambda degree: True
+) -> tuple[str, str] | None:
+    """Why ``ep`` ranks cannot share ``num_experts`` routed experts, as ``(message, hint)``; None
+    when each rank holds the same number of whole experts. The degree the hint suggests is one
+    that ``fits`` the rest of the layout too (else 1: no expert parallel). The trainer's
+    expert-parallel split asks the same question."""
+    if num_experts < 1 or num_experts % ep == 0:
+        return None
+    fitting = _divisor_at_most(num_experts, ep, fits=fits)
+    return (
+        f"expert parallel degree {ep} does not divide the {num_experts} routed experts: each "
+        "expert-parallel rank holds the same number of whole experts",
+        f"use an expert parallel degree that divides {num_experts}, e.g. {fitting}",
+    )
+
+
+def moe_routing_problem(
+    *, num_experts: int, top_k: int, num_expert_groups: int | None, num_limited_groups: int | None
+) -> tuple[str, str, str] | None:
+    """Why a mixture of experts cannot route its tokens, as ``(field, message, hint)`` where
+    ``field`` is the MoE config field to change; None when it can. The model build asks the same
+    question (``titan.models.common.moe_model``): beyond these, ``torch.topk`` fails at the
+    first forward or picks experts masked out of a token's groups."""
+    experts = num_experts
+    if experts < 1:
+        return ("num_experts", f"num_experts is {experts}; it must be ≥ 1", "must be ≥ 1")
+    if not 1 <= top_k <= experts:
+        return (
+            "top_k",
+            f"top_k {top_k} must be between 1 and num_experts {experts}",
+            f"route each token to 1 to {experts} experts",
+        )
+    groups, limited = num_expert_groups, num_limited_groups
+    if groups is None:
+        return None
+    if groups < 1:
+        return (
+            "num_expert_groups",
+            f"num_expert_groups is {groups}; it must be ≥ 1",
+            "must be ≥ 1",
+        )
+    if limited is None:
+        return (
+            "num_limited_groups",
+            "num_limited_groups must be set when num_expert_groups is set",
+            f"set num_limited_groups to 1 to {groups}, or num_expert_groups = None to route "
+            "over all experts",
+        )
+    if experts % groups or experts // groups < 2:
+        why = (
+            f"num_experts {experts} is not divisible by num_expert_groups {groups}"
+            if experts % groups
+            else f"group-limited routing needs at least 2 experts per group, got "
+            f"{experts // groups} (num_experts {experts} / num_expert_groups {groups})"
+        )
+        if experts < 2:
+            hint = "group-limited routing needs 2 or more experts: set num_expert_groups = None"
+        else:
+            hint = (
+                f"use a number of groups that divides {experts} into groups of 2 or more, e.g. "
+                f"{_divisor_at_most(experts, min(groups, experts // 2))}"
+            )
+        return ("num_expert_groups", why, hint)
+    per_group = experts // groups
+    if not 1 <= limited <= groups:
+        return (
+            "num_limited_groups",
+            f"num_limited_groups {limited} must be between 1 and num_expert_groups {groups}",
+            f"let each token use 1 to {groups} groups",
+        )
+    if top_k > limited * per_group:
+        return (
+            "top_k",
+            f"top_k {top_k} is more than the {limited * per_group} experts that "
+            f"num_limited_groups {limited} groups of {per_group} hold",
+            f"raise num_limited_groups to {-(-top_k // per_group)}, or lower top_k to "
+            f"{limited * per_group}",
+        )
+    return None
+
+
+def _divisor_at_most(
+    n: int, at_most: int, *, fits: Callable[[int], bool] = lambda degree: True
+) -> int:
+    """The largest divisor of ``n`` not above ``at_most`` that ``fits``, looked for among the
+    10,000 numbers below it (1 when none of them is: a hostile count may be near 2**63)."""
+    top = min(n, at_most)
+    return next((d for d in range(top, max(top - 10_000, 1), -1) if n % d == 0 and fits(d)), 1)
+
+
+def moe_routing(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Each mixture of experts can route: top_k in 1..num_experts, and group-limited routing
+    (num_limited_groups in 1..num_expert_groups, groups of 2 or more experts that hold top_k)."""
+    for routing in facts.experts:
+        experts, top_k = routing.num_experts, routing.top_k
+        groups, limited = routing.num_expert_groups, routing.num_limited_groups
+        if not _ints(experts, top_k) or experts.value < 1 or top_k.value < 1:
+            continue  # a wrong type or a count below 1: the type and range checks say so
+        if not all(s.value is None or _ints(s) for s in (groups, limited)):
+            continue
+        if groups.value is not None and groups.value < 1:
+            continue
+        problem = moe_routing_problem(
+            num_experts=experts.value,
+            top_k=top_k.value,
+            num_expert_groups=groups.value,
+            num_limited_groups=limited.value,
+        )
+        if problem is not None:
+            field, message, hint = problem
+            yield _diag("moe-routing", getattr(routing, field), message, hint)
+
+
 def expert_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
-    """EP needs an MoE model; expert TP is 1 or equal to TP; EP borrows from dp_shard × cp (× tp)."""
+    """EP needs an MoE model; expert TP is 1 or equal to TP; EP borrows from dp_shard × cp (× tp);
+    EP divides every MoE's routed experts."""
     ep, etp, tp, cp = facts.ep, facts.etp, facts.tp, facts.cp
     # v0.2.2's ParallelDims checks expert degrees only when EP is on; bad cp/tp are reported
     # by parallel_degrees and the range check.
@@ -493,12 +641,29 @@ def expert_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
             f"`{facts.flavor.value}`, which has no experts",
             "use a mixture-of-experts flavor, or set expert_parallel_degree = 1",
         )
+    shard = _resolved_dp_shard(facts)
     problem = expert_layout_problem(
-        ep=ep.value, etp=etp.value, tp=tp.value, cp=cp.value, dp_shard=_resolved_dp_shard(facts)
+        ep=ep.value, etp=etp.value, tp=tp.value, cp=cp.value, dp_shard=shard
     )
     if problem is not None:
         fact, message, hint = problem
         yield _diag("expert-parallel", etp if fact == "etp" else ep, message, hint)
+        return
+    counts = {r.num_experts.value for r in facts.experts if _ints(r.num_experts)}
+    for experts in sorted(counts):
+        uneven = experts_per_rank_problem(
+            ep=ep.value,
+            num_experts=experts,
+            fits=lambda degree: (
+                expert_layout_problem(
+                    ep=degree, etp=etp.value, tp=tp.value, cp=cp.value, dp_shard=shard
+                )
+                is None
+            ),
+        )
+        if uneven is not None:
+            yield _diag("expert-parallel", ep, *uneven)
+            return
 
 
 def global_batch(facts: ConfigFacts) -> Iterator[Diagnostic]:
@@ -872,6 +1037,7 @@ RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     parallel_degrees,
     world_size,
     expert_parallel,
+    moe_routing,
     global_batch,
     sequence_length,
     tensor_parallel_heads,

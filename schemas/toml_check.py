@@ -837,6 +837,9 @@ def legacy_facts(
         n_heads=found.n_heads if found else None,
         n_kv_heads=found.n_kv_heads if found else None,
         moe=found.moe if found else None,
+        experts=(rules.ExpertRouting.of_args(found.args["moe_args"], at=flavor_name),)
+        if found is not None and found.moe
+        else (),
         fork=fork,
         dataset=get("training.dataset"),
         validation_dataset=get("validation.dataset")

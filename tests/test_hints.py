@@ -164,6 +164,24 @@ def _registry(tmp: Path, training: str) -> Path:
     )
 
 
+def _moe_registry(tmp: Path, change: str) -> Path:
+    """A registry function ``mine``: deepseek_v3's debug model with ``moe.<change>``."""
+    return _module(
+        tmp,
+        "reg",
+        f"""
+        from titan.models.deepseek_v3 import model_registry
+        from titan.trainer import Trainer
+
+
+        def mine() -> Trainer.Config:
+            spec = model_registry("debugmodel")
+            spec.model.layer.moe.{change}
+            return Trainer.Config(model_spec=spec)
+        """,
+    )
+
+
 def _custom(tmp: Path) -> Path:
     _module(tmp, "fork_ext", _EXT)
     return _toml(
@@ -280,6 +298,26 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
             "etp",
             _v(
                 "[parallelism]\nexpert_parallel_degree = 2\ntensor_parallel_degree = 2\nexpert_tensor_parallel_degree = 3\n"
+            ),
+        ),
+        (
+            "experts",
+            _v(
+                '[model]\nname = "llama4"\nflavor = "debugmodel"\n[parallelism]\nexpert_parallel_degree = 3\n'
+            ),
+        ),
+    ],
+    "moe-routing": [
+        (
+            "top_k",
+            lambda t: titan_validate(
+                "--registry", _moe_registry(t, "top_k = 9"), "--config", "mine"
+            ),
+        ),
+        (
+            "groups",
+            lambda t: titan_validate(
+                "--registry", _moe_registry(t, "num_expert_groups = 3"), "--config", "mine"
             ),
         ),
     ],

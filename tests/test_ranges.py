@@ -201,3 +201,168 @@ def test_titan_train_refuses_before_building_anything(tmp_path, form):
     assert "`optimizer.lr` is nan" in output
     assert not dump.exists()  # refused before the run made its folder
     assert "step:" not in output.lower()
+
+
+# ----------------------------------------------------- ranges declared on titan's config classes
+
+# (family, the change to the model spec's tree, registry path, message after the path, hint)
+MODEL_CASES = [
+    ("llama3", "spec.model.dim = -5", "model_spec.model.dim", "is -5", "must be ≥ 1"),
+    ("llama3", "spec.model.n_layers = 0", "model_spec.model.n_layers", "is 0", "must be ≥ 1"),
+    ("qwen3", "spec.model.vocab_size = -1", "model_spec.model.vocab_size", "is -1", "must be ≥ 1"),
+    (
+        "llama3",
+        "spec.model.layer.attention.n_heads = 0",
+        "model_spec.model.layer.attention.n_heads",
+        "is 0",
+        "must be ≥ 1",
+    ),
+    (
+        "llama4",
+        "spec.model.layer.attention.n_kv_heads = -2",
+        "model_spec.model.layer.attention.n_kv_heads",
+        "is -2",
+        "must be ≥ 1",
+    ),
+    (
+        "llama3",
+        "spec.model.layer.feed_forward.multiple_of = 0",
+        "model_spec.model.layer.feed_forward.multiple_of",
+        "is 0",
+        "must be ≥ 1",
+    ),
+    (
+        "qwen3",
+        "spec.model.layer.feed_forward.hidden_dim = -64",
+        "model_spec.model.layer.feed_forward.hidden_dim",
+        "is -64",
+        "must be ≥ 1",
+    ),
+    (
+        "llama3",
+        "spec.model.norm_eps = 0.0",
+        "model_spec.model.norm_eps",
+        "is 0.0",
+        "must be a finite number > 0",
+    ),
+    (
+        "gpt_oss",
+        'spec.model.norm_eps = float("nan")',
+        "model_spec.model.norm_eps",
+        "is nan",
+        "must be a finite number > 0",
+    ),
+    (
+        "llama3",
+        "spec.model.rope.theta = -10000.0",
+        "model_spec.model.rope.theta",
+        "is -10000.0",
+        "must be a finite number > 0",
+    ),
+    (
+        "deepseek_v3",
+        "spec.model.layer.attention.kv_lora_rank = 0",
+        "model_spec.model.layer.attention.kv_lora_rank",
+        "is 0",
+        "must be ≥ 1",
+    ),
+    (
+        "deepseek_v3",
+        "spec.model.layer.n_dense_layers = -1",
+        "model_spec.model.layer.n_dense_layers",
+        "is -1",
+        "must be ≥ 0",
+    ),
+    (
+        "deepseek_v3",
+        "spec.model.layer.moe.num_experts = 0",
+        "model_spec.model.layer.moe.num_experts",
+        "is 0",
+        "must be ≥ 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("family", "change", "path", "value", "hint"), MODEL_CASES)
+def test_a_model_config_size_out_of_its_range_is_refused(in_tmp, family, change, path, value, hint):
+    (in_tmp / "config_registry.py").write_text(
+        f"from titan.models.{family} import model_registry\n"
+        "from titan.trainer import Trainer\n\n\n"
+        "def mine():\n"
+        '    spec = model_registry("debugmodel")\n'
+        f"    {change}\n"
+        "    return Trainer.Config(model_spec=spec)\n",
+        encoding="utf-8",
+    )
+    code, out, err = run("--config", "mine", "--format", "json")
+    assert code == 1 and "Traceback" not in out + err, out + err
+    found = json.loads(out)["diagnostics"]
+    assert [(d["code"], d["path"], d["message"], d["hint"]) for d in found] == [
+        ("out-of-range", path, f"`{path}` {value}; it {hint}", hint)
+    ]
+    assert found[0]["file"].endswith("config_registry.py")
+
+
+def test_every_size_of_a_model_config_declares_its_range():
+    """Every number of titan's model config classes (decoders, attention, feed-forward, MoE,
+    rope) has a declared range, but the few whose every value means something."""
+    import dataclasses
+    import importlib
+
+    from titan.config.configurable import Configurable, field_ranges
+
+    unbounded = {
+        "route_scale",  # a scale of the routing scores: any sign is arithmetic
+        "load_balance_coeff",  # the MoE module refuses a non-positive rate itself
+        "num_limited_groups",  # 1..num_expert_groups: the moe-routing rule
+        "beta_fast",  # YaRN's and NTK's constants: any number is a curve
+        "beta_slow",
+        "mscale",
+        "ntk_alpha",
+        "ntk_beta",
+        "swiglu_limit",
+        "shift_factor",  # the autoencoder's latent shift: any sign
+        "max_batch_size",  # v0.2.2's inference cache size, unused in training
+        "ch_mult",  # tuples of sizes, not numbers
+        "axes_dim",
+    }
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    from titan.models.common.decoder import Decoder
+
+    for family in ("llama3", "llama4", "qwen3", "deepseek_v3", "gpt_oss", "flux"):
+        importlib.import_module(f"titan.models.{family}")  # every family's configs
+
+    missing = []
+    for cls in subclasses(Configurable.Config):
+        module = cls.__module__
+        if not (module.endswith(".model_config") or module.startswith("titan.models.common.")):
+            continue  # a family's data loader or trainer configs are not its model's
+        declared = field_ranges(cls)
+        for field in dataclasses.fields(cls):
+            numeric = {int, float} & set(typing.get_args(typing.get_type_hints(cls)[field.name]))
+            numeric |= {int, float} & {typing.get_type_hints(cls)[field.name]}
+            if numeric and field.name not in declared and field.name not in unbounded:
+                missing.append(f"{cls.__qualname__}.{field.name}")
+    assert sorted(set(missing)) == []
+    assert {"dim", "n_layers", "vocab_size", "norm_eps"} <= set(field_ranges(Decoder.Config))
+
+
+def test_a_range_that_names_no_field_is_refused_where_the_class_is_made():
+    import dataclasses
+
+    from titan.config.configurable import Configurable
+
+    with pytest.raises(TypeError, match="_ranges names no field dimm"):
+
+        class Broken(Configurable):
+            @dataclasses.dataclass(kw_only=True, slots=True)
+            class Config(Configurable.Config):
+                dim: int = 1
+                """Width."""
+
+                _ranges = {"dimm": ranges.POSITIVE}

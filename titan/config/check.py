@@ -21,7 +21,7 @@ from schemas import ranges, rules
 from schemas.diagnostics import Diagnostic, Severity, Span
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import SectionSpec
-from titan.config.configurable import Configurable, check_config_class
+from titan.config.configurable import Configurable, check_config_class, field_ranges
 
 Locate = Callable[[str], Span | None]
 """Where a dotted config path is written (``None`` when it is a default)."""
@@ -50,16 +50,38 @@ _ABSENT = object()
 
 
 def _out_of_range(config: Any, locate: Locate) -> Iterator[Diagnostic]:
-    """The legacy schema's ranges (``schemas.ranges``), at the fields the keys migrate to."""
+    """The legacy schema's ranges (``schemas.ranges``), at the fields the keys migrate to, then
+    the ranges titan's config classes declare (``_ranges``) at every other field."""
+    checked = set()
     for path, bounds in _range_paths():
         node = config
         for part in path.split("."):
             node = getattr(node, part, _ABSENT)
         if node is _ABSENT:
             continue  # a field of a trainer subclass this config is not
+        checked.add(path)
         finding = ranges.out_of_range(node, bounds, path=path, span=locate(path))
         if finding is not None:
             yield finding
+    for node, prefix in _config_nodes(config, ""):
+        for name, bounds in field_ranges(type(node)).items():
+            path = _join(prefix, name)
+            if path in checked:
+                continue
+            finding = ranges.out_of_range(getattr(node, name), bounds, path=path, span=locate(path))
+            if finding is not None:
+                yield finding
+
+
+def _config_nodes(node: Any, path: str) -> Iterator[tuple[Any, str]]:
+    """Every config object in the tree under ``node`` (list items too), with its path."""
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        yield node, path
+        for field in dataclasses.fields(node):
+            yield from _config_nodes(getattr(node, field.name), _join(path, field.name))
+    elif isinstance(node, list | tuple):
+        for index, item in enumerate(node):
+            yield from _config_nodes(item, f"{path}[{index}]")
 
 
 @functools.cache
@@ -314,10 +336,35 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
         ),
         model_name=rules.Setting(family, "model_spec.name", locate("model_spec")),
         flavor=rules.Setting(flavor_name, "model_spec.flavor", locate("model_spec")),
-        n_heads=heads.n_heads if heads is not None else None,
-        n_kv_heads=heads.n_kv_heads if heads is not None else None,
+        # A count below 1 is the range check's finding, not a head count to divide.
+        n_heads=_positive(heads.n_heads) if heads is not None else None,
+        n_kv_heads=_positive(heads.n_kv_heads) if heads is not None else None,
         moe=spec.model.has_moe() if spec is not None else None,
+        experts=_expert_routings(spec, locate),
         **_dataset_facts(config, get),
+    )
+
+
+def _positive(count: Any) -> int | None:
+    return count if isinstance(count, int) and count >= 1 else None
+
+
+def _expert_routings(spec: Any, locate: Locate) -> tuple[rules.ExpertRouting, ...]:
+    """The routing of every mixture of experts in the model's tree, at its fields' paths, when
+    some layer runs one (a deepseek_v3 whose layers are all dense builds none)."""
+    from titan.models.common.moe import MoE
+
+    if spec is None or spec.model.has_moe() is False:
+        return ()
+    return tuple(
+        rules.ExpertRouting(
+            **{
+                name: rules.Setting(getattr(node, name), f"{path}.{name}", locate(f"{path}.{name}"))
+                for name in rules.ExpertRouting.__slots__
+            }
+        )
+        for node, path in _config_nodes(spec.model, "model_spec.model")
+        if isinstance(node, MoE.Config)
     )
 
 

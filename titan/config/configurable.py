@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 
@@ -28,6 +29,9 @@ class Configurable:
         _owner: ClassVar[type | None] = None
         _owner_path: ClassVar[str | None] = None
         """``"package.module:Class"`` of an owner defined elsewhere (imported when built)."""
+        _ranges: ClassVar[Mapping[str, Any]] = {}
+        """field name -> ``schemas.ranges.Range`` its numbers must lie in (``None`` passes);
+        a subclass adds to its parents' (``field_ranges``), and the registry check reads them."""
 
         def build(self, **kwargs: Any) -> Any:
             """Construct the component this config describes, passing ``kwargs`` through."""
@@ -53,6 +57,18 @@ def check_config_class(config: type) -> None:
     positional = [f.name for f in dataclasses.fields(config) if not f.kw_only]
     if positional:
         raise TypeError(f"{name}: every field must be keyword-only, not {', '.join(positional)}")
+    fields = {f.name for f in dataclasses.fields(config)}
+    unknown = sorted(set(field_ranges(config)) - fields)
+    if unknown:
+        raise TypeError(f"{name}: _ranges names no field {', '.join(unknown)}")
+
+
+def field_ranges(config: type) -> dict[str, Any]:
+    """The ranges ``config``'s fields must lie in: its own ``_ranges`` over its parents'."""
+    merged: dict[str, Any] = {}
+    for cls in reversed(config.__mro__):
+        merged.update(cls.__dict__.get("_ranges", {}))
+    return merged
 
 
 class NotBuildableError(NotImplementedError):

@@ -40,6 +40,8 @@ from torch.distributed.tensor import (
 )
 from torch.distributed.tensor.parallel import ParallelStyle, parallelize_module
 
+from schemas.rules import experts_per_rank_problem
+
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
@@ -219,11 +221,9 @@ def apply_expert_parallel(
             "model has no MoE layer; hint: choose an MoE flavor or set expert_parallel_degree = 1"
         )
     for moe in layers:
-        if moe.num_experts % ep_mesh.size():
-            raise ValueError(
-                f"expert_parallel_degree ({ep_mesh.size()}) must divide the number of experts "
-                f"({moe.num_experts}): each EP rank holds the same number of whole experts"
-            )
+        uneven = experts_per_rank_problem(ep=ep_mesh.size(), num_experts=moe.num_experts)
+        if uneven is not None:
+            raise ValueError(f"parallelism.expert_parallel_degree: {uneven[0]}; hint: {uneven[1]}")
         if expert_tp_mesh is None:
             parallelize_module(moe.experts, ep_mesh, ExpertParallel())
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from schemas.ranges import POSITIVE
 from titan.config.configurable import Configurable
 from titan.protocols.module import Module
 
@@ -18,6 +19,8 @@ class BaseAttention(Module):
     @dataclasses.dataclass(kw_only=True, slots=True)
     class Config(Configurable.Config):
         """Attention heads, kernel and mask."""
+
+        _ranges = {"n_heads": POSITIVE}
 
         n_heads: int = 4
         """Number of query heads."""
@@ -50,6 +53,7 @@ class Attention(BaseAttention):
         """Grouped-query attention with heads of width dim // n_heads."""
 
         _owner_path = "titan.models.common.model:Attention"
+        _ranges = {"n_kv_heads": POSITIVE}
 
         n_kv_heads: int | None = None
         """Number of key/value heads; None means one per query head (no grouping)."""

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
+from schemas.ranges import POSITIVE, POSITIVE_NUMBER
 from titan.config.configurable import Configurable
 from titan.models.common.attention import Attention, BaseAttention
 from titan.models.common.feed_forward import FeedForward
@@ -81,6 +82,14 @@ class Decoder(BaseModel):
     @dataclasses.dataclass(kw_only=True, slots=True)
     class Config(BaseModel.Config):
         """Width, depth and vocabulary of a decoder, with its rope and its block."""
+
+        _ranges = {
+            "dim": POSITIVE,
+            "n_layers": POSITIVE,
+            "vocab_size": POSITIVE,
+            "norm_eps": POSITIVE_NUMBER,
+            "max_seq_len": POSITIVE,
+        }
 
         dim: int = 256
         """Model width: the size of every token's hidden state."""

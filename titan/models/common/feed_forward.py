@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from schemas.ranges import POSITIVE, POSITIVE_NUMBER
 from titan.config.configurable import Configurable
 from titan.protocols.module import Module
 
@@ -25,6 +26,11 @@ class FeedForward(Module):
         """SwiGLU feed-forward whose hidden size is given, or computed from the model width."""
 
         _owner_path = "titan.models.common.model:FeedForward"
+        _ranges = {
+            "hidden_dim": POSITIVE,
+            "multiple_of": POSITIVE,
+            "ffn_dim_multiplier": POSITIVE_NUMBER,
+        }
 
         hidden_dim: int | None = None
         """Hidden size; None computes it from the model width by the llama rule below."""

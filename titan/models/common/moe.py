@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from schemas.ranges import NON_NEGATIVE, POSITIVE
 from titan.config.configurable import Configurable
 from titan.models.common.registry import check_arg_names
 from titan.protocols.module import Module
@@ -20,6 +21,15 @@ class MoE(Module):
         """Experts, router and load balancing of a mixture-of-experts feed-forward."""
 
         _owner_path = "titan.models.common.moe_model:MoE"
+        # num_limited_groups has no range of its own: it lies in 1..num_expert_groups, a
+        # cross-field rule (schemas.rules.moe_routing_problem).
+        _ranges = {
+            "hidden_dim": POSITIVE,
+            "num_experts": POSITIVE,
+            "num_shared_experts": NON_NEGATIVE,
+            "top_k": POSITIVE,
+            "num_expert_groups": POSITIVE,
+        }
 
         hidden_dim: int | None = None
         """Hidden size of each expert; None lets the block derive it from its feed-forward."""

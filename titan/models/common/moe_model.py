@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from schemas.rules import moe_routing_problem
 from titan.models.common import feed_forward as feed_forward_config
 from titan.models.common import moe as moe_config
 from titan.models.common.model import BASE_INIT_STD, FeedForward
@@ -113,36 +114,17 @@ class TokenChoiceTopKRouter(nn.Module):
 
 
 def check_expert_groups(config: moe_config.MoE.Config) -> None:
-    """Raise ``ValueError`` for a group-limited routing setup the router cannot run."""
-    groups = config.num_expert_groups
-    if groups is None:
-        return
-    if config.num_limited_groups is None:
-        raise ValueError("moe.num_limited_groups must be set when moe.num_expert_groups is set")
-    if config.num_experts % groups:
-        raise ValueError(
-            f"moe.num_experts ({config.num_experts}) is not divisible by "
-            f"moe.num_expert_groups ({groups})"
-        )
-    per_group = config.num_experts // groups
-    if per_group < 2:
-        raise ValueError(
-            f"group-limited routing needs at least 2 experts per group, got "
-            f"{per_group} (num_experts {config.num_experts} / "
-            f"num_expert_groups {groups})"
-        )
-    # Beyond these, torch.topk fails at the first forward or picks experts masked to -inf.
-    limited = config.num_limited_groups
-    if not 1 <= limited <= groups:
-        raise ValueError(
-            f"moe.num_limited_groups ({limited}) must be between 1 and "
-            f"moe.num_expert_groups ({groups})"
-        )
-    if config.top_k > limited * per_group:
-        raise ValueError(
-            f"moe.top_k ({config.top_k}) is more than the {limited * per_group} experts that "
-            f"moe.num_limited_groups ({limited}) groups of {per_group} hold"
-        )
+    """Raise ``ValueError`` for a routing setup the router cannot run, with the finding
+    titan-validate reports (``schemas.rules.moe_routing_problem``)."""
+    problem = moe_routing_problem(
+        num_experts=config.num_experts,
+        top_k=config.top_k,
+        num_expert_groups=config.num_expert_groups,
+        num_limited_groups=config.num_limited_groups,
+    )
+    if problem is not None:
+        field, message, hint = problem
+        raise ValueError(f"moe.{field}: {message}; hint: {hint}")
 
 
 def local_tensor(t: torch.Tensor) -> torch.Tensor:
@@ -276,11 +258,7 @@ class MoE(nn.Module):
             raise ValueError(
                 f"moe.load_balance_coeff must be positive or None, got {config.load_balance_coeff}"
             )
-        if not 1 <= config.top_k <= config.num_experts:
-            raise ValueError(
-                f"moe.top_k ({config.top_k}) must be between 1 and "
-                f"moe.num_experts ({config.num_experts})"
-            )
+        check_expert_groups(config)  # a family's own router may not check
         self.num_experts = config.num_experts
         self.top_k = config.top_k
         self.score_before_experts = config.score_before_experts

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from schemas.ranges import POSITIVE, POSITIVE_NUMBER
 from titan.config.configurable import Configurable
 from titan.models.common.registry import check_arg_names
 from titan.protocols.module import Module
@@ -18,6 +19,7 @@ class RoPE(Module):
         """Rotary position embedding."""
 
         _owner_path = "titan.models.common.model:RoPE"
+        _ranges = {"theta": POSITIVE_NUMBER}
 
         theta: float = 10000.0
         """Base of the rotary frequencies; larger values rotate slower and reach further."""
@@ -31,6 +33,12 @@ class LlamaRoPE(RoPE):
         """Rotary position embedding, optionally scaled the llama 3.1 way."""
 
         _owner_path = "titan.models.common.model:LlamaRoPE"
+        _ranges = {
+            "scaling_factor": POSITIVE_NUMBER,
+            "low_freq_factor": POSITIVE_NUMBER,
+            "high_freq_factor": POSITIVE_NUMBER,
+            "original_max_position_embeddings": POSITIVE,
+        }
 
         scaling: Literal["none", "llama"] = "none"
         """Frequency scaling: none, or llama 3.1's smooth low/high-frequency interpolation."""

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
+from schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
 from titan.models.common.attention import BaseAttention
 from titan.models.common.decoder import Decoder, TransformerBlock
 from titan.models.common.feed_forward import FeedForward
@@ -51,6 +52,7 @@ class YaRNRoPE(RoPE):
         """YaRN rope; the scaling applies only when max_seq_len exceeds original_seq_len."""
 
         _owner_path = "titan.models.deepseek_v3.model:YaRNRoPE"
+        _ranges = {"original_seq_len": POSITIVE, "rope_factor": POSITIVE_NUMBER}
 
         original_seq_len: int = 4096
         """Context length of pretraining, beyond which the frequencies are interpolated."""
@@ -72,6 +74,13 @@ class MLAttention(BaseAttention):
         """Multi-head latent attention (MLA) with separate rope and no-rope query/key parts."""
 
         _owner_path = "titan.models.deepseek_v3.model:MLAttention"
+        _ranges = {
+            "q_lora_rank": NON_NEGATIVE,
+            "kv_lora_rank": POSITIVE,
+            "qk_nope_head_dim": POSITIVE,
+            "qk_rope_head_dim": POSITIVE,
+            "v_head_dim": POSITIVE,
+        }
 
         q_lora_rank: int = 0
         """Rank of the query's low-rank projection; 0 projects queries directly."""
@@ -113,6 +122,7 @@ class DeepSeekV3TransformerBlock(TransformerBlock):
         """deepseek_v3 block with MLA attention."""
 
         _owner_path = "titan.models.deepseek_v3.model:DeepSeekV3TransformerBlock"
+        _ranges = {"n_dense_layers": NON_NEGATIVE}
 
         attention: BaseAttention.Config = field(default_factory=MLAttention.Config)
         """Multi-head latent attention of the block."""

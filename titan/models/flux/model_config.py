@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
+from schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
 from titan.config.configurable import Configurable, NotBuildableError
 from titan.models.common.registry import check_arg_names, deferred_training
 from titan.models.common.rope import RoPE
@@ -53,6 +54,15 @@ class AutoEncoder(Module):
         """Shape and latent normalisation of the FLUX.1 autoencoder."""
 
         _owner_path = "titan.models.flux.model:AutoEncoder"
+        _ranges = {
+            "resolution": POSITIVE,
+            "in_channels": POSITIVE,
+            "ch": POSITIVE,
+            "out_ch": POSITIVE,
+            "num_res_blocks": POSITIVE,
+            "z_channels": POSITIVE,
+            "scale_factor": POSITIVE_NUMBER,
+        }
 
         resolution: int = 256
         """Image resolution the autoencoder was built for."""
@@ -96,6 +106,17 @@ class FluxModel(BaseModel):
         """A flux model: transformer sizes, text conditioning widths and the autoencoder."""
 
         _owner_path = "titan.models.flux.model:FluxModel"
+        _ranges = {
+            "in_channels": POSITIVE,
+            "out_channels": POSITIVE,
+            "vec_in_dim": POSITIVE,
+            "context_in_dim": POSITIVE,
+            "hidden_size": POSITIVE,
+            "mlp_ratio": POSITIVE_NUMBER,
+            "num_heads": POSITIVE,
+            "depth": POSITIVE,
+            "depth_single_blocks": NON_NEGATIVE,
+        }
 
         # Tied to the autoencoder: 16 latent channels packed in 2x2 patches.
         in_channels: int = 64

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
+from schemas.ranges import POSITIVE, POSITIVE_NUMBER
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import Decoder, TransformerBlock
 from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
@@ -46,6 +47,7 @@ class GptOssRoPE(RoPE):
         """gpt-oss rope; rope_factor 1 leaves the frequencies unscaled."""
 
         _owner_path = "titan.models.gpt_oss.model:GptOssRoPE"
+        _ranges = {"original_seq_len": POSITIVE, "rope_factor": POSITIVE_NUMBER}
 
         original_seq_len: int = 4096
         """Context length of pretraining, beyond which the frequencies are interpolated."""
@@ -65,6 +67,7 @@ class GptOssAttention(Attention):
         """gpt-oss attention with heads of width head_dim (not dim // n_heads)."""
 
         _owner_path = "titan.models.gpt_oss.model:GptOssAttention"
+        _ranges = {"head_dim": POSITIVE, "sliding_window_size": POSITIVE}
 
         # torchtitan implements gpt-oss's sinks and sliding window with FlexAttention only.
         attn_type: Literal["flex"] = "flex"

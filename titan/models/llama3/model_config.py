@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
+from schemas.ranges import NON_NEGATIVE
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import (
     DEPTH_INIT_OF_INIT_STD,
@@ -45,6 +46,7 @@ class Llama3Model(Decoder):
         """A llama3 model; its block is a ``TransformerBlock`` with ``Attention``, no MoE."""
 
         _owner_path = "titan.models.llama3.model:Llama3Model"
+        _ranges = {"eos_id": NON_NEGATIVE}
 
         rope: LlamaRoPE.Config = field(default_factory=LlamaRoPE.Config)
         """Rotary position embedding, with llama 3.1's optional long-context scaling."""

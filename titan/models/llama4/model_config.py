@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
+from schemas.ranges import POSITIVE
 from titan.models.common.attention import Attention, BaseAttention
 from titan.models.common.decoder import (
     DEPTH_INIT_OF_INIT_STD,
@@ -50,6 +51,7 @@ class Llama4Attention(Attention):
         """llama4 attention: rope layers attend within fixed chunks, no-rope layers globally."""
 
         _owner_path = "titan.models.llama4.model:Llama4Attention"
+        _ranges = {"every_n_layers_nope": POSITIVE, "fixed_attn_block_size": POSITIVE}
 
         every_n_layers_nope: int | None = None
         """Layers whose index is a multiple of this skip rope (iRoPE); None: all use rope."""
@@ -66,6 +68,7 @@ class Llama4TransformerBlock(TransformerBlock):
         """llama4 block; the MoE's expert size is derived from the dense feed-forward's."""
 
         _owner_path = "titan.models.llama4.model:Llama4TransformerBlock"
+        _ranges = {"interleave_moe_layer_step": POSITIVE}
 
         attention: BaseAttention.Config = field(default_factory=Llama4Attention.Config)
         """Self-attention of the block."""

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
+from schemas.ranges import NON_NEGATIVE, POSITIVE
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import (
     DEPTH_INIT_OF_INIT_STD,
@@ -54,6 +55,7 @@ class Qwen3Attention(Attention):
         """qwen3 attention: heads of width head_dim (not dim // n_heads), optional q/k norm."""
 
         _owner_path = "titan.models.qwen3.model:Qwen3Attention"
+        _ranges = {"head_dim": POSITIVE}
 
         head_dim: int = 64
         """Width of one attention head, independent of the model width."""
@@ -85,6 +87,7 @@ class Qwen3Model(Decoder):
         """A qwen3 model; with ``layer.moe`` set, every block runs the MoE."""
 
         _owner_path = "titan.models.qwen3.model:Qwen3Model"
+        _ranges = {"eos_id": NON_NEGATIVE}
 
         layer: TransformerBlock.Config = field(default_factory=_qwen3_block)
         """The block every layer is built from (qwen3 attention; MoE or dense feed-forward)."""
