@@ -28,16 +28,21 @@ V022_DATASETS: dict[str, tuple[str, ...]] = {
 """Models whose v0.2.2 loader has its own registry (``torchtitan/models/flux/flux_datasets.py``,
 ``torchtitan/experiments/vlm/datasets/mm_datasets.py``); every other model reads :data:`TEXT`."""
 
+TITAN_ALSO = ("c4_test_validation",)
+"""Text datasets titan-train registers beyond v0.2.2's (``titan.hf_datasets.text_datasets``; a
+test keeps the two equal): a legacy TOML that names one runs under titan-train."""
+
 LOWERCASED = ("text", "flux")
 """Registries whose v0.2.2 loader lowercases the name first (``dataset_name.lower()``); vlm's
 does not."""
 
 
 def v022_registry(model: object) -> tuple[tuple[str, ...], bool]:
-    """The names v0.2.2 registers for ``model`` (``model.name``), and whether it lowercases."""
+    """The names a run of ``model`` (``model.name``) can load: v0.2.2's registry, and for the
+    text models the ones titan-train adds; and whether the loader lowercases the name."""
     if isinstance(model, str) and model in V022_DATASETS:
         return V022_DATASETS[model], model in LOWERCASED
-    return TEXT, True
+    return (*TEXT, *TITAN_ALSO), True
 
 
 class DatasetFacts(Frozen):

@@ -239,3 +239,11 @@ def test_a_tokenizer_model_file_is_refused_with_the_key_to_write(tmp_path: Path,
     # a folder (what v0.2.2 copied into hf_assets_path) is carried
     folder = write(tmp_path, "ok.toml", text.replace(path, "./tests/assets/tokenizer"))
     assert build_plan(folder).outcomes["model.tokenizer_path"].status == "carried"
+
+
+def test_the_text_datasets_a_legacy_toml_may_name_are_the_ones_titan_train_loads() -> None:
+    from schemas import dataset_names
+    from titan.hf_datasets.text_datasets import DATASETS
+
+    assert set(dataset_names.v022_registry("llama3")[0]) == set(DATASETS)
+    assert set(dataset_names.TEXT) <= set(DATASETS)  # v0.2.2's names all still load
