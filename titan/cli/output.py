@@ -1,8 +1,9 @@
 """Writing a command's output file: never over an input, atomic, through links, into devices.
 
-``titan-validate -o``, ``--export-json-schema``, ``titan-migrate -o`` and titan-train's saved
-config all write through :func:`write_text`, after :func:`refuse_inputs` has checked (before any
-work) that no output is one of the inputs:
+``titan-validate -o``, ``--export-json-schema`` and ``titan-migrate -o`` write through
+:func:`write_text`, after :func:`refuse_inputs` has checked (before any work) that no output is
+one of the inputs (titan-train's saved config too, which it writes into its dump folder through
+``titan.components.run_files``, never through a link):
 
 - same file: two names are the same file when they resolve to the same path or share an inode,
   so ``./x``, ``../dir/x``, a symlink and a hard link to an input are all refused;

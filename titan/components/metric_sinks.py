@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from titan.components.optional_packages import require_package
+from titan.components.run_files import open_run_file
 
 GIB = 1024**3
 
@@ -29,7 +30,8 @@ class JsonlSink:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.had_records = path.exists() and path.stat().st_size > 0
+        # lstat: a link is not followed even to read its size (opening it is refused).
+        self.had_records = path.exists() and path.lstat().st_size > 0
         """Whether the file already held records (of an earlier run) when this sink opened it."""
         # Opened at the first record: a run that fails before its first step leaves no file.
         self._file: TextIO | None = None
@@ -39,19 +41,35 @@ class JsonlSink:
         if self._closed:
             return
         if self._file is None:
-            self._file = self.path.open("a", encoding="utf-8")
-            if self.had_records and not _ends_with_newline(self.path):
+            # Never through a link or into a FIFO (titan.components.run_files).
+            fd = open_run_file(str(self.path), os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            self._file = os.fdopen(fd, "a", encoding="utf-8")
+            if self.had_records and not _ends_with_newline(fd):
                 # An earlier run killed in the middle of a line: end that line, keep ours whole.
                 self._file.write("\n")
-        self._file.write(json.dumps(_finite(record), allow_nan=False) + "\n")
-        # Flush every record: a crashed run keeps every step it logged.
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(_finite(record), allow_nan=False) + "\n")
+            # Flush every record: a crashed run keeps every step it logged.
+            self._file.flush()
+        except OSError as error:  # a full disk: the message names the file
+            self._abandon()
+            raise OSError(error.errno, error.strerror, str(self.path)) from None
 
     def close(self) -> None:
         self._closed = True
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    def _abandon(self) -> None:
+        """Stop writing after a failed write; what it could not write stays unwritten (closing
+        would only try, and fail, again)."""
+        self._closed = True
+        file, self._file = self._file, None
+        try:
+            file.close()
+        except OSError:
+            pass
 
 
 def _finite(value: Any) -> Any:
@@ -65,10 +83,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as file:
-        file.seek(-1, os.SEEK_END)
-        return file.read(1) == b"\n"
+def _ends_with_newline(fd: int) -> bool:
+    """Whether the file open as ``fd`` is empty or ends a line (read without moving ``fd``)."""
+    size = os.fstat(fd).st_size
+    return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
 
 
 class TensorBoardSink:

@@ -10,6 +10,10 @@ file left behind by a dead run is not held and the next run simply takes it. A l
 "stale" while some process still holds it: one the run started that outlived it, or a holder on
 another host of a shared file system. Removing the file overrides it: the next run locks a new
 file, which is why taking the lock checks that the file it locked is still the one at the path.
+
+The lock file, like every file the run writes into the folder (``run_files``), is opened without
+following a link or waiting on a FIFO (``titan.components.run_files``): one that is not a regular
+file is refused before the run does anything, its target untouched.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import os
 import socket
 import time
 from typing import Any
+
+from titan.components.metrics import METRICS_FILE
+from titan.components.run_files import DUMP_FOLDER_FLAGS, check_run_file, open_run_file
 
 log = logging.getLogger("titan")
 
@@ -66,7 +73,7 @@ class FolderLock:
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, LOCK_FILE)
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = open_run_file(path, os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -89,7 +96,11 @@ class FolderLock:
             if _same_file(fd, path):
                 break
             os.close(fd)
-        _write_holder(fd)
+        try:
+            _write_holder(fd)
+        except OSError as error:  # a full disk: the message names the lock file
+            os.close(fd)
+            raise OSError(error.errno, error.strerror, path) from None
         _HELD.add(fd)
         return cls(folder=folder, path=path, fd=fd)
 
@@ -135,6 +146,25 @@ def output_folders(config: Any) -> list[str]:
         if not root.startswith(os.path.realpath(config.dump_folder) + os.sep):
             folders.append(root)
     return folders
+
+
+def saved_config_file(config: Any) -> str | None:
+    """Where ``debug.save_config_file`` is written (relative to the dump folder), if it is set."""
+    name = config.debug.save_config_file
+    return os.path.join(config.dump_folder, name) if name else None
+
+
+def run_files(config: Any) -> list[str]:
+    """The files rank 0 creates or appends to in the dump folder besides the lock, whose names
+    the user could have taken: ``metrics.jsonl`` and ``debug.save_config_file``."""
+    saved = saved_config_file(config)
+    return [os.path.join(config.dump_folder, METRICS_FILE), *([saved] if saved else [])]
+
+
+def check_run_files(config: Any) -> None:
+    """Refuse (``UnsafeRunFile``) a run whose files are links, FIFOs or folders, before any work."""
+    for path in run_files(config):
+        check_run_file(path)
 
 
 def agree_on_locks(refusal: BaseException | None) -> None:
@@ -196,7 +226,7 @@ def _in_use(folder: str, *, path: str, holder: dict[str, object]) -> str:
         f"{folder} is in use by another titan-train run: pid {pid} on {host}{started} "
         f"(lock file {path}). Two runs in one folder overwrite each other's checkpoints and "
         "metrics, so this run wrote nothing. Wait for that run to end, or give this one its own "
-        f"folder (--dump_folder, or --job.dump_folder for a TOML). {gone[0].upper()}{gone[1:]}, "
+        f"folder ({DUMP_FOLDER_FLAGS}). {gone[0].upper()}{gone[1:]}, "
         f"or remove {path} to run anyway (only when no run writes to {folder} any more)."
     )
 

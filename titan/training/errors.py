@@ -20,6 +20,7 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
+from titan.components.run_files import DUMP_FOLDER_FLAGS, NO_ROOM, open_run_file
 from titan.config.configurable import NotBuildableError
 from titan.distributed.failures import DistributedFailure, backend_message, collective_symptom
 
@@ -50,7 +51,13 @@ def terminal_safe(text: str) -> str:
 
 
 def describe(error: BaseException) -> str:
-    """The message of ``error``; a file error names its path."""
+    """The message of ``error``; a file error names its path, a full disk says so."""
+    if isinstance(error, OSError) and error.errno in NO_ROOM:
+        where = f" writing {error.filename}" if error.filename is not None else ""
+        return (
+            f"{NO_ROOM[error.errno]}{where} ({error.strerror}); free space on that disk, or "
+            f"choose a dump folder on another one ({DUMP_FOLDER_FLAGS})"
+        )
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         return f"{error.strerror}: {error.filename}"
     return str(error) or type(error).__name__
@@ -200,7 +207,10 @@ class RunFailure:
             folder = Path(dump_folder)
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / name
-            path.write_text(text, encoding="utf-8")
+            # A new file only, never through a link (titan.components.run_files).
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+            with os.fdopen(open_run_file(str(path), flags), "w", encoding="utf-8") as out:
+                out.write(text)
         except (OSError, ValueError):  # the dump folder itself may be what failed
             try:
                 handle, spare = tempfile.mkstemp(prefix=f"{PROG}-", suffix=f"-{name}")

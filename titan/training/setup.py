@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from titan.components.run_files import UnsafeRunFile, replace_run_file
 from titan.config.configurable import NotBuildableError
 from titan.config.serialize import to_json
 from titan.distributed.amp import amp_context
@@ -38,9 +39,11 @@ from titan.tools.profiling import profiler_context
 from titan.training.dump_lock import (
     DumpFolderInUse,
     agree_on_locks,
+    check_run_files,
     lock_folders,
     output_folders,
     release_all,
+    saved_config_file,
 )
 from titan.training.state import GarbageCollection, TrainState
 from titan.training.weights import DTYPES, default_dtype, init_weights
@@ -183,7 +186,8 @@ def build_run(config: Any, **runtime: Any) -> RunParts:
     if int(os.environ.get("RANK", "0")) == 0:
         try:
             locks = lock_folders(output_folders(config))
-        except (DumpFolderInUse, OSError) as error:
+            check_run_files(config)
+        except (DumpFolderInUse, UnsafeRunFile, OSError) as error:
             refusal = error
     try:
         return _build(config, spec=spec, parallel_dims=parallel_dims, locks=locks, refusal=refusal)
@@ -469,10 +473,7 @@ def _save_config(config: Any, *, rank: int) -> None:
         log.info("config:\n%s", json.dumps(json.loads(to_json(config)), indent=2))
     if config.debug.save_config_file:
         # titan-train refused a path naming its own input before the run began; the write is
-        # atomic and goes through a link, so a crash mid-write leaves no half-written file.
-        from titan.cli.output import write_text
-        from titan.cli.train_config import saved_config_path
-
-        path = Path(saved_config_path(config))
+        # atomic (a crash mid-write leaves no half-written file) and never through a link.
+        path = Path(saved_config_file(config))
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, text=to_json(config) + "\n")
+        replace_run_file(str(path), data=(to_json(config) + "\n").encode("utf-8"))

@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from titan.components.checkpoint.errors import CheckpointError
 from titan.components.checkpoint.state import ModelState, cast, check_model_keys
+from titan.components.run_files import open_run_file
 
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -138,6 +139,8 @@ def _unshared(tensors: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
-    with open(path, "w", encoding="utf-8") as file:
+    # Into the save's own new folder; never through a link (titan.components.run_files).
+    fd = open_run_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
         json.dump(data, file, indent=2)
         file.write("\n")

@@ -10,10 +10,12 @@ from its completion callback, while the training thread keeps running.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, Literal
 
@@ -25,6 +27,7 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 from titan.components.checkpoint.errors import CheckpointError
 from titan.components.checkpoint.folders import CheckpointFolders
 from titan.components.checkpoint.state import failure_reasons, translated_errors
+from titan.components.run_files import space_problem
 
 log = logging.getLogger("titan")
 
@@ -69,14 +72,16 @@ class CheckpointWriter:
         """Write ``state_dict`` as ``step-N`` now; returns once it is published."""
         self.wait()
         path = self._prepare(step)
-        with translated_errors(f"saving step {step}"):
+        with translated_errors(f"saving step {step}"), self._room_checked(step):
             dcp.save(state_dict, checkpoint_id=path)
         self._publish(step, purge=purge)
 
     def save_files(self, write: Callable[[str], None], *, step: int) -> None:
         """Publish ``step-N`` after ``write(path)`` filled it (called on every rank)."""
         self.wait()
-        write(self._prepare(step))
+        path = self._prepare(step)
+        with self._room_checked(step):
+            write(path)
         self._publish(step, purge=False)
 
     def save_in_background(self, state_dict: dict[str, Any], *, step: int) -> None:
@@ -102,7 +107,14 @@ class CheckpointWriter:
                 )
                 staging = None
         self.pending = BackgroundSave(
-            step=step, upload=upload, staging=staging, begin=begin, on_success=self._on_written
+            step=step,
+            upload=upload,
+            staging=staging,
+            begin=begin,
+            on_success=self._on_written,
+            no_room=lambda error: self.no_room(
+                error, step=step, action=f"the background save of step {step}"
+            ),
         )
 
     def wait_for_staging(self) -> None:
@@ -150,6 +162,44 @@ class CheckpointWriter:
                 self.stager.close()
                 self.stager = None
 
+    @contextlib.contextmanager
+    def _room_checked(self, step: int) -> Iterator[None]:
+        """A save that failed for want of disk space ends in a ``CheckpointError`` saying so."""
+        try:
+            yield
+        except (dcp.CheckpointException, Exception) as error:
+            full = self.no_room(error, step=step, action=f"saving step {step}")
+            if full is None:
+                raise
+            raise full from None
+
+    def no_room(self, error: BaseException, *, step: int, action: str) -> CheckpointError | None:
+        """The error to raise when ``error`` (a rank's, or DCP's gathered one) says the disk
+        had no room for ``step``'s save; None when it was something else."""
+        causes = [error]
+        if isinstance(error, dcp.CheckpointException):
+            causes = [failure for failure, _ in error.failures.values()]
+        if not all(isinstance(cause, Exception) for cause in causes):
+            return None  # a KeyboardInterrupt inside the save is the user's stop request
+        folder = self.folders.in_progress_path(step)
+        reasons = [reason for cause in causes if (reason := space_problem(cause, folder=folder))]
+        if not reasons:
+            return None
+        resumable = self.folders.resumable_steps()
+        if resumable:
+            kept = (
+                f"The last good checkpoint, {self.folders.step_path(resumable[-1])}, is intact, "
+                "and a new run with this dump folder resumes from it."
+            )
+        else:
+            kept = "There is no earlier checkpoint to resume from."
+        return CheckpointError(
+            f"{action} failed: {reasons[0]}, writing {folder}. {kept} Free space on that disk "
+            f"(the incomplete {os.path.basename(folder)} is removed when the next run starts), "
+            "keep fewer checkpoints (checkpoint.keep_latest_k) or put them on another disk "
+            "(checkpoint.folder)"
+        )
+
     def _prepare(self, step: int) -> str:
         if self.rank == 0:
             self.folders.prepare(step)
@@ -187,8 +237,12 @@ class BackgroundSave:
         staging: Future | None,
         begin: float,
         on_success: Callable[[int], None],
+        no_room: Callable[[BaseException], CheckpointError | None],
     ) -> None:
         self.step = step
+        self.no_room = no_room
+        self.full_disk: CheckpointError | None = None
+        """The error to raise when the save failed for want of disk space."""
         self.staging = staging
         self.begin = begin
         self.on_success = on_success
@@ -199,6 +253,8 @@ class BackgroundSave:
         upload.add_done_callback(self._done)
 
     def failure(self) -> CheckpointError:
+        if self.full_disk is not None:
+            return self.full_disk
         return CheckpointError(
             f"the background save of step {self.step} failed: {self.error}; the previous "
             "checkpoints are intact"
@@ -210,8 +266,10 @@ class BackgroundSave:
                 upload.result()
             except dcp.CheckpointException as exc:
                 self.error = failure_reasons(exc)
+                self.full_disk = self.no_room(exc)
             except BaseException as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
+                self.full_disk = self.no_room(exc)
             if self.error is None:
                 self.on_success(self.step)
                 log.info(
