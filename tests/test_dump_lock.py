@@ -10,6 +10,8 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -32,14 +34,33 @@ from tests.training_runs import (
 # One dump folder, one run.
 
 
+def wait_until_stopped(process: subprocess.Popen) -> None:
+    """Return once every thread of ``process`` is in the stopped state (``T`` in its stat)."""
+    tasks = Path(f"/proc/{process.pid}/task")
+    while True:
+        # The state is the first field after the command name, which ends at the last ")".
+        states = set()
+        for task in tasks.iterdir():
+            try:
+                states.add((task / "stat").read_text().rpartition(")")[2].split()[0])
+            except FileNotFoundError:  # a thread that has just ended
+                pass
+        if states == {"T"}:
+            return
+        assert process.poll() is None, "the run ended instead of stopping"
+        time.sleep(0.001)
+
+
 @pytest.mark.slow
 def test_a_second_run_in_a_busy_dump_folder_is_refused_and_touches_nothing(tmp_path):
     dump = tmp_path / "outputs"
     first = launch([*REGISTRY, *checkpointed(10000, interval=2), "--dump_folder", str(dump)])
     try:
         # Frozen right after its first checkpoint, so that nothing it does can change the folder
-        # while the second run tries it.
+        # while the second run tries it: SIGSTOP takes effect when the kernel next schedules each
+        # thread, so the folder is read once every thread is reported stopped.
         signal_when(first, (dump / "checkpoint" / "step-2").is_dir, signal.SIGSTOP)
+        wait_until_stopped(first)
         before = snapshot(dump)
         assert "titan-train.lock" in before
         for args, legacy in [
@@ -124,10 +145,12 @@ def test_a_lock_outlives_its_holder_only_as_a_file(tmp_path):
             sys.executable,
             "-c",
             "import sys, time; from titan.training.dump_lock import "
-            "FolderLock; FolderLock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)",
+            "FolderLock; FolderLock.acquire(sys.argv[1]); print('held', flush=True); "
+            "sys.stdin.read()",  # held until it is killed, however long the test takes
             str(tmp_path),
         ],
         cwd=REPO,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -139,13 +162,13 @@ def test_a_lock_outlives_its_holder_only_as_a_file(tmp_path):
             FolderLock.acquire(str(tmp_path))
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()
     assert (tmp_path / "titan-train.lock").exists()
     FolderLock.acquire(str(tmp_path)).release()
 
 
 FORKING_HOLDER = """
-import os, sys, time
+import os, sys
 from titan.training.dump_lock import FolderLock
 
 FolderLock.acquire(sys.argv[1])
@@ -153,7 +176,7 @@ worker = os.fork()
 if worker == 0:  # a data loader worker, forked while the run holds its lock
     os.close(1)  # the test reads the run's output to its end
     os.close(2)
-    time.sleep(60)
+    os.read(0, 1)  # lives until the test closes its end of this pipe (or kills it)
     os._exit(0)
 print(worker, flush=True)
 os._exit(0)  # the run dies without releasing anything; its worker lives on
@@ -163,16 +186,22 @@ os._exit(0)  # the run dies without releasing anything; its worker lives on
 def test_a_forked_worker_that_outlives_its_run_does_not_keep_the_folder_locked(tmp_path):
     from titan.training.dump_lock import FolderLock
 
-    holder = subprocess.run(
-        [sys.executable, "-c", FORKING_HOLDER, str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    alive, keep_alive = os.pipe()
+    try:
+        holder = subprocess.run(
+            [sys.executable, "-c", FORKING_HOLDER, str(tmp_path)],
+            cwd=REPO,
+            stdin=alive,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(alive)
     worker = int(holder.stdout)
     try:
         os.kill(worker, 0)  # still alive
         FolderLock.acquire(str(tmp_path)).release()
     finally:
         os.kill(worker, signal.SIGKILL)
+        os.close(keep_alive)

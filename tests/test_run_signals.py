@@ -25,13 +25,10 @@ from tests.run_checks import (
 )
 from tests.training_runs import (
     REPO,
-    SEED,
-    SMALL,
     child_env,
     launch,
     signal_when,
     titan_train,
-    wide_registry,
 )
 
 # Signals.
@@ -75,24 +72,53 @@ def test_a_signal_stops_after_the_current_step_with_it_saved(tmp_path, sig, code
     assert [r["step"] for r in after] == [stopped + 1, stopped + 2]
 
 
+HELD_SAVE = Path(__file__).parent / "held_save.py"
+
+
 @pytest.mark.slow
 def test_a_second_signal_abandons_the_stopping_save_and_keeps_the_last_checkpoint(tmp_path):
-    registry = wide_registry(tmp_path)
+    """The second SIGTERM is sent once the run has said it is stopping, the save it stops for is
+    mid-write (held there, as by a stalled disk, until the run ends) and the run's window for a
+    forwarded copy of the first signal has passed: every step of it is one the run reported."""
+    from titan.training.stopping import StopRequests
+
     dump = tmp_path / "run"
-    args = ["--registry", str(registry), "--config", "wide_debugmodel", *SMALL, *SEED]
-    args += [*checkpointed(10000, interval=2), "--dump_folder", str(dump)]
-    process = launch(args, stderr=subprocess.PIPE)
     root = dump / "checkpoint"
-    signal_when(process, (root / "step-2").is_dir, signal.SIGTERM, poll=0.001)
-    first = time.monotonic()
+    args = [*REGISTRY, *checkpointed(10000, interval=2), "--dump_folder", str(dump)]
+    process = subprocess.Popen(
+        [sys.executable, str(HELD_SAVE), *args],
+        cwd=REPO,
+        env=child_env(TITAN_TEST_HOLD=str(tmp_path)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        signal_when(process, (root / "step-2").is_dir, signal.SIGTERM)
+        lines = []
 
-    def saving() -> bool:
-        # Sooner than two seconds after the first, a signal counts as the same one (forwarded).
-        late = time.monotonic() - first > 2.2
-        return late and any(p.name.endswith(".tmp") for p in root.iterdir())
+        def reported(text: str) -> float:
+            """Read the run's output up to a line containing ``text``; when it was read."""
+            for line in process.stderr:
+                lines.append(line)
+                if text in line:
+                    return time.monotonic()
+            raise AssertionError(f"the run ended before printing {text!r}:\n{''.join(lines)}")
 
-    signal_when(process, saving, signal.SIGTERM, poll=0.001)
-    _, stderr = process.communicate(timeout=300)
+        # The run notes the time of the first signal just before it prints this line.
+        received = reported("SIGTERM received: stopping after this step")
+        reported("held: ")  # the save is now mid-write, and stays so until the run ends
+        held_folder = lines[-1].removeprefix("held: ").strip()
+        # Sooner than this after the first, a signal counts as the same one (forwarded).
+        while time.monotonic() <= received + StopRequests.REPEAT_WINDOW_S:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = "".join(lines) + rest
     assert process.returncode == 143, stderr[-4000:]
     no_traceback(stderr)
     last = stderr.strip().splitlines()[-1]
@@ -103,15 +129,15 @@ def test_a_second_signal_abandons_the_stopping_save_and_keeps_the_last_checkpoin
         last,
     )
     assert found, last
-    newest = int(found[1])
-    assert (root / f"step-{newest}" / ".metadata").is_file()
+    # Every save after the first signal was held: the newest is the one the test waited for.
+    assert found[1] == "2", last
+    assert (root / "step-2" / ".metadata").is_file()
+    assert re.fullmatch(r"step-\d+\.tmp", held_folder) and (root / held_folder).is_dir()
+    assert not (root / held_folder / ".metadata").exists()  # cut short mid-write
     resumed = titan_train(
-        ["--registry", str(registry), "--config", "wide_debugmodel", *SMALL, *SEED]
-        + checkpointed(newest + 1, interval=2),
-        dump_folder=dump,
-        legacy=False,
+        [*REGISTRY, *checkpointed(3, interval=2)], dump_folder=dump, legacy=False
     ).check()
-    assert f"loaded checkpoint from {root}/step-{newest} in" in resumed.stderr
+    assert f"loaded checkpoint from {root}/step-2 in" in resumed.stderr
     assert all("." not in name for name in step_folders(dump))
 
 
