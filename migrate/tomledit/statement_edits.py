@@ -3,7 +3,8 @@
 ``migrate.tomledit.fix`` decides what the fixed document is; this module changes the text so that it
 parses to exactly that, replacing as few statements as it can (the rules are listed in
 ``migrate.tomledit.fix``). ``migrate.tomledit.statements`` cuts the text into statements and edits
-one statement's value with tomlkit.
+one statement's value with tomlkit; ``migrate.tomledit.statement_list`` keeps the statements in
+order as edits replace them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from migrate.tomledit.statement_list import HEADERS, StatementList
 from migrate.tomledit.statements import (
     Statement,
     edit_value,
@@ -18,7 +20,6 @@ from migrate.tomledit.statements import (
     render_key,
     render_value,
     same_value,
-    statements,
 )
 from schemas import eras
 
@@ -44,184 +45,167 @@ def apply_steps(
     for new, value, comment in additions:
         editor.add(new, value, comment)
     editor.drop_empty_tables()
-    editor.settle(target)
-    return editor.text
+    return editor.settle(target)
 
 
 class _Editor:
     """Applies the upgrade's steps to the text, one statement edit at a time.
 
-    Every edit re-reads the statements from the current text: files are a few kilobytes and
-    steps a handful, and positions can then never go stale.
+    The statements are kept in a :class:`StatementList`: an edit replaces the statements it
+    changes and looks the others up by index, so a fix takes time in proportion to the file
+    and its steps, however many tables it has.
     """
 
     def __init__(self, text: str, steps: list[eras.Step]) -> None:
-        self.text = text
         crlf = text.count("\r\n")
         self.newline = "\r\n" if crlf and crlf == text.count("\n") else "\n"
+        self.found = StatementList(text)
         self.renamed: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.rank: dict[tuple[str, ...], int] = {}  # old table -> when it was first renamed
+        self.origin: dict[tuple[str, ...], tuple[str, ...]] = {}  # new table -> old table
         self.touched: set[tuple[str, ...]] = set()  # tables that keys were taken from
-        self.emptied = _emptied_tables(statements(text), steps)
-
-    def join(
-        self, found: list[Statement], *, drop: frozenset[int] | set[int] = frozenset()
-    ) -> None:
-        self.text = "".join(s.text for i, s in enumerate(found) if i not in drop)
+        self.emptied = _emptied_tables(self.found, steps)
 
     # ----------------------------------------------------------------- moving keys
 
     def current(self, parts: tuple[str, ...]) -> tuple[str, ...]:
-        """Where an old path is now, after the tables renamed so far."""
-        for old, new in self.renamed.items():
-            if parts[: len(old)] == old:
-                return new + parts[len(old) :]
-        return parts
+        """Where an old path is now, after the tables renamed so far (the first renamed wins)."""
+        old = min(
+            (parts[:end] for end in range(1, len(parts) + 1) if parts[:end] in self.renamed),
+            key=self.rank.__getitem__,
+            default=None,
+        )
+        return parts if old is None else self.renamed[old] + parts[len(old) :]
 
     def move(self, step: eras.Step) -> None:
         """Write the step's new keys, then take the old key out (unless it was renamed in place)."""
-        found = statements(self.text)
-        index = _keyval_at(found, self.current(step.old))
-        source = found[index] if index is not None else None
+        found = self.found
+        source = found.keyval_at(self.current(step.old))
         if source is not None:
             self.touched.add(source.table)
-        comments = [found[i].text for i in _comment_indices(found, index)]
+        comments = [s.text for s in _comment_block(found, source)]
         writes = list(step.writes)
         if source is not None and writes:  # the write keeping the old value carries its place
             keeps = [i for i, (_, value) in enumerate(writes) if same_value(value, source.value())]
             writes.insert(0, writes.pop(keeps[0] if keeps else 0))
-        renamed = source is None and self.rename_inline(found, self.current(step.old), step)
+        renamed = source is None and self.rename_inline(self.current(step.old), step)
         for number, (new, value) in enumerate(writes):
             if renamed and number == 0:
                 continue
-            found = statements(self.text)
-            index = _keyval_at(found, self.current(step.old)) if number == 0 else None
-            where = self.destination(found, new, index)
+            here = found.keyval_at(self.current(step.old)) if number == 0 else None
+            where = self.destination(new, here)
             if where[0] == "here":  # only ever the first write
-                found = statements(self.text)  # ``destination`` may have renamed the table
-                index = _keyval_at(found, self.current(step.old))
-                assert index is not None and source is not None
+                here = found.keyval_at(self.current(step.old))  # the table may have been renamed
+                assert here is not None and source is not None
                 line = self.keyval(source, key=where[1], value=value)
-                found[index].text = line[: len(line.rstrip("\r\n"))] + source.newline
-                self.join(found)
+                found.replace(here, line[: len(line.rstrip("\r\n"))] + source.newline)
                 renamed = True  # its comments stay with it
                 continue
             first = number == 0
-            self.place(found, where, new, value, source=source, first=first, block=comments)
+            self.place(where, new, value, source=source, first=first, block=comments)
             comments = []
         if not renamed:
             self.delete(step, self.current(step.old))
 
     def add(self, new: tuple[str, ...], value: Any, comment: str) -> None:
         """Write a key the file does not have, with ``comment`` on the line above it."""
-        found = statements(self.text)
-        where = self.destination(found, new, None)
+        where = self.destination(new, None)
         if where[0] == "existing":
             raise FixRefused(f"`{'.'.join(new)}` is in the file already")
         block = [f"# {line}{self.newline}" for line in comment.splitlines()]
-        self.place(found, where, new, value, source=None, first=True, block=block)
+        self.place(where, new, value, source=None, first=True, block=block)
 
-    def rename_inline(self, found: list[Statement], old: tuple[str, ...], step: eras.Step) -> bool:
+    def rename_inline(self, old: tuple[str, ...], step: eras.Step) -> bool:
         """Rename a key inside an inline table on the spot, when its new name belongs in the same
         inline table (``metrics = { rank_0_only = true }``); the settle pass fixes its value."""
-        holder = _inline_holder(found, old)
-        if holder is None or not step.writes:
+        statement = _holder(self.found, old)
+        if statement is None or not step.writes:
             return False
-        statement, new = found[holder], step.writes[0][0]
+        new = step.writes[0][0]
         if (
             new[:-1] != old[:-1]
             or eras.get(statement.value(), new[len(statement.path) :]) is not eras.MISSING
         ):
             return False
-        statement.text = rename_key(statement, old[len(statement.path) :], new[-1])
-        self.join(found)
+        self.found.replace(statement, rename_key(statement, old[len(statement.path) :], new[-1]))
         return True
 
     def delete(self, step: eras.Step, old: tuple[str, ...]) -> None:
         """Take the old key (with its comment block) or an empty old table out of the text."""
-        found = statements(self.text)
-        index = _keyval_at(found, old)
-        if index is not None:
-            self.join(found, drop={index, *_comment_indices(found, index)})
+        found = self.found
+        statement = found.keyval_at(old)
+        if statement is not None:
+            found.remove([*_comment_block(found, statement), statement])
             return
-        if _header_at(found, old) is not None:  # an empty old table: its header goes
+        if found.header_at(old) is not None:  # an empty old table: its header goes
             self.touched.add(old)
             return
-        holder = _inline_holder(found, old)
-        if holder is None:
+        statement = _holder(found, old)
+        if statement is None:
             raise FixRefused(f"`{step.dotted}` was not found in the text")
-        statement = found[holder]
         rest = old[len(statement.path) :]
         if _pruned(statement.value(), rest) == {}:  # the inline table goes
             self.touched.add(statement.table)
             comment = statement.tail.strip(" \t")  # stays, on a line of its own
-            statement.text = f"{statement.indent}{comment}{statement.newline}" if comment else ""
+            found.replace(
+                statement, f"{statement.indent}{comment}{statement.newline}" if comment else ""
+            )
         else:
-            statement.text = edit_value(statement, rest, None)
-        self.join(found)
+            found.replace(statement, edit_value(statement, rest, None))
 
-    def destination(
-        self, found: list[Statement], new: tuple[str, ...], source: int | None
-    ) -> tuple[Any, ...]:
+    def destination(self, new: tuple[str, ...], source: Statement | None) -> tuple[Any, ...]:
         """Where the key ``new`` goes: ``("here", key)`` replaces the source statement,
-        ``("existing", i)``, ``("inline", i, rest)``, ``("after", i, key)`` or ``("end",)``."""
+        ``("existing", s)``, ``("inline", s, rest)``, ``("after", s, key)`` or ``("end",)``."""
+        found = self.found
         table = new[:-1]
-        at = _keyval_at(found, new)
-        if at is not None and at != source:
+        at = found.keyval_at(new)
+        if at is not None and at is not source:
             return ("existing", at)
-        for i, statement in enumerate(found):
-            if (
-                statement.kind == "keyval"
-                and len(statement.path) < len(new)
-                and new[: len(statement.path)] == statement.path
-            ):
-                _refuse_arrays(statement)
-                rest = new[len(statement.path) :]
-                inner = eras.get(statement.value(), rest[:-1])
-                if not isinstance(inner, dict) and inner is not eras.MISSING:
-                    raise FixRefused(f"`{'.'.join(new)}` cannot be written: a value is in the way")
-                return ("inline", i, rest)
-        home = found[source].table if source is not None else None
-        header = _header_at(found, table)
+        holder = _holder(found, new)
+        if holder is not None:
+            rest = new[len(holder.path) :]
+            inner = eras.get(holder.value(), rest[:-1])
+            if not isinstance(inner, dict) and inner is not eras.MISSING:
+                raise FixRefused(f"`{'.'.join(new)}` cannot be written: a value is in the way")
+            return ("inline", holder, rest)
+        home = source.table if source is not None else None
+        header = found.header_at(table)
         if header is not None:
-            _refuse_arrays(found[header])
+            _refuse_arrays(header)
             if home == table:
                 return ("here", new[-1:])
-            return ("after", _last_keyval(found, header), new[-1:])
-        dotted = [
-            i
-            for i, s in enumerate(found)
-            if s.kind == "keyval" and len(s.table) < len(table) and s.path[: len(table)] == table
-        ]
-        if dotted:
-            _refuse_arrays(found[dotted[-1]])
-            body = found[dotted[-1]].table
+            return ("after", _last_keyval(header), new[-1:])
+        dotted = found.last_crossing(table)
+        if dotted is not None:
+            _refuse_arrays(dotted)
+            body = dotted.table
             if home == body:
                 return ("here", new[len(body) :])
-            return ("after", dotted[-1], new[len(body) :])
+            return ("after", dotted, new[len(body) :])
         if home is None:
             return ("end",)
-        if self.rename(found, home, table):
+        if self.rename(home, table):
             return ("here", new[-1:])
-        if table[: len(home)] == home and not _defined(found, new[: len(home) + 1]):
+        if table[: len(home)] == home and not found.defined(new[: len(home) + 1]):
             return ("here", new[len(home) :])  # a dotted key in the source's own table
         return ("end",)
 
-    def rename(self, found: list[Statement], old: tuple[str, ...], new: tuple[str, ...]) -> bool:
+    def rename(self, old: tuple[str, ...], new: tuple[str, ...]) -> bool:
         """Give the old table's header the new table's name, when every key leaves it."""
-        header = _header_at(found, old)
-        if header is None or old not in self.emptied or _defined(found, new):
+        header = self.found.header_at(old)
+        if header is None or old not in self.emptied or self.found.defined(new):
             return False
-        statement = found[header]
-        statement.text = f"{statement.indent}[{render_key(new)}]{statement.tail}{statement.newline}"
-        self.join(found)
+        text = f"{header.indent}[{render_key(new)}]{header.tail}{header.newline}"
+        self.found.replace(header, text)
         self.emptied.discard(old)
-        original = next((k for k, v in self.renamed.items() if v == old), old)
+        original = self.origin.pop(old, old)
+        self.rank.setdefault(original, len(self.rank))
         self.renamed[original] = new
+        self.origin.setdefault(new, original)
         return True
 
     def place(
         self,
-        found: list[Statement],
         where: tuple[Any, ...],
         new: tuple[str, ...],
         value: Any,
@@ -232,37 +216,43 @@ class _Editor:
     ) -> None:
         """Write ``new = value`` where :meth:`destination` said, with the comment lines
         ``block`` above it (the settle pass gives an existing key its new value)."""
+        found = self.found
         kind = where[0]
         if kind in ("existing", "inline"):
-            at = where[1]
+            at: Statement = where[1]
+            text = at.text
             if kind == "inline":
-                found[at].text = edit_value(found[at], where[2], value, add=True)
+                text = edit_value(at, where[2], value, add=True)
             if first and source is not None:
                 comment = source.tail.strip(" \t")  # it cannot share the line: one above it
                 block = [*block, *([f"{comment}{self.newline}"] if comment else [])]
-            lines = _indented(block, found[at].indent)
-            found[at:at] = [Statement("comment", line, ()) for line in lines]
-            self.join(found)
+            lines = _indented(block, text[: len(text) - len(text.lstrip(" \t"))])
+            found.replace(at, "".join(lines) + text)
             return
         comment = first
         if kind == "after":
-            at, key = where[1], where[2]
-            before = found[at]
-            if not before.text.endswith("\n"):
-                before.text += self.newline
+            before: Statement = where[1]
+            key = where[2]
             indent = before.indent if before.kind == "keyval" else None
             line = self.keyval(source, key=key, value=value, indent=indent, comment=comment)
             block = _indented(block, line[: len(line) - len(line.lstrip(" \t"))])
-            found.insert(at + 1, Statement("keyval", "".join(block) + line, ()))
-            self.join(found)
+            if before.text.endswith("\n"):
+                found.insert(before, "".join(block) + line)
+            else:
+                found.replace(before, before.text + self.newline + "".join(block) + line)
             return
-        text = self.text
-        if text and not text.endswith("\n"):
+        tail = found.tail(2 * len(self.newline))
+        text = ""
+        if tail and not tail.endswith("\n"):
             text += self.newline
-        if text and not text.endswith(self.newline * 2):
+        if tail and not (tail + text).endswith(self.newline * 2):
             text += self.newline
         line = self.keyval(source, key=new[-1:], value=value, comment=comment)
-        self.text = f"{text}[{render_key(new[:-1])}]{self.newline}{''.join(block)}{line}"
+        text += f"[{render_key(new[:-1])}]{self.newline}{''.join(block)}{line}"
+        if found.last is not None and not found.last.text.endswith("\n"):
+            found.replace(found.last, found.last.text + text)
+        else:
+            found.insert(found.last, text)
 
     def keyval(
         self,
@@ -287,126 +277,97 @@ class _Editor:
     # ----------------------------------------------------------------- tidying up
 
     def drop_empty_tables(self) -> None:
-        """Remove the header of each table keys were taken from that has no key left."""
-        while True:
-            found = statements(self.text)
-            empty = next(
-                (
-                    h
-                    for h, s in enumerate(found)
-                    if s.kind == "header"
-                    and s.table in self.touched
-                    and not any(found[i].kind == "keyval" for i in _body(found, h))
-                ),
-                None,
-            )
-            if empty is None:
-                return
-            header = found[empty]
-            self.touched.discard(header.table)
-            body = _body(found, empty)
-            comment = header.tail.strip(" \t")
-            header.text = f"{header.indent}{comment}{header.newline}" if comment else ""
-            drop: set[int] = set()
-            if all(found[i].kind == "blank" for i in body):
-                drop.update(body)
-                if not comment and empty + len(body) + 1 == len(found):  # the end of the file
-                    above = empty - 1
-                    while above >= 0 and found[above].kind == "blank":
-                        drop.add(above)
-                        above -= 1
-            self.join(found, drop=drop)
-
-    def settle(self, target: dict) -> None:
-        """Give every key the target's value, editing only the values that differ."""
-        found = statements(self.text)
-        for statement in found:
-            if statement.kind != "keyval" or statement.in_array:
+        """Remove the header of each table keys were taken from that has no key left (first to
+        last: taking one out never empties or fills another)."""
+        headers = [s for s in self.found if s.kind == "header" and s.table in self.touched]
+        for header in headers:
+            body = _body(header)
+            if header.table not in self.touched or any(s.kind == "keyval" for s in body):
                 continue
-            want = eras.get(target, statement.path)
-            if want is eras.MISSING:
-                raise FixRefused(f"`{'.'.join(statement.path)}` has no place in the upgrade")
-            if not same_value(statement.value(), want):
-                statement.text = edit_value(statement, (), want)
-        self.join(found)
+            self.touched.discard(header.table)
+            comment = header.tail.strip(" \t")
+            text = f"{header.indent}{comment}{header.newline}" if comment else ""
+            first, taken = header, [header]
+            if all(s.kind == "blank" for s in body):
+                taken += body
+                if not comment and (body[-1] if body else header).next is None:  # the file's end
+                    while first.prev is not None and first.prev.kind == "blank":
+                        first = first.prev
+                        taken.insert(0, first)
+            self.found.splice(first.prev, taken, text)
+
+    def settle(self, target: dict) -> str:
+        """The text with every key given the target's value, only the values that differ
+        edited."""
+        parts = []
+        for statement in self.found:
+            text = statement.text
+            if statement.kind == "keyval" and not statement.in_array:
+                want = eras.get(target, statement.path)
+                if want is eras.MISSING:
+                    raise FixRefused(f"`{'.'.join(statement.path)}` has no place in the upgrade")
+                if not same_value(statement.value(), want):
+                    text = edit_value(statement, (), want)
+            parts.append(text)
+        return "".join(parts)
 
 
 # --------------------------------------------------------------------------- statements
 
 
-def _keyval_at(found: list[Statement], path: tuple[str, ...]) -> int | None:
-    return next(
-        (i for i, s in enumerate(found) if s.kind == "keyval" and s.path == path and path), None
-    )
-
-
-def _inline_holder(found: list[Statement], path: tuple[str, ...]) -> int | None:
+def _holder(found: StatementList, path: tuple[str, ...]) -> Statement | None:
     """The key whose inline table holds ``path`` (``metrics = { rank_0_only = true }``)."""
-    for i, s in enumerate(found):
-        if s.kind == "keyval" and len(s.path) < len(path) and path[: len(s.path)] == s.path:
-            _refuse_arrays(s)
-            return i
-    return None
+    holder = found.holder(path)
+    if holder is not None:
+        _refuse_arrays(holder)
+    return holder
 
 
-def _header_at(found: list[Statement], table: tuple[str, ...]) -> int | None:
-    return next(
-        (i for i, s in enumerate(found) if s.kind == "header" and s.table == table and table),
-        None,
-    )
-
-
-def _body(found: list[Statement], header: int) -> list[int]:
+def _body(header: Statement) -> list[Statement]:
     """The statements of the header's table: up to the next header."""
-    end = header + 1
-    while end < len(found) and found[end].kind not in ("header", "array-header"):
-        end += 1
-    return list(range(header + 1, end))
+    body = []
+    statement = header.next
+    while statement is not None and statement.kind not in HEADERS:
+        body.append(statement)
+        statement = statement.next
+    return body
 
 
-def _last_keyval(found: list[Statement], header: int) -> int:
-    keyvals = [i for i in _body(found, header) if found[i].kind == "keyval"]
-    return keyvals[-1] if keyvals else header
+def _last_keyval(header: Statement) -> Statement:
+    """The last key of the header's table (the header itself if it has none)."""
+    return next((s for s in reversed(_body(header)) if s.kind == "keyval"), header)
 
 
-def _comment_indices(found: list[Statement], index: int | None) -> list[int]:
+def _comment_block(found: StatementList, statement: Statement | None) -> list[Statement]:
     """The comment lines directly above a statement (no blank line between), unless they open
     the file: a file's opening comments are about the file."""
-    if index is None:
+    if statement is None:
         return []
-    start = index
-    while start > 0 and found[start - 1].kind == "comment":
-        start -= 1
-    if not any(s.kind in ("keyval", "header", "array-header") for s in found[:start]):
+    block = []
+    above = statement.prev
+    while above is not None and above.kind == "comment":
+        block.append(above)
+        above = above.prev
+    block.reverse()
+    if not found.code_above(block[0] if block else statement):
         return []
-    return list(range(start, index))
+    return block
 
 
-def _emptied_tables(found: list[Statement], steps: list[eras.Step]) -> set[tuple[str, ...]]:
+def _emptied_tables(found: StatementList, steps: list[eras.Step]) -> set[tuple[str, ...]]:
     """Tables whose every key is an old key the upgrade moves to another table."""
     writes = {step.old: [new for new, _ in step.writes] for step in steps}
     emptied = set()
-    for h, header in enumerate(found):
+    for header in found:
         if header.kind != "header" or header.in_array:
             continue
         table = header.table
-        keys = [found[i].path for i in _body(found, h) if found[i].kind == "keyval"]
+        keys = [s.path for s in _body(header) if s.kind == "keyval"]
         if keys and all(
             key in writes and all(new[: len(table)] != table for new in writes[key]) for key in keys
         ):
             emptied.add(table)
     return emptied
-
-
-def _defined(found: list[Statement], table: tuple[str, ...]) -> bool:
-    """Whether any header or key of the file already says something at or under ``table``
-    (or holds a value where ``table`` would go)."""
-    for s in found:
-        if s.kind in ("header", "array-header") and s.table[: len(table)] == table:
-            return True
-        if s.kind == "keyval" and (s.path[: len(table)] == table or table[: len(s.path)] == s.path):
-            return True
-    return False
 
 
 def _indented(lines: list[str], indent: str) -> list[str]:

@@ -23,8 +23,16 @@ inside its inline table renamed on the spot.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Any
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*")
+"""A key of bare parts only (``training.steps``), read without tomllib."""
+
+
+LINKS = ("prev", "next", "order")
+"""A statement's place in a ``migrate.tomledit.statement_list.StatementList``."""
 
 
 class LayoutError(ValueError):
@@ -34,7 +42,7 @@ class LayoutError(ValueError):
 class Statement:
     """One line or one multi-line value of the file, with what it is and where it lives."""
 
-    __slots__ = ("kind", "text", "table", "key", "in_array", "eq", "value_end")
+    __slots__ = ("kind", "text", "table", "key", "in_array", "eq", "value_end", *LINKS)
 
     kind: str
     """``blank``, ``comment``, ``header``, ``array-header`` (``[[x]]``) or ``keyval``."""
@@ -60,6 +68,9 @@ class Statement:
         self.in_array = keyval.get("in_array", False)
         self.eq = keyval.get("eq", -1)
         self.value_end = keyval.get("value_end", -1)
+        self.prev: Statement | None = None
+        self.next: Statement | None = None
+        self.order = 0
 
     @property
     def path(self) -> tuple[str, ...]:
@@ -109,11 +120,20 @@ class Statement:
         return f"Statement({self.kind!r}, {self.text!r}, table={self.table!r}, key={self.key!r})"
 
 
-def statements(text: str) -> list[Statement]:
-    """Cut ``text`` (valid TOML) into statements; raises :class:`LayoutError` otherwise."""
+def statements(
+    text: str,
+    *,
+    table: tuple[str, ...] = (),
+    in_array: bool = False,
+    under: Any = None,
+) -> list[Statement]:
+    """Cut ``text`` (valid TOML) into statements; raises :class:`LayoutError` otherwise.
+
+    A part of a file (whole lines) is cut in its place: ``table`` and ``in_array`` are those of
+    the statement above it, and ``under(table)`` says whether an array of tables declared above
+    the part holds ``table``."""
     found: list[Statement] = []
-    table: tuple[str, ...] = ()
-    in_array = False
+    arrays: set[tuple[str, ...]] = set()  # the [[array]] tables declared so far
     position = 0
     while position < len(text):
         line_end = _line_end(text, position)
@@ -130,7 +150,9 @@ def statements(text: str) -> list[Statement]:
         if code.startswith("["):
             array = code.startswith("[[")
             table = _header_path(chunk, array=array)
-            in_array = array or _under(table, found)
+            in_array = array or _under(table, arrays) or bool(under and under(table))
+            if array:
+                arrays.add(table)
             kind = "array-header" if array else "header"
             code_end = len(_cut_comment(chunk.rstrip("\r\n")))
             found.append(Statement(kind, chunk, table, in_array=in_array, value_end=code_end))
@@ -155,9 +177,8 @@ def statements(text: str) -> list[Statement]:
     return found
 
 
-def _under(table: tuple[str, ...], found: list[Statement]) -> bool:
-    """Whether ``table`` lies inside an array of tables declared above it."""
-    arrays = {s.table for s in found if s.kind == "array-header"}
+def _under(table: tuple[str, ...], arrays: set[tuple[str, ...]]) -> bool:
+    """Whether ``table`` lies inside one of the arrays of tables ``arrays``."""
     return any(table[:end] in arrays for end in range(1, len(table)))
 
 
@@ -238,6 +259,9 @@ def _escaped(text: str, position: int) -> bool:
 
 def _key_parts(key_text: str) -> tuple[str, ...]:
     """The parts of a (possibly dotted, possibly quoted) key, decoded by tomllib itself."""
+    stripped = key_text.strip(" \t\r\n")
+    if _BARE_KEY.fullmatch(stripped):  # bare parts: nothing to decode
+        return tuple(part.strip(" \t") for part in stripped.split("."))
     try:
         table: Any = tomllib.loads(key_text.strip() + " = 0")
     except tomllib.TOMLDecodeError as error:

@@ -14,6 +14,8 @@ it is read-only, or when it changed while it was being fixed. It is written thro
 
 from __future__ import annotations
 
+import bisect
+import difflib
 import os
 import stat
 from typing import TYPE_CHECKING
@@ -133,14 +135,104 @@ def _count(problems: int) -> str:
 
 
 def _print_diff(old: str, new: str, *, shown: str, stream: TextIO) -> None:
-    import difflib
-
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=shown, tofile=shown
-    )
-    for line in lines:
-        stream.write(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    """``old`` to ``new`` as ``difflib.unified_diff`` writes it, matched as :class:`_Anchored`
+    says."""
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    started = False
+    for group in _Anchored(None, a, b).get_grouped_opcodes(3):
+        if not started:
+            stream.write(f"--- {shown}\n+++ {shown}\n")
+            started = True
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        stream.write(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n")
+        for tag, i1, i2, j1, j2 in group:
+            lines = [" " + line for line in a[i1:i2]] if tag == "equal" else []
+            if tag in ("replace", "delete"):
+                lines += ["-" + line for line in a[i1:i2]]
+            if tag in ("replace", "insert"):
+                lines += ["+" + line for line in b[j1:j2]]
+            for line in lines:
+                end = "" if line.endswith("\n") else "\n\\ No newline at end of file\n"
+                stream.write(line + end)
     stream.flush()
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's line range as unified diffs write it (``difflib._format_range_unified``)."""
+    length = stop - start
+    first = start + 1 if length else start
+    return str(first) if length == 1 else f"{first},{length}"
+
+
+class _Anchored(difflib.SequenceMatcher):
+    """``difflib.SequenceMatcher`` over the lines between anchors: the lines found once in
+    each text, the longest run of them in the same order in both. difflib alone takes time in
+    proportion to the lines times the changes; a fix changes every table of a file of
+    thousands of tables, and its unchanged lines are mostly found once (a table's header).
+    A small file is matched by difflib alone, as ``difflib.unified_diff`` does."""
+
+    def get_matching_blocks(self) -> list[difflib.Match]:
+        if self.matching_blocks is not None:
+            return self.matching_blocks
+        a, b = self.a, self.b
+        if len(a) + len(b) <= _WHOLE_LINES:
+            return super().get_matching_blocks()
+        blocks: list[tuple[int, int, int]] = []
+        i0 = j0 = 0
+        for i, j in [*_anchors(a, b), (len(a), len(b))]:
+            if i > i0 and j > j0:
+                inner = difflib.SequenceMatcher(None, a[i0:i], b[j0:j], autojunk=self.autojunk)
+                blocks += [(i0 + x, j0 + y, k) for x, y, k in inner.get_matching_blocks() if k]
+            if i < len(a):
+                blocks.append((i, j, 1))
+            i0, j0 = i + 1, j + 1
+        merged: list[tuple[int, int, int]] = []
+        for i, j, k in blocks:  # adjacent blocks are one, as difflib gives them
+            if merged and merged[-1][0] + merged[-1][2] == i and merged[-1][1] + merged[-1][2] == j:
+                merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + k)
+            else:
+                merged.append((i, j, k))
+        merged.append((len(a), len(b), 0))
+        self.matching_blocks = [difflib.Match(*block) for block in merged]
+        return self.matching_blocks
+
+
+_WHOLE_LINES = 4000
+"""Old and new lines together up to which difflib matches the whole texts at once (well
+under a second)."""
+
+
+def _anchors(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+    """Pairs ``(i, j)`` of lines found once in ``a`` and once in ``b``, ``a[i] == b[j]``: the
+    longest chain of them increasing in both (patience sorting)."""
+    once_a, once_b = _once(a), _once(b)
+    pairs = [(i, once_b[line]) for line, i in once_a.items() if line in once_b]
+    pairs.sort()
+    tops: list[int] = []  # tops[n]: the smallest j ending a chain of n + 1 pairs
+    ends: list[int] = []  # the pair index ending that chain
+    back: list[int] = []  # each pair's predecessor in its chain
+    for index, (_, j) in enumerate(pairs):
+        n = bisect.bisect_left(tops, j)
+        back.append(ends[n - 1] if n else -1)
+        if n == len(tops):
+            tops.append(j)
+            ends.append(index)
+        else:
+            tops[n], ends[n] = j, index
+    chain = []
+    index = ends[-1] if ends else -1
+    while index >= 0:
+        chain.append(pairs[index])
+        index = back[index]
+    return chain[::-1]
+
+
+def _once(lines: list[str]) -> dict[str, int]:
+    """The lines found once in ``lines``, with their index."""
+    seen: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        seen[line] = -1 if line in seen else index
+    return {line: index for line, index in seen.items() if index >= 0}
 
 
 def _identity(path: str) -> tuple[int, int] | None:
