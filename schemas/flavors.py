@@ -85,6 +85,9 @@ def flavor(family: str, name: str) -> Flavor | None:
 
 
 def flavor_names(family: str) -> tuple[str, ...] | None:
-    """The flavor names of ``family`` (aliases resolved), or ``None`` for an unknown family."""
+    """The flavor names of ``family`` (aliases resolved), or ``None`` for an unknown family
+    (a ``model.name`` that is not a string too: its wrong type is reported where it is read)."""
+    if not isinstance(family, str):
+        return None
     table = FLAVORS.get(FAMILY_ALIASES.get(family, family))
     return None if table is None else tuple(table)

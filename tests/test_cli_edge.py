@@ -419,3 +419,21 @@ def test_registry_lookup_is_one_way_for_train_validate_and_diff(workdir):
     assert code == 1 and "checkpoint.keep_latest_k: 1 -> " in out
     code, _, err = cli("train", "--config", "llama3_debugmodel", cwd=workdir)
     assert code == 1 and "keep-latest-k" in err
+
+
+@pytest.mark.parametrize("key", ["name", "flavor"])
+@pytest.mark.parametrize("value", ["{ a = 1 }", "[1, 2]", "[[1]]", "1.5"])
+def test_a_model_name_or_flavor_of_the_wrong_type_is_a_finding_in_every_command(
+    tmp_path, key, value
+):
+    other = 'flavor = "debugmodel"' if key == "name" else 'name = "llama3"'
+    path = tmp_path / "job.toml"
+    path.write_text(f"[model]\n{key} = {value}\n{other}\n", encoding="utf-8")
+    for run, args in (
+        (validate.run, [str(path)]),
+        (validate.run, ["--as-registry", str(path)]),
+        (migrate.run, [str(path), "-o", str(tmp_path / "out.py")]),
+    ):
+        out, err = io.StringIO(), io.StringIO()
+        code = run(args, stdout=out, stderr=err)
+        assert code == 1 and "internal error" not in err.getvalue(), (args, err.getvalue())

@@ -184,6 +184,8 @@ def _model_name(plan: Any) -> Any:
     if not isinstance(spec, RegistryCall):
         return UNREADABLE
     wanted = plan.effective.get("model.name")
+    if not isinstance(wanted, str):
+        return spec.family
     if FAMILY_ALIASES.get(wanted) == spec.family and spec.module is None:
         return wanted  # llama3_ft: the llama3 family on the fault-tolerant trainer
     return spec.family

@@ -29,7 +29,7 @@ def trainer_class(draft: PlanDraft) -> str:
     """The trainer config class the keys need (base, fault-tolerant or Flux)."""
     wanted: dict[str, str] = {}
     model_name = draft.leaves.get("model.name")
-    if model_name in MODEL_TRAINERS:
+    if isinstance(model_name, str) and model_name in MODEL_TRAINERS:
         wanted[MODEL_TRAINERS[model_name]] = "model.name"
     if draft.extension in EXTENSION_TRAINERS:
         wanted.setdefault(EXTENSION_TRAINERS[draft.extension], "job.custom_config_module")
