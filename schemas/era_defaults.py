@@ -251,10 +251,7 @@ def clues(document: dict, flat: list | None = None) -> list[Clue]:
             since, until = _OLD_TABLES[key]
             found.append(Clue(key, f"an older table, gone on {until}", since, until))
         for _key, wanted, since, until, commit, unless in _VALUES_OF.get(key, ()):
-            if (
-                _matches(value, wanted)
-                and get(document, tuple(unless.split("."))) is MISSING
-            ):
+            if _matches(value, wanted) and get(document, tuple(unless.split("."))) is MISSING:
                 says = f"{value!r} was accepted until {until} ({commit})"
                 found.append(Clue(key, says, since, until))
     return found

@@ -232,7 +232,9 @@ def _refusal(parts: tuple[str, ...], value: Any) -> Refusal | None:
             if r.key == dotted
             and (
                 any(_same(value, v) for v in r.values)
-                or bool(r.suffix) and isinstance(value, str) and value.endswith(r.suffix)
+                or bool(r.suffix)
+                and isinstance(value, str)
+                and value.endswith(r.suffix)
             )
         ),
         None,
