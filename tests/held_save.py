@@ -2,9 +2,10 @@
 ``python tests/held_save.py TITAN-TRAIN-ARGS`` with ``TITAN_TEST_HOLD`` naming a folder.
 
 The first checkpoint shard write that starts after the run received a stop signal writes its
-first item, then holds: it prints ``held: step-N.tmp`` to stderr and waits until the file
-``release`` appears in the hold folder (or a signal handler raises). A test can then signal the
-run at a point the run reported, mid-save, instead of guessing how long a save takes.
+first item, then holds: it prints ``held: step-N.tmp`` to stderr and waits for signals until a
+signal handler raises (the product's second-signal handling ends the save that way). A test
+can then signal the run at a point the run reported, mid-save, instead of guessing how long a
+save takes.
 
 Nothing else changes: the signal handling, the save and the way a second signal ends it are the
 product's own; the hold only stands in for a slow disk, in the test's process tree alone.
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
-import time
+import threading
 from pathlib import Path
 
 
@@ -43,8 +45,11 @@ def install(hold: Path) -> None:
             folder = os.path.basename(os.path.dirname(args[1].name))
             sys.stderr.write(f"held: {folder}\n")
             sys.stderr.flush()
-            while not (hold / "release").exists():
-                time.sleep(0.01)  # a signal's handler runs here, and may end the save
+            # The write runs in the main thread (one writer thread), where Python runs signal
+            # handlers: each pause ends when a signal arrives and its handler has run.
+            assert threading.current_thread() is threading.main_thread()
+            while True:
+                signal.pause()
         return result
 
     StopRequests._request = noted

@@ -10,8 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -35,20 +33,10 @@ from tests.training_runs import (
 
 
 def wait_until_stopped(process: subprocess.Popen) -> None:
-    """Return once every thread of ``process`` is in the stopped state (``T`` in its stat)."""
-    tasks = Path(f"/proc/{process.pid}/task")
-    while True:
-        # The state is the first field after the command name, which ends at the last ")".
-        states = set()
-        for task in tasks.iterdir():
-            try:
-                states.add((task / "stat").read_text().rpartition(")")[2].split()[0])
-            except FileNotFoundError:  # a thread that has just ended
-                pass
-        if states == {"T"}:
-            return
-        assert process.poll() is None, "the run ended instead of stopping"
-        time.sleep(0.001)
+    """Return once the kernel reports ``process`` (a child of this one) stopped: ``waitpid``
+    with ``WUNTRACED`` answers when the group stop is complete, every thread stopped."""
+    pid, status = os.waitpid(process.pid, os.WUNTRACED)
+    assert pid == process.pid and os.WIFSTOPPED(status), "the run ended instead of stopping"
 
 
 @pytest.mark.slow
