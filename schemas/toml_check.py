@@ -12,7 +12,7 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from schemas import ranges, rules, typecheck
+from schemas import ranges, rule_facts, rules, typecheck
 from schemas._frozen import DataclassFields, Frozen, _set
 from schemas.diagnostics import Diagnostic, Severity, Span
 from schemas.legacy_spec import LEGACY_RANGES, LEGACY_SPEC
@@ -763,7 +763,7 @@ def _table_hint(dotted: str, value: Any) -> str:
 
 def _effective(
     document: dict, schema: SectionSpec, parts: tuple[str, ...], span_of
-) -> rules.Setting:
+) -> rule_facts.Setting:
     """The value at ``parts``: written, else the schema default, with the span where written."""
     node: Any = document
     written = True
@@ -775,7 +775,9 @@ def _effective(
             break
     if not written:
         node = _default(schema, parts)
-    return rules.Setting(value=node, path=".".join(parts), span=span_of(parts) if written else None)
+    return rule_facts.Setting(
+        value=node, path=".".join(parts), span=span_of(parts) if written else None
+    )
 
 
 def _default(schema: SectionSpec, parts: tuple[str, ...]) -> Any:
@@ -797,13 +799,13 @@ def legacy_facts(
     *,
     fork: Any = None,
     declaration: Declaration | None = None,
-) -> rules.ConfigFacts:
+) -> rule_facts.ConfigFacts:
     """The rule inputs of a legacy document (defaults from the merged schema); ``fork`` is what
     its project declares (``schemas.fork_names.ForkNames``), ``declaration`` the project itself
     (its datasets)."""
     from schemas import flavors
 
-    def get(path: str) -> rules.Setting:
+    def get(path: str) -> rule_facts.Setting:
         return _effective(document, schema, tuple(path.split(".")), span_of)
 
     tables = []
@@ -813,7 +815,7 @@ def legacy_facts(
         for part in parts:
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict):
-            tables.append(rules.Setting(value=name, path=name, span=span_of(parts)))
+            tables.append(rule_facts.Setting(value=name, path=name, span=span_of(parts)))
     model_name, flavor_name = get("model.name"), get("model.flavor")
     found = (
         flavors.flavor(model_name.value, flavor_name.value)
@@ -821,9 +823,9 @@ def legacy_facts(
         else None
     )
     fault_tolerance = get("fault_tolerance.enable")
-    return rules.ConfigFacts(
+    return rule_facts.ConfigFacts(
         ngpu=ngpu,
-        **{fact: get(path) for fact, path in rules.SHARED_FACT_PATHS.items()},
+        **{fact: get(path) for fact, path in rule_facts.SHARED_FACT_PATHS.items()},
         converters=get("model.converters"),
         quantize_tables=tuple(tables),
         early_step_in_backward=get("optimizer.early_step_in_backward"),
@@ -837,7 +839,7 @@ def legacy_facts(
         n_heads=found.n_heads if found else None,
         n_kv_heads=found.n_kv_heads if found else None,
         moe=found.moe if found else None,
-        experts=(rules.ExpertRouting.of_args(found.args["moe_args"], at=flavor_name),)
+        experts=(rule_facts.ExpertRouting.of_args(found.args["moe_args"], at=flavor_name),)
         if found is not None and found.moe
         else (),
         fork=fork,

@@ -6,7 +6,7 @@ attribute that is not a field (possible only on a class that forgot ``slots=True
 Numbers are then checked against the legacy schema's ranges (``schemas.ranges``, mapped to the
 registry fields through ``migrate.plan.homes``). The cross-field rules are the ones
 ``titan-validate FILE.toml`` runs (``schemas.rules``), fed with a
-:class:`~schemas.rules.ConfigFacts` built from the config object.
+:class:`~schemas.rule_facts.ConfigFacts` built from the config object.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from schemas import ranges, rules
+from schemas import ranges, rule_facts, rules
 from schemas.diagnostics import Diagnostic, Severity, Span
 from schemas.legacy_spec import LEGACY_SPEC
 from schemas.spec import SectionSpec
@@ -263,17 +263,17 @@ def _suggest(name: str, names: list[str]) -> str | None:
     return f"did you mean `{close[0]}`?" if close else None
 
 
-def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.ConfigFacts:
+def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rule_facts.ConfigFacts:
     """The cross-field rules' view of a ``Trainer.Config`` (paths in registry spelling)."""
     from titan.components.optimizer import OptimizersInBackwardContainer
     from titan.components.quantization.float8 import Float8LinearConverter
 
-    def get(path: str) -> rules.Setting:
+    def get(path: str) -> rule_facts.Setting:
         node = config
         for part in path.split("."):
             node = getattr(node, part)
         written = getattr(locate, "written", None)
-        return rules.Setting(
+        return rule_facts.Setting(
             value=node,
             path=path,
             span=locate(path),
@@ -307,35 +307,35 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rules.Conf
     heads = spec.model.attention_heads() if spec is not None else None
     fault_tolerance = getattr(config, "fault_tolerance", None)
     in_backward = isinstance(config.optimizer, OptimizersInBackwardContainer.Config)
-    return rules.ConfigFacts(
+    return rule_facts.ConfigFacts(
         ngpu=ngpu,
-        **{fact: get(path) for fact, path in rules.SHARED_FACT_PATHS.items()},
-        converters=rules.Setting(
+        **{fact: get(path) for fact, path in rule_facts.SHARED_FACT_PATHS.items()},
+        converters=rule_facts.Setting(
             value=names, path="model_converters.converters", span=locate("model_converters")
         ),
         quantize_tables=(),  # a converter config exists only when it is enabled
-        early_step_in_backward=rules.Setting(
+        early_step_in_backward=rule_facts.Setting(
             value=in_backward, path="optimizer", span=locate("optimizer")
         ),
-        fault_tolerance=rules.Setting(
+        fault_tolerance=rule_facts.Setting(
             value=fault_tolerance.enable if fault_tolerance is not None else False,
             path="fault_tolerance.enable",
             span=locate("fault_tolerance.enable"),
         ),
         validation_steps=get("validator.steps"),
-        float8_recipe=rules.Setting(f8.recipe_name, f"{f8_path}.recipe_name", locate(f8_path)),
-        float8_all_gather=rules.Setting(
+        float8_recipe=rule_facts.Setting(f8.recipe_name, f"{f8_path}.recipe_name", locate(f8_path)),
+        float8_all_gather=rule_facts.Setting(
             f8.enable_fsdp_float8_all_gather,
             f"{f8_path}.enable_fsdp_float8_all_gather",
             locate(f8_path),
         ),
-        float8_precompute=rules.Setting(
+        float8_precompute=rule_facts.Setting(
             f8.precompute_float8_dynamic_scale_for_fsdp,
             f"{f8_path}.precompute_float8_dynamic_scale_for_fsdp",
             locate(f8_path),
         ),
-        model_name=rules.Setting(family, "model_spec.name", locate("model_spec")),
-        flavor=rules.Setting(flavor_name, "model_spec.flavor", locate("model_spec")),
+        model_name=rule_facts.Setting(family, "model_spec.name", locate("model_spec")),
+        flavor=rule_facts.Setting(flavor_name, "model_spec.flavor", locate("model_spec")),
         # A count below 1 is the range check's finding, not a head count to divide.
         n_heads=_positive(heads.n_heads) if heads is not None else None,
         n_kv_heads=_positive(heads.n_kv_heads) if heads is not None else None,
@@ -349,7 +349,7 @@ def _positive(count: Any) -> int | None:
     return count if isinstance(count, int) and count >= 1 else None
 
 
-def _expert_routings(spec: Any, locate: Locate) -> tuple[rules.ExpertRouting, ...]:
+def _expert_routings(spec: Any, locate: Locate) -> tuple[rule_facts.ExpertRouting, ...]:
     """The routing of every mixture of experts in the model's tree, at its fields' paths, when
     some layer runs one (a deepseek_v3 whose layers are all dense builds none)."""
     from titan.models.common.moe import MoE
@@ -357,10 +357,12 @@ def _expert_routings(spec: Any, locate: Locate) -> tuple[rules.ExpertRouting, ..
     if spec is None or spec.model.has_moe() is False:
         return ()
     return tuple(
-        rules.ExpertRouting(
+        rule_facts.ExpertRouting(
             **{
-                name: rules.Setting(getattr(node, name), f"{path}.{name}", locate(f"{path}.{name}"))
-                for name in rules.ExpertRouting.__slots__
+                name: rule_facts.Setting(
+                    getattr(node, name), f"{path}.{name}", locate(f"{path}.{name}")
+                )
+                for name in rule_facts.ExpertRouting.__slots__
             }
         )
         for node, path in _config_nodes(spec.model, "model_spec.model")
@@ -368,7 +370,7 @@ def _expert_routings(spec: Any, locate: Locate) -> tuple[rules.ExpertRouting, ..
     )
 
 
-def _dataset_facts(config: Any, get: Callable[[str], rules.Setting]) -> dict[str, Any]:
+def _dataset_facts(config: Any, get: Callable[[str], rule_facts.Setting]) -> dict[str, Any]:
     """The datasets of titan's text loader, checked against its registry (the same rule as a
     TOML's ``training.dataset``); another loader brings its own names."""
     from schemas import flavors
