@@ -13,6 +13,7 @@ import torch.distributed as dist
 from titan.components.optimizer import OptimizersContainer
 from titan.config.configs import ParallelismConfig
 from titan.distributed.parallel_dims import ParallelDims
+from titan.distributed.process_group import destroy_distributed
 from titan.models.common import Attention, MoE, TransformerBlock
 from titan.models.common.moe_balance import register_moe_load_balancing
 
@@ -45,7 +46,7 @@ def main() -> None:
     optimizers.step()
     assert moe.expert_bias.tolist() == EXPECTED, (rank, moe.expert_bias.tolist())
     assert moe.tokens_per_expert.tolist() == [0.0] * 4
-    dist.destroy_process_group()
+    destroy_distributed()  # every rank past its last collective before any closes
     if rank == 0:
         print("OK")
 
