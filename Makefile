@@ -65,18 +65,18 @@ bench-upstream: $(STAMP) $(UPSTREAM_STAMP)
 # Regenerate the files derived from schemas/legacy.py, titan's config classes and its families'
 # flavors (tests fail while they are stale).
 schema: $(STAMP)
-	$(PY) -m schemas.spec_codegen
+	$(PY) -m titan.schemas.spec_codegen
 	$(VENV)/bin/ruff format -q schemas/legacy_spec.py
-	$(PY) -m migrate.specgen.target_codegen
+	$(PY) -m titan.migrate.specgen.target_codegen
 	$(VENV)/bin/ruff format -q migrate/targets/titan_spec.py
-	$(PY) -m schemas.flavor_codegen
+	$(PY) -m titan.schemas.flavor_codegen
 	$(VENV)/bin/ruff format -q schemas/flavor_table.py
 	$(VENV)/bin/titan-validate --export-json-schema schemas/json/torchtitan-v0.2.2.schema.json
 
 # Regenerate migrate/targets/upstream_spec_030.py from the torchtitan installed in .venv-upstream
 # (tests/upstream fail while it is stale).
 schema-upstream: $(STAMP) $(UPSTREAM_STAMP)
-	PYTHONPATH=$(CURDIR) $(UPSTREAM_PY) -m migrate.specgen.upstream_codegen
+	PYTHONPATH=$(CURDIR) $(UPSTREAM_PY) -m titan.migrate.specgen.upstream_codegen
 	$(VENV)/bin/ruff format -q migrate/targets/upstream_spec_030.py
 
 clean:

@@ -139,7 +139,7 @@ def main() -> int:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
         env["PYTHONPATH"] = env.get("PYTHONPATH") or str(REPO)
-        probe = [sys.executable, "-c", "import migrate.tomledit as m; print(m.__path__[0])"]
+        probe = [sys.executable, "-c", "import titan.migrate.tomledit as m; print(m.__path__[0])"]
         measured = subprocess.run(probe, capture_output=True, text=True, cwd=work, env=env)
         print(f"measuring {measured.stdout.strip()}")
         results: dict[str, list[tuple[int, float]]] = {name: [] for name in COMMANDS}

@@ -50,8 +50,8 @@ def _time(command: list[str], repeat: int, env: dict[str, str]) -> list[float]:
 
 def _in_process(files: list[str], repeat: int) -> list[float]:
     sys.path.insert(0, str(REPO))
-    from migrate.codegen.render_code import render_module
-    from migrate.plan.build import build_plan
+    from titan.migrate.codegen.render_code import render_module
+    from titan.migrate.plan.build import build_plan
 
     times = []
     for _ in range(repeat):

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(REPO))
 
-# family -> flavors to draw from (names of schemas.flavors.FLAVORS)
+# family -> flavors to draw from (names of titan.schemas.flavors.FLAVORS)
 FAMILIES = {
     "llama3": ("debugmodel", "8B", "70B", "405B"),
     "qwen3": ("debugmodel", "0.6B", "1.7B", "8B", "32B", "debugmodel_moe", "30B-A3B"),
@@ -48,7 +48,7 @@ GROUPS = ("pretrain", "ablations", "long_context", "smoke")
 
 def job_toml(index: int, rng: random.Random) -> tuple[str, str, str]:
     """(family folder, group, TOML text) of the ``index``-th generated job."""
-    from schemas.flavors import flavor
+    from titan.schemas.flavors import flavor
 
     family = rng.choice(sorted(FAMILIES))
     name = rng.choice(FAMILIES[family])

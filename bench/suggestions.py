@@ -35,9 +35,9 @@ def main() -> int:
     parser.add_argument("--show", type=int, default=20, help="how many misleading hints to list")
     args = parser.parse_args()
 
-    import schemas
+    import titan.schemas
 
-    print(f"titan schemas from {Path(schemas.__file__).parent.parent}")
+    print(f"titan schemas from {Path(titan.schemas.__file__).parent.parent}")
     start = time.perf_counter()
     outcomes = cases.run_all()
     took = time.perf_counter() - start

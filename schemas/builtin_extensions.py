@@ -3,9 +3,9 @@
 ``titan-validate`` meets them in most real TOMLs (``[job] custom_config_module =
 "torchtitan.models.flux.job_config"``) and in every did-you-mean search, so they must cost next to
 nothing: their :class:`ExtensionSpec` trees are read once, at development time, from the sources in
-``known_extensions/`` by ``schemas.extension_reader`` and stored as plain data in the generated
-``schemas.builtin_extensions_spec`` (``python -m schemas.spec_codegen`` rewrites it; a test fails
-while it is stale). Reading a user's module still goes through ``schemas.extension_reader``, which
+``known_extensions/`` by ``titan.schemas.extension_reader`` and stored as plain data in the generated
+``titan.schemas.builtin_extensions_spec`` (``python -m titan.schemas.spec_codegen`` rewrites it; a test fails
+while it is stale). Reading a user's module still goes through ``titan.schemas.extension_reader``, which
 re-exports everything here.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from schemas.spec import ExtensionSpec
+    from titan.schemas.spec import ExtensionSpec
 
 KNOWN_EXTENSIONS: dict[str, str] = {
     "torchtitan.models.flux.job_config": "flux",
@@ -41,6 +41,6 @@ def known_extension(name_or_module: str) -> ExtensionSpec | None:
     short = KNOWN_EXTENSIONS.get(name_or_module, name_or_module)
     if short not in KNOWN_EXTENSIONS.values():
         return None
-    from schemas.builtin_extensions_spec import BUILT_IN
+    from titan.schemas.builtin_extensions_spec import BUILT_IN
 
     return BUILT_IN[short]

@@ -8,15 +8,15 @@ register names of its own, so the project declares them::
     [tool.titan]
     datasets = ["my_corpus"]
 
-The cross-field rule (``schemas.rules.dataset_names``) reads :class:`DatasetFacts`, built by the
+The cross-field rule (``titan.schemas.rules.dataset_names``) reads :class:`DatasetFacts`, built by the
 TOML check from v0.2.2's registries below and by the registry check from titan's own; both see
 the same rule and the same hints. Pure data and string work: nothing heavy is imported.
 """
 
 from __future__ import annotations
 
-from schemas._frozen import Frozen, _set
-from schemas.era_values import OLD_DATASETS
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.era_values import OLD_DATASETS
 
 TEXT = ("c4", "c4_test", "c4_validation")
 """``torchtitan/hf_datasets/text_datasets.py`` DATASETS at v0.2.2 (every text model)."""

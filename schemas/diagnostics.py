@@ -1,7 +1,7 @@
 """The one diagnostic type shared by the validator and the migrator.
 
 A diagnostic is data: a stable code, a severity, the dotted key path it is about, a message, an
-optional hint (did-you-mean, moved-to) and a source span. Renderers (``schemas.render``) turn a
+optional hint (did-you-mean, moved-to) and a source span. Renderers (``titan.schemas.render``) turn a
 list of them into text, JSON, GitHub annotations or SARIF.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-from schemas._frozen import Frozen, _set
+from titan.schemas._frozen import Frozen, _set
 
 
 class Severity(enum.StrEnum):
@@ -110,7 +110,7 @@ CODES: dict[str, str] = {
     "too-deep": "Tables and arrays nested deeper than titan reads (100 levels).",
     "unknown-key": "A key or section that the schema does not have.",
     "moved-key": "A key from an older torchtitan that lives elsewhere in v0.2.2.",
-    "upgraded-key": "A key from an older torchtitan that titan-migrate carried at its v0.2.2 home (schemas.eras).",
+    "upgraded-key": "A key from an older torchtitan that titan-migrate carried at its v0.2.2 home (titan.schemas.eras).",
     "wrong-type": "A value of the wrong type (no silent coercion).",
     "invalid-choice": "A value outside the allowed choices.",
     "invalid-value": "A value torchtitan rejects while building the config.",

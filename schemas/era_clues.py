@@ -1,11 +1,11 @@
 """When each thing a legacy TOML can hold existed on torchtitan main, to the day: the evidence
-``schemas.era_defaults.date_file`` dates a file by.
+``titan.schemas.era_defaults.date_file`` dates a file by.
 
 Built from every commit of torchtitan's config managers (``torchtrain/config_manager.py``
 2024-02-23 to 2024-04-11, ``torchtitan/config_manager.py`` to 2025-07-22,
 ``torchtitan/config/job_config.py`` to v0.2.2): the keys each commit declared, with the day the
 commit landed on main (its commit date). The months agree with the eras of
-``schemas.moved_keys``; the days are what tell a file apart from a default that changed in the
+``titan.schemas.moved_keys``; the days are what tell a file apart from a default that changed in the
 same month. Pure data.
 """
 

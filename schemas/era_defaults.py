@@ -1,9 +1,9 @@
 """The defaults of a legacy file's own era, for the keys it omits.
 
 A key a legacy TOML leaves out ran with the default of the torchtitan that read it. Where that
-default differs from v0.2.2's (:data:`schemas.era_flips.FLIPS`), carrying the file over as it
+default differs from v0.2.2's (:data:`titan.schemas.era_flips.FLIPS`), carrying the file over as it
 stands would silently change the run. This module dates a file from what it holds
-(:func:`date_file`, with the evidence of :mod:`schemas.era_clues`) and lists the old defaults
+(:func:`date_file`, with the evidence of :mod:`titan.schemas.era_clues`) and lists the old defaults
 that matter for it (:func:`era_defaults`): the value to write for each, or, where v0.2.2 cannot
 express it, the reason it must be reported. :func:`parse_era` reads a ``--era`` value.
 
@@ -18,13 +18,13 @@ import re
 from datetime import date, timedelta
 from typing import Any
 
-from schemas._frozen import Frozen, _set
-from schemas.era_clues import ERA_START, NEW_KEYS, OLD_KEYS, V022, VALUES
-from schemas.era_flips import ANSWERED_BY, FLIPS, Flip
-from schemas.eras import MISSING, destination, get, leaves, rule_for, toml_value, translate
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.moved_keys import CONVERTERS
-from schemas.spec import SectionSpec
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.era_clues import ERA_START, NEW_KEYS, OLD_KEYS, V022, VALUES
+from titan.schemas.era_flips import ANSWERED_BY, FLIPS, Flip
+from titan.schemas.eras import MISSING, destination, get, leaves, rule_for, toml_value, translate
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.moved_keys import CONVERTERS
+from titan.schemas.spec import SectionSpec
 
 _UNSAID = object()
 """Marks a v0.2.2 key the file spells under an old name whose value v0.2.2 cannot take."""
@@ -76,7 +76,7 @@ class EraGuess(Frozen):
     __match_args__ = ("date",)
 
     date: str
-    """The assumed day, ``YYYY-MM-DD``; :data:`schemas.era_clues.V022` when nothing is older."""
+    """The assumed day, ``YYYY-MM-DD``; :data:`titan.schemas.era_clues.V022` when nothing is older."""
     evidence: tuple[Clue, ...]
     """Every clue the date is consistent with."""
     stale: tuple[Clue, ...]
@@ -222,7 +222,7 @@ def _matches(value: Any, wanted: tuple) -> bool:
 _VALUES_OF: dict[str, list[tuple]] = {}
 for _row in VALUES:
     _VALUES_OF.setdefault(_row[0], []).append(_row)
-"""The rows of :data:`schemas.era_clues.VALUES` by key (every key of every file is looked up)."""
+"""The rows of :data:`titan.schemas.era_clues.VALUES` by key (every key of every file is looked up)."""
 
 
 def _has_old(flat: list) -> bool:

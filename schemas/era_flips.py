@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas._frozen import Frozen, _set
-from schemas.era_clues import ERA_START
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.era_clues import ERA_START
 
 OPS = ("==", "!=", ">", "has", "set", "unset")
 """Condition operators of :attr:`Flip.only_if`: equal, not equal, greater than, a list that
@@ -22,7 +22,7 @@ holds any of the given names, and ``set`` (the file itself spells the key with a
 not empty or false)."""
 
 DERIVATIONS = ("warmup_pct", "pp_microbatches")
-"""Old defaults computed from other settings (see ``schemas.era_defaults``)."""
+"""Old defaults computed from other settings (see ``titan.schemas.era_defaults``)."""
 
 
 class Flip(Frozen):
@@ -398,4 +398,4 @@ FLIPS: tuple[Flip, ...] = (
         derive="pp_microbatches",
     ),
 )
-"""Every flip, grouped by section; ``schemas.era_defaults`` applies them."""
+"""Every flip, grouped by section; ``titan.schemas.era_defaults`` applies them."""

@@ -3,14 +3,14 @@
 Built from the whole history of the dataset registries on pytorch/torchtitan main
 (``torchtrain/datasets``, ``torchtitan/datasets/hf_datasets.py``,
 ``torchtitan/hf_datasets/text_datasets.py``, flux's ``flux_dataset.py``), each row with the commit
-that removed or renamed the name. The dataset check (``schemas.dataset_names``) reads it for its
-hints; the values of other keys that eras read otherwise are rows of ``schemas.moved_keys``
+that removed or renamed the name. The dataset check (``titan.schemas.dataset_names``) reads it for its
+hints; the values of other keys that eras read otherwise are rows of ``titan.schemas.moved_keys``
 (``SPLITS``, ``REFUSALS``). Pure data.
 """
 
 from __future__ import annotations
 
-from schemas._frozen import Frozen, _set
+from titan.schemas._frozen import Frozen, _set
 
 
 class OldDataset(Frozen):
@@ -80,4 +80,4 @@ OLD_DATASETS: tuple[OldDataset, ...] = (
     ),
 )
 """Every dataset name upstream registered and later removed or renamed (the registry's whole
-history; v0.2.2's own names are in ``schemas.dataset_names``)."""
+history; v0.2.2's own names are in ``titan.schemas.dataset_names``)."""

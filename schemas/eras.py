@@ -3,14 +3,14 @@
 torchtitan's ``JobConfig`` changed shape many times (argparse ``torchtrain/config_manager.py`` in
 2024-H1, argparse then dataclass ``torchtitan/config_manager.py`` to mid 2025,
 ``torchtitan/config/job_config.py`` to v0.2.2). A TOML written for an older era fails at v0.2.2
-with "Invalid field names". ``schemas.moved_keys`` holds the researched rows (old key, v0.2.2
+with "Invalid field names". ``titan.schemas.moved_keys`` holds the researched rows (old key, v0.2.2
 key, how the value changes, era, why); this module applies them: :func:`translate` says what one
 old key becomes, :func:`upgrade` rewrites a whole document and lists the :class:`Step` taken per
 key, :func:`hint` is the validator's sentence. The validator, ``titan-validate --fix`` and
 ``titan-migrate`` all read the same rows, so they cannot disagree.
 
 Nothing is guessed: a value v0.2.2 cannot express is an ``unportable`` step with its era and
-why, and an ``error`` when the run computed something v0.2.2 cannot (``schemas.moved_keys``
+why, and an ``error`` when the run computed something v0.2.2 cannot (``titan.schemas.moved_keys``
 ``REFUSALS``: a LayerNorm model); a value that equals what v0.2.2 does anyway is an ``upgraded``
 step that writes nothing; two settings that would land on one key with different values are
 reported, never resolved. Values of keys v0.2.2 still has are read as their era read them too:
@@ -23,9 +23,9 @@ import functools
 import re
 from typing import Any
 
-from schemas._frozen import Frozen, _set
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.moved_keys import (
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.moved_keys import (
     CONVERTERS,
     OLD_MODULES,
     REFUSALS,

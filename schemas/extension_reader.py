@@ -6,7 +6,7 @@ default the module's AST is read: fields, annotations, literal defaults, the doc
 field. What cannot be resolved becomes ``typing.Any`` / ``MISSING`` plus a note (a warning later).
 Importing is opt-in (``--allow-import``). The upstream modules ship as sources in
 ``known_extensions/`` and go through the same reader, so TOMLs naming them need no torchtitan; the
-result is stored as data in ``schemas.builtin_extensions_spec`` (``python -m schemas.spec_codegen``)
+result is stored as data in ``titan.schemas.builtin_extensions_spec`` (``python -m titan.schemas.spec_codegen``)
 so that the validator does not pay for this reader (nor ``ast`` and ``pathlib``) on every run.
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from schemas.builtin_extensions import KNOWN_EXTENSIONS, ExtensionError, known_extension
-from schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
+from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS, ExtensionError, known_extension
+from titan.schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
 
 _KNOWN_DIR = Path(__file__).parent / "known_extensions"
 _TYPING_MODULES = ("typing", "typing_extensions")
@@ -78,7 +78,7 @@ def _builtin_section(path: str | None) -> SectionSpec | None:
     module, _, name = path.rpartition(".")
     if not _is_builtin_schema(module):
         return None
-    from schemas.legacy_spec import LEGACY_SPEC
+    from titan.schemas.legacy_spec import LEGACY_SPEC
 
     return _section_named(LEGACY_SPEC, name)
 
@@ -490,7 +490,7 @@ def read_extension_source(
 def read_builtin_source(short: str) -> ExtensionSpec | None:
     """Read a built-in module's source in ``known_extensions/`` by its short name (else None).
 
-    ``known_extension`` serves the generated copy of this; ``schemas.spec_codegen`` uses this to
+    ``known_extension`` serves the generated copy of this; ``titan.schemas.spec_codegen`` uses this to
     generate it."""
     modules = [module for module, name in KNOWN_EXTENSIONS.items() if name == short]
     if not modules:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas._frozen import Frozen, _set
-from schemas.flavor_table import FLAVOR_TABLE
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.flavor_table import FLAVOR_TABLE
 
 
 class Flavor(Frozen):

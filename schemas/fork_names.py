@@ -2,7 +2,7 @@
 
 A fork builds model flavors titan does not ship (``llama3`` ``1B``) and registers converters of its
 own (``npu_rms_norm``). Both live in the fork's code, where no TOML check can see them, so the
-project says them once in ``[tool.titan]`` (``schemas.project`` reads the table)::
+project says them once in ``[tool.titan]`` (``titan.schemas.project`` reads the table)::
 
     [tool.titan]
     model-registries = { llama3 = "forkpkg.models.llama3" }   # builds the flavors titan lacks
@@ -15,7 +15,7 @@ module (``FLAVORS[flavor]``, ``if flavor not in FLAVORS``) and uses it in no oth
 else it might do with the name makes the table an incomplete answer, and then only the explicit
 ``flavors`` declaration counts.
 
-:class:`ForkNames` is what the cross-field rules see of it (``schemas.rules``: ``unknown-flavor``
+:class:`ForkNames` is what the cross-field rules see of it (``titan.schemas.rules``: ``unknown-flavor``
 and ``unknown-converter``), and it writes their hints: a did-you-mean when the name is a
 misspelling of a shipped or declared one, otherwise the exact ``[tool.titan]`` line that declares
 it, so that following a hint ends in a clean check.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from schemas._frozen import Frozen, _set
+from titan.schemas._frozen import Frozen, _set
 
 PYPROJECT = "pyproject.toml"
 
@@ -85,14 +85,14 @@ class ForkNames(Frozen):
         ``model_registry`` is then the only judge, at run time)."""
         if flavor in self.declared_flavors(family):
             return True
-        from schemas import flavors
+        from titan.schemas import flavors
 
         unlisted = not self.declared_flavors(family) and flavors.flavor_names(family) is None
         return unlisted and self.registry(family) is not None
 
     def flavor_hint(self, family: str, flavor: str, shipped: tuple[str, ...]) -> str:
         """For an ``unknown-flavor`` finding: the flavor meant, or how to declare this one."""
-        from schemas import model_names
+        from titan.schemas import model_names
 
         declared = self.declared_flavors(family)
         meant = model_names.flavor_hint(family, flavor, (*shipped, *declared))
@@ -181,8 +181,8 @@ _built: dict[tuple, ForkNames] = {}
 
 
 def for_declaration(declaration: Any) -> ForkNames:
-    """The fork names a ``schemas.project.Declaration`` declares, with the flavors read from its
-    registries (``schemas.project`` reads its values with this module's ``read_*``, so this
+    """The fork names a ``titan.schemas.project.Declaration`` declares, with the flavors read from its
+    registries (``titan.schemas.project`` reads its values with this module's ``read_*``, so this
     module does not import it)."""
     files = tuple(
         (family, module_file(module, root=declaration.root))

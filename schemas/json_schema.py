@@ -1,6 +1,6 @@
 """JSON Schema of the legacy TOML format, for editors (Taplo / "Even Better TOML") and CI tools.
 
-The schema comes from pydantic: the built-in models of ``schemas.legacy``, or, with extensions,
+The schema comes from pydantic: the built-in models of ``titan.schemas.legacy``, or, with extensions,
 models built from the merged :class:`SectionSpec` tree. References are inlined and the result is
 draft-07, which every TOML language server understands.
 """
@@ -12,9 +12,8 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
-
-from schemas.legacy_spec import LEGACY_RANGES
-from schemas.spec import MISSING, SectionSpec
+from titan.schemas.legacy_spec import LEGACY_RANGES
+from titan.schemas.spec import MISSING, SectionSpec
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 
@@ -81,7 +80,7 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
 def json_schema(spec: SectionSpec | None = None) -> dict[str, Any]:
     """The JSON Schema document: the built-in schema, or ``spec`` when extensions were merged."""
     if spec is None:
-        from schemas.legacy import JobConfig
+        from titan.schemas.legacy import JobConfig
 
         raw = JobConfig.model_json_schema(by_alias=True)
     else:

@@ -7,7 +7,7 @@ the base field wholesale (type and default, silently); fields only in the custom
 
 from __future__ import annotations
 
-from schemas.spec import FieldSpec, SectionSpec
+from titan.schemas.spec import FieldSpec, SectionSpec
 
 
 def merge_sections(base: SectionSpec, custom: SectionSpec) -> SectionSpec:

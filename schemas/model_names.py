@@ -8,7 +8,7 @@ does not ship (:data:`OTHER_FAMILIES`) is never a typo. For those the hint says 
 kept (``unsupported_model``) or declared (``[tool.titan] model-registries``). A suggested family
 must have the file's flavor, and a flavor is never "corrected" to another size (``7B`` is not
 ``8B``). Beyond those, a family or flavor is named only for a misspelling of it
-(``schemas.misspelling``): a fork's ``llama3_qat``, ``mosaic_llama3`` or ``llama3gdn`` is a model
+(``titan.schemas.misspelling``): a fork's ``llama3_qat``, ``mosaic_llama3`` or ``llama3gdn`` is a model
 of its own, and its ``debugmodel_dense`` or ``opt-30B-A3B`` a flavor of its own.
 """
 
@@ -82,8 +82,8 @@ def model_hint(name: str, flavor: str | None, *, experiments: tuple[str, ...] = 
     """For a model name titan has no family for: the family meant, when it is a misspelling of
     one (or of an ``experiments`` train spec) whose flavors have the file's flavor; otherwise
     how to keep or declare the model."""
-    from schemas import flavors
-    from schemas.misspelling import closest_one
+    from titan.schemas import flavors
+    from titan.schemas.misspelling import closest_one
 
     if name in RENAMED:
         new, why = RENAMED[name]
@@ -128,7 +128,7 @@ def _declare(name: str) -> str:
 def flavor_hint(name: str, flavor: str, names: tuple[str, ...]) -> str:
     """For a flavor the model does not have: the one meant, when it is a misspelling (never
     another size: `7B` is not `8B`), otherwise the model's flavors."""
-    from schemas.misspelling import closest_one
+    from titan.schemas.misspelling import closest_one
 
     lowered = {n.lower().replace("_", ""): n for n in names}
     meant = lowered.get(flavor.lower().replace("_", "")) or closest_one(flavor, names)

@@ -1,7 +1,7 @@
 """Every key older torchtitan configs had that v0.2.2 does not, and what it became.
 
 This is the one researched table behind the validator's moved-key hints, ``titan-validate
---fix`` and ``titan-migrate``'s upgrade (``schemas.eras`` applies it). It was built from the
+--fix`` and ``titan-migrate``'s upgrade (``titan.schemas.eras`` applies it). It was built from the
 history of ``torchtrain/config_manager.py`` (argparse, 2024-02 to 2024-04),
 ``torchtitan/config_manager.py`` (argparse to 2025-04, then dataclasses; the v0.1.0 wheel) and
 ``torchtitan/config/job_config.py`` (2025-07 to v0.2.2) on pytorch/torchtitan main: every key
@@ -11,12 +11,12 @@ group cites its commits; release boundaries are the PyPI wheels 0.1.0 (built 202
 
 A row says *how* the value changes (:data:`HOWS`), so a meaning that flipped or a value whose
 spelling changed is carried exactly, and a value v0.2.2 has no way to express is reported as
-unportable instead of guessed. Pure data: nothing is imported beyond ``schemas._frozen``.
+unportable instead of guessed. Pure data: nothing is imported beyond ``titan.schemas._frozen``.
 """
 
 from __future__ import annotations
 
-from schemas._frozen import Frozen, _set
+from titan.schemas._frozen import Frozen, _set
 
 CONVERTERS = ("model", "converters")
 """The one list-valued destination: a write to it appends the names it does not list yet."""
@@ -61,7 +61,7 @@ HOWS = (
   the loader of their time never read (a misplaced or misspelt key): no effect, safe to delete;
 - ``extension``: the value at ``to``, with ``job.custom_config_module = values[0]``; a second
   value names the commit that changed the meaning of a non-zero value (flux's text dropout);
-- the rest are one key each, documented where they are used in ``schemas.eras``."""
+- the rest are one key each, documented where they are used in ``titan.schemas.eras``."""
 
 
 class Split(Frozen):
@@ -261,7 +261,7 @@ OLD_MODULES: dict[str, tuple[str, str]] = {
         "#1858, 7f126cbd)",
     ),
 }
-"""Earlier module paths of a built-in extension (``schemas.builtin_extensions``): path -> (the
+"""Earlier module paths of a built-in extension (``titan.schemas.builtin_extensions``): path -> (the
 module today, its era). Their old keys ([eval], classifer_*) are rows below."""
 
 
@@ -1026,4 +1026,4 @@ RULES: tuple[Rule, ...] = (
         )
     ),
 )
-"""Every row, grouped by era; :func:`schemas.eras.rule_for` looks them up."""
+"""Every row, grouped by era; :func:`titan.schemas.eras.rule_for` looks them up."""

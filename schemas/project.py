@@ -18,7 +18,7 @@ folder first, then on Python's path. ``model-registries`` names the package whos
 ``model_registry(flavor)`` builds a model family titan does not ship (``model.name = "mymodel"``);
 titan-migrate writes a call of it instead of ``unsupported_model(...)``. ``flavors`` and
 ``converters`` name what the fork's code adds to ``model.flavor`` and ``model.converters`` (a list
-of names, or a table of NAME = "package.module.Class"); ``schemas.fork_names`` is how the checks
+of names, or a table of NAME = "package.module.Class"); ``titan.schemas.fork_names`` is how the checks
 see them. ``datasets`` names the datasets the fork's code adds to the dataset registry, so a
 ``training.dataset`` titan does not ship is not reported as one the run cannot load.
 
@@ -42,8 +42,8 @@ from __future__ import annotations
 import os
 import sys
 
-from schemas._frozen import Frozen, _set
-from schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 KEYS = {
     "registry-files": "shell patterns of registry modules, relative to pyproject.toml",
@@ -222,7 +222,7 @@ def _shown(file: str) -> str:
 
 
 def _parse(file: str) -> Declaration:
-    from schemas.toml_source import decode, parse, read_bytes
+    from titan.schemas.toml_source import decode, parse, read_bytes
 
     root, shown = os.path.dirname(file), _shown(file)
     raw, problem = read_bytes(file, shown=shown)
@@ -261,7 +261,7 @@ class _Reader:
     """Checks one ``[tool.titan]`` table, collecting what it declares and what is wrong with it."""
 
     def __init__(self, *, root: str, file: str, shown: str, text: str) -> None:
-        from schemas.spans import locate_keys
+        from titan.schemas.spans import locate_keys
 
         self.root, self.file, self.shown, self.text = root, file, shown, text
         self.spans = locate_keys(text)
@@ -400,7 +400,7 @@ class _Reader:
         return tuple(dict.fromkeys(value))
 
     def flavors(self, value: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        from schemas.fork_names import read_flavors
+        from titan.schemas.fork_names import read_flavors
 
         found = read_flavors(value)
         if found is None:
@@ -416,8 +416,8 @@ class _Reader:
         return found
 
     def converters(self, value: object) -> tuple[tuple[str, str | None], ...]:
-        from schemas.fork_names import read_converters
-        from schemas.rules import CONVERTER_NAMES
+        from titan.schemas.fork_names import read_converters
+        from titan.schemas.rules import CONVERTER_NAMES
 
         found = read_converters(value)
         if found is None:

@@ -1,7 +1,7 @@
 """The ranges numeric settings must lie in, checked the same way for both config forms.
 
 The bounds are declared once, as pydantic constraints on the legacy models (``Field(ge=1)``,
-``allow_inf_nan=False`` in ``schemas/legacy.py``), from which ``python -m schemas.spec_codegen``
+``allow_inf_nan=False`` in ``schemas/legacy.py``), from which ``python -m titan.schemas.spec_codegen``
 writes the table ``LEGACY_RANGES`` (legacy dotted key -> :class:`Range`) into
 ``schemas/legacy_spec.py``. ``titan-validate FILE.toml`` reads it for the TOML's keys; the registry
 check (``titan.config.check``) reads the same table and finds each key's field through the
@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from schemas._frozen import Frozen, _set
-from schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-from schemas.diagnostics import CODES, Diagnostic, Severity, count
+from titan.schemas.diagnostics import CODES, Diagnostic, Severity, count
 
 # json and urllib.parse are imported by the formats that use them: plain text, the pre-commit
 # default, should not pay for them.

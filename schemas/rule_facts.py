@@ -1,8 +1,8 @@
 """What the cross-field rules read: a small neutral view of a config that both forms build.
 
-The TOML validator (``schemas.toml_check``) builds :class:`ConfigFacts` from a legacy document,
+The TOML validator (``titan.schemas.toml_check``) builds :class:`ConfigFacts` from a legacy document,
 the registry check (``titan.config.check``) from a ``Trainer.Config``; the rules in
-``schemas.rules`` read only these facts, so they cannot tell the two forms apart. Each fact is a
+``titan.schemas.rules`` read only these facts, so they cannot tell the two forms apart. Each fact is a
 :class:`Setting`: the effective value and where the user sets it.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas._frozen import Frozen, _set
-from schemas.diagnostics import Span
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.diagnostics import Span
 
 
 class Setting(Frozen):
@@ -185,13 +185,13 @@ class ConfigFacts(Frozen):
     experts: tuple[ExpertRouting, ...]
     """The routing of each distinct mixture of experts the model builds (empty when unknown)."""
     fork: Any
-    """The flavors and converters the project declares (``schemas.fork_names.ForkNames``)."""
+    """The flavors and converters the project declares (``titan.schemas.fork_names.ForkNames``)."""
     dataset: Setting | None
     """The training dataset's name (``None`` when the data loader reads no named dataset)."""
     validation_dataset: Setting | None
     """The validation dataset's name, when validation is on."""
     datasets: Any
-    """The names the run can load (``schemas.dataset_names.DatasetFacts``); ``None`` skips the
+    """The names the run can load (``titan.schemas.dataset_names.DatasetFacts``); ``None`` skips the
     check (a model whose loader titan does not know)."""
 
     def __init__(

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from schemas._frozen import Frozen, _set
-from schemas.diagnostics import Diagnostic, Severity
-from schemas.rule_facts import ConfigFacts, Setting
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.diagnostics import Diagnostic, Severity
+from titan.schemas.rule_facts import ConfigFacts, Setting
 
 CONVERTER_NAMES = (
     "quantize.linear.float8",
@@ -47,7 +47,7 @@ class StaleName(Frozen):
     commits: str
     """The commits that registered and renamed it."""
     tables: tuple[str, ...]
-    """Old tables (``schemas.moved_keys``) whose keys were in use while the name was
+    """Old tables (``titan.schemas.moved_keys``) whose keys were in use while the name was
     registered: one of them in a file dates it to a run that had the converter."""
 
     def __init__(self, since: str, until: str, commits: str, tables: tuple[str, ...]) -> None:
@@ -88,7 +88,7 @@ STALE_NAME_ERAS: dict[str, StaleName] = {
         )
     },
 }
-"""The era of each stale converter name (``manager_behaviour.md`` §6, ``schemas.moved_keys``)."""
+"""The era of each stale converter name (``manager_behaviour.md`` §6, ``titan.schemas.moved_keys``)."""
 
 
 def stale_name_dated(name: str, document: dict) -> str | None:
@@ -97,7 +97,7 @@ def stale_name_dated(name: str, document: dict) -> str | None:
     Such a file's run had the converter; v0.2.2 only failed on it because the name changed."""
     import re
 
-    from schemas import eras
+    from titan.schemas import eras
 
     stale = STALE_NAME_ERAS.get(name)
     if stale is None:
@@ -151,7 +151,7 @@ def _ints(*settings: Setting) -> bool:
 
 def parallel_degrees(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """The FSDP shard degree is -1 (use what is left) or at least 1; the range check
-    (``schemas.ranges``) refuses the values below -1 and every other degree below 1."""
+    (``titan.schemas.ranges``) refuses the values below -1 and every other degree below 1."""
     shard = facts.dp_shard
     if _ints(shard) and shard.value == 0:
         yield _diag(
@@ -526,7 +526,7 @@ def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """Converter names are registered ones, of one quantization family, and their tables are used."""
     if not isinstance(facts.converters.value, list):
         return  # wrong type: reported by the schema check
-    from schemas.fork_names import NO_FORK
+    from titan.schemas.fork_names import NO_FORK
 
     names, fork = facts.converters.value, facts.fork or NO_FORK
     valid = [n for n in names if n in CONVERTER_NAMES]
@@ -584,7 +584,7 @@ def _converter_hint(name: str, names: list) -> str:
         if all(n in CONVERTER_NAMES for n in fixed) and len(families) == 1:
             return f"use `converters = {_names(fixed)}`: {why} (titan-validate --fix rewrites it)"
         return why
-    from schemas.misspelling import closest_one  # a misspelling only: not `float8_qat`
+    from titan.schemas.misspelling import closest_one  # a misspelling only: not `float8_qat`
 
     meant = closest_one(name, CONVERTER_NAMES)
     if meant is not None:
@@ -709,8 +709,8 @@ EXPERIMENT_MODELS = (
 
 def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """The model is a known train spec and the flavor one of its flavors."""
-    from schemas import flavors, model_names
-    from schemas.fork_names import NO_FORK
+    from titan.schemas import flavors, model_names
+    from titan.schemas.fork_names import NO_FORK
 
     name, flavor = facts.model_name.value, facts.flavor.value
     if not isinstance(name, str) or not isinstance(flavor, str) or name in EXPERIMENT_MODELS:

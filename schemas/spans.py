@@ -25,7 +25,7 @@ import bisect
 import contextlib
 import re
 
-from schemas._frozen import Frozen, _set
+from titan.schemas._frozen import Frozen, _set
 
 Path = tuple[str | int, ...]
 

@@ -3,7 +3,7 @@ and for values of the wrong type or outside their choices.
 
 The search runs over the whole dotted-key tree of the (merged) schema, so a key written in the
 wrong section is found as well as a misspelt one. A suggestion is made only where following it
-helps: the name it offers is the one written, misspelt (``schemas.misspelling``: a fork's
+helps: the name it offers is the one written, misspelt (``titan.schemas.misspelling``: a fork's
 ``muon_weight_decay`` is no misspelling of ``weight_decay``) or in another section; the key it
 names takes the value written and is not in the file already; and a value it offers would
 itself be accepted. tests/test_follow_suggestions.py applies them to mutated real TOMLs, and
@@ -15,12 +15,12 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from schemas._frozen import Frozen, _set
-from schemas.misspelling import closest
-from schemas.spec import SectionSpec
+from titan.schemas._frozen import Frozen, _set
+from titan.schemas.misspelling import closest
+from titan.schemas.spec import SectionSpec
 
 if TYPE_CHECKING:
-    from schemas import eras
+    from titan.schemas import eras
 
 
 class Suggestion(Frozen):
@@ -71,7 +71,7 @@ def suggest(
     """A hint for the unknown key ``parts`` (the dotted path split), given the schema's paths.
 
     With the key's ``value`` (and the whole parsed ``document``), a key from an older torchtitan
-    gets the exact v0.2.2 settings its value becomes (``schemas.eras``); without (a command-line
+    gets the exact v0.2.2 settings its value becomes (``titan.schemas.eras``); without (a command-line
     flag), where it lives now. With the ``schema`` too, a key is only suggested where its value
     has the right type: ``eps = 1e-8`` in [training] is ``optimizer.eps``, not
     ``training.steps``."""
@@ -127,7 +127,7 @@ def suggest(
     if close:
         return Suggestion("unknown-key", _either(sorted(p for c in close for p in leaves[c])))
     # Nothing in torchtitan is close: most likely a fork's own setting, which the project can
-    # declare once instead of seeing it rejected in every file (schemas.project).
+    # declare once instead of seeing it rejected in every file (titan.schemas.project).
     return Suggestion("unknown-key", DECLARE_HINT)
 
 
@@ -147,7 +147,7 @@ def _fits(path: str, value: Any, schema: SectionSpec | None) -> bool:
     a schema to tell: a table, a command-line flag)."""
     if value is _NO_VALUE or schema is None or isinstance(value, dict):
         return True
-    from schemas import typecheck
+    from titan.schemas import typecheck
 
     node: Any = schema
     for part in path.split("."):
@@ -193,7 +193,7 @@ def _moved(
     parts: tuple[str, ...], *, is_table: bool, value: Any, document: dict | None
 ) -> Suggestion | None:
     """The moved-key hint for a key or table of an older torchtitan, if ``parts`` is one."""
-    from schemas import eras  # only files with unknown keys get here
+    from titan.schemas import eras  # only files with unknown keys get here
 
     def old(table: tuple[str, ...]) -> bool:
         # A built-in extension's section (flux's [encoder]) is a table of today too, which a
@@ -215,7 +215,7 @@ def _moved(
 
 def _step_hint(step: eras.Step) -> str:
     """An old key's hint: exactly which v0.2.2 settings its value becomes, or why none."""
-    from schemas import eras
+    from titan.schemas import eras
 
     if step.kind == "unportable":
         return f"cannot be carried: {step.why}; {step.era}; delete it (titan-migrate drops it)"
@@ -230,7 +230,7 @@ def _step_hint(step: eras.Step) -> str:
 
 def _ill_typed(step: eras.Step) -> str | None:
     """Why a value the step writes is not valid at its v0.2.2 key, if one is not."""
-    from schemas import typecheck
+    from titan.schemas import typecheck
 
     for new, value in step.writes:
         section: Any = _legacy()
@@ -250,7 +250,7 @@ def _ill_typed(step: eras.Step) -> str | None:
 
 def _flag_hint(parts: tuple[str, ...]) -> str | None:
     """Where an old key lives now, without a value to translate (a command-line flag)."""
-    from schemas import eras
+    from titan.schemas import eras
 
     rule = eras.rule_for(parts)
     if rule is None:
@@ -263,8 +263,8 @@ def _flag_hint(parts: tuple[str, ...]) -> str | None:
 
 def _old_table_hint(parts: tuple[str, ...]) -> str:
     """An empty table only older eras had (a table with keys has each key reported)."""
-    from schemas import eras
-    from schemas.moved_keys import RULES
+    from titan.schemas import eras
+    from titan.schemas.moved_keys import RULES
 
     dotted = ".".join(parts)
     homes = sorted(
@@ -280,8 +280,8 @@ def _old_table_hint(parts: tuple[str, ...]) -> str:
 
 def _stray_hint(parts: tuple[str, ...]) -> str:
     """A key an old table never had: a near miss of one it had, or a plain delete."""
-    from schemas import eras
-    from schemas.moved_keys import RULES
+    from titan.schemas import eras
+    from titan.schemas.moved_keys import RULES
 
     table = ".".join(parts[:-1])
     names = [rule.old.rsplit(".", 1)[-1] for rule in RULES if rule.old.startswith(table + ".")]
@@ -295,7 +295,7 @@ def _stray_hint(parts: tuple[str, ...]) -> str:
 @functools.cache
 def _extension_index() -> dict[str, list[str]]:
     """Dotted path -> short names of the built-in extensions that add it."""
-    from schemas import builtin_extensions
+    from titan.schemas import builtin_extensions
 
     index: dict[str, list[str]] = {}
     base = schema_paths(_legacy())
@@ -310,7 +310,7 @@ def _extension_index() -> dict[str, list[str]]:
 
 
 def _legacy() -> SectionSpec:
-    from schemas.legacy_spec import LEGACY_SPEC
+    from titan.schemas.legacy_spec import LEGACY_SPEC
 
     return LEGACY_SPEC
 
@@ -328,7 +328,7 @@ def extension_owner(dotted: str, value: Any = _NO_VALUE) -> str | None:
         owners = [short for short in owners if _has_any_key(short, dotted, value)]
         if not owners:
             return None
-    from schemas.builtin_extensions import KNOWN_EXTENSIONS
+    from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS
 
     modules = {short: module for module, short in KNOWN_EXTENSIONS.items()}
     first = owners[0]
@@ -340,7 +340,7 @@ def extension_owner(dotted: str, value: Any = _NO_VALUE) -> str | None:
 
 def _has_any_key(short: str, dotted: str, table: dict) -> bool:
     """Whether a key of ``table`` is a field of the section ``dotted`` of extension ``short``."""
-    from schemas import builtin_extensions
+    from titan.schemas import builtin_extensions
 
     spec = builtin_extensions.known_extension(short)
     paths = schema_paths(spec.root) if spec is not None else {}
@@ -360,7 +360,7 @@ def value_hint(
 ) -> str:
     """What to write instead of ``value`` at ``parts``, whose type is ``annotation``
     (``document``, the whole file, tells which model a flavor must belong to)."""
-    from schemas import eras, typecheck
+    from titan.schemas import eras, typecheck
 
     key = parts[-1]
     intended = _intended(value, annotation)
@@ -374,7 +374,7 @@ def value_hint(
 def choice_hint(parts: tuple[str, ...], value: str, choices: tuple) -> str:
     """For a string outside a setting's choices: the choice it misspells, or every choice
     (``"bfloat16"`` is no misspelling of ``"float32"``: naming it would change the run)."""
-    from schemas.misspelling import closest_one
+    from titan.schemas.misspelling import closest_one
 
     strings = [c for c in choices if isinstance(c, str)]
     meant = closest_one(value, strings)
@@ -391,7 +391,7 @@ def _intended(value: Any, annotation: Any) -> Any:
     import types
     import typing
 
-    from schemas import typecheck
+    from titan.schemas import typecheck
 
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
     members = typing.get_args(annotation) if union else (annotation,)
@@ -422,8 +422,8 @@ def accepted_value(parts: tuple[str, ...], value: Any, document: dict | None = N
     """``value`` as the check would accept it at ``parts``, or ``_NO_VALUE`` when it would be
     rejected anyway (out of range, a converter, model or flavor titan does not know). Stale
     converter names become the names v0.2.2 registers."""
-    from schemas import ranges, rules
-    from schemas.legacy_spec import LEGACY_RANGES
+    from titan.schemas import ranges, rules
+    from titan.schemas.legacy_spec import LEGACY_RANGES
 
     dotted = ".".join(parts)
     if ranges.problem(value, LEGACY_RANGES.get(dotted)) is not None:
@@ -434,7 +434,7 @@ def accepted_value(parts: tuple[str, ...], value: Any, document: dict | None = N
         one_family = len({name.rsplit(".", 1)[-1] for name in names}) <= 1
         return names if known and one_family else _NO_VALUE
     if dotted in ("model.name", "model.flavor"):
-        from schemas import flavors
+        from titan.schemas import flavors
 
         model = (document or {}).get("model")
         name = model.get("name", "llama3") if isinstance(model, dict) else "llama3"
@@ -476,8 +476,8 @@ def _because(value: Any, accepted: Any) -> str:
 def _example(parts: tuple[str, ...], annotation: Any, document: dict | None) -> str:
     """What values look like: the registered converters, the model's flavors, or the schema's
     default (`` (the default is `steps = 10000`)``)."""
-    from schemas import eras, flavors, rules, typecheck
-    from schemas.spec import MISSING
+    from titan.schemas import eras, flavors, rules, typecheck
+    from titan.schemas.spec import MISSING
 
     dotted = ".".join(parts)
     if dotted == "model.converters":

@@ -12,20 +12,20 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from schemas import ranges, rule_facts, rules, typecheck
-from schemas._frozen import DataclassFields, Frozen, _set
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.legacy_spec import LEGACY_RANGES, LEGACY_SPEC
-from schemas.merge import merge_sections
-from schemas.spans import KeySpan, locate_keys
-from schemas.spec import MISSING, ExtensionSpec, SectionSpec
-from schemas.suggest import choice_hint, schema_paths, suggest, value_hint
-from schemas.toml_source import parse, read_text
+from titan.schemas import ranges, rule_facts, rules, typecheck
+from titan.schemas._frozen import DataclassFields, Frozen, _set
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.legacy_spec import LEGACY_RANGES, LEGACY_SPEC
+from titan.schemas.merge import merge_sections
+from titan.schemas.spans import KeySpan, locate_keys
+from titan.schemas.spec import MISSING, ExtensionSpec, SectionSpec
+from titan.schemas.suggest import choice_hint, schema_paths, suggest, value_hint
+from titan.schemas.toml_source import parse, read_text
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from schemas.project import Declaration, DeclaredExtension
+    from titan.schemas.project import Declaration, DeclaredExtension
 
 # pathlib, difflib and dataclasses are imported only on the paths that need them: together they
 # cost more than checking a whole corpus, and this module runs in pre-commit hooks.
@@ -47,7 +47,7 @@ class CheckOptions(Frozen):
     """Extensions to merge although the TOML does not declare them (short names or modules)."""
     era: str | None
     """The torchtitan era the files were written for (``--era YYYY-MM[-DD]``); ``None`` dates
-    each file from its own evidence (``schemas.era_defaults``)."""
+    each file from its own evidence (``titan.schemas.era_defaults``)."""
 
     def __init__(
         self,
@@ -80,7 +80,7 @@ class FileCheck:
     )
     __match_args__ = ()
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
-    # Written out rather than a dataclass, as the values in schemas._frozen are, and likewise
+    # Written out rather than a dataclass, as the values in titan.schemas._frozen are, and likewise
     # still usable with dataclasses.replace, fields and asdict.
     __dataclass_fields__ = DataclassFields()
     __dataclass_params__ = DataclassFields()
@@ -102,7 +102,7 @@ class FileCheck:
     """The source text, when it decoded (renderers show lines from it)."""
     declared: tuple[str, ...]
     """The modules merged because the project declares them (``[tool.titan] extensions`` of
-    the nearest ``pyproject.toml``; see ``schemas.project``)."""
+    the nearest ``pyproject.toml``; see ``titan.schemas.project``)."""
 
     def __init__(
         self,
@@ -191,14 +191,14 @@ def _check_text(
     document = source.document
     spans = locate_keys(text)
     checker = _Checker(file=file, spans=spans)
-    from schemas import project
+    from titan.schemas import project
 
     declaration = project.for_folder(folder)
     extensions = _load_extensions(document, base_dir, options, checker)
     declared = _load_declared(declaration, options, checker, loaded=extensions)
     extensions += declared
     schema = merged_schema(extensions)
-    from schemas import eras
+    from titan.schemas import eras
 
     flat = eras.leaves(document)  # once: the era checks below all walk it
     checker.refusals(document, flat)
@@ -208,7 +208,7 @@ def _check_text(
         checker.diagnostics.extend(found)
     checker.walk(document, schema, ())
     checker.deprecations(document)
-    from schemas.fork_names import for_declaration
+    from titan.schemas.fork_names import for_declaration
 
     fork = for_declaration(declaration)
     facts = legacy_facts(
@@ -266,7 +266,7 @@ def _load_extension(
 ) -> ExtensionSpec:
     # ``search_dirs`` is a function: building the list resolves paths and imports pathlib, and
     # the built-in modules (the common case) never look at it, nor load the static reader.
-    from schemas import builtin_extensions
+    from titan.schemas import builtin_extensions
 
     # Short names (`flux`) are titan's flags; a TOML names a module as v0.2.2 imported it.
     builtin = None if from_toml else builtin_extensions.known_extension(name)
@@ -274,7 +274,7 @@ def _load_extension(
         return builtin
     if name in builtin_extensions.KNOWN_EXTENSIONS:  # an upstream module: read_extension's answer
         return builtin_extensions.known_extension(name)  # type: ignore[return-value]
-    from schemas import extension_reader
+    from titan.schemas import extension_reader
 
     if allow_import:
         return extension_reader.import_extension(name, search_dirs=search_dirs())
@@ -292,7 +292,7 @@ def merged_schema(extensions: list[ExtensionSpec]) -> SectionSpec:
 def _load_extensions(
     document: dict, base_dir: Callable[[], Path], options: CheckOptions, checker: _Checker
 ) -> list[ExtensionSpec]:
-    from schemas.builtin_extensions import ExtensionError
+    from titan.schemas.builtin_extensions import ExtensionError
 
     requested: list[tuple[str, tuple]] = []
     job = document.get("job")
@@ -301,8 +301,8 @@ def _load_extensions(
         requested.append((module, ("job", "custom_config_module")))
     else:
         # From 2025-04 to 2025-10 the loader merged this module's sections, as
-        # job.custom_config_module does now (schemas.eras upgrades the key)
-        from schemas.moved_keys import current_module
+        # job.custom_config_module does now (titan.schemas.eras upgrades the key)
+        from titan.schemas.moved_keys import current_module
 
         experimental = document.get("experimental")
         old = experimental.get("custom_args_module") if isinstance(experimental, dict) else None
@@ -360,7 +360,7 @@ def _load_declared(
     checker.diagnostics.extend(declaration.problems)
     if not declaration.extensions:
         return []
-    from schemas.builtin_extensions import ExtensionError
+    from titan.schemas.builtin_extensions import ExtensionError
 
     found: list[ExtensionSpec] = []
     for entry in declaration.extensions:
@@ -414,7 +414,7 @@ def _declared_extension(entry: DeclaredExtension, options: CheckOptions) -> Exte
     dirs = [Path(d) for d in entry.search_dirs]
     if options.allow_import:
         return _load_extension(entry.module, lambda: dirs, allow_import=True, from_toml=True)
-    from schemas.extension_reader import find_module_source
+    from titan.schemas.extension_reader import find_module_source
 
     source = find_module_source(entry.module, search_dirs=dirs)
     try:
@@ -459,8 +459,8 @@ def _declared_error(entry: DeclaredExtension, declaration: Declaration, error: s
 def _module_found(entry: DeclaredExtension) -> bool:
     from pathlib import Path
 
-    from schemas.builtin_extensions import KNOWN_EXTENSIONS
-    from schemas.extension_reader import find_module_source
+    from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS
+    from titan.schemas.extension_reader import find_module_source
 
     dirs = [Path(d) for d in entry.search_dirs]
     found = find_module_source(entry.module, search_dirs=dirs)
@@ -486,8 +486,8 @@ def _at_entry(
 
 
 def _extension_hint(name: str) -> str:
-    from schemas.builtin_extensions import KNOWN_EXTENSIONS
-    from schemas.misspelling import closest_one
+    from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS
+    from titan.schemas.misspelling import closest_one
 
     meant = closest_one(name, [*KNOWN_EXTENSIONS, *KNOWN_EXTENSIONS.values()])
     if meant is not None:
@@ -561,7 +561,7 @@ class _Checker:
                 self.bounds(here, value)
 
     def bounds(self, parts: tuple, value: float) -> None:
-        """A well-typed number outside the range of its key (``schemas.ranges``)."""
+        """A well-typed number outside the range of its key (``titan.schemas.ranges``)."""
         dotted = ".".join(parts)
         finding = ranges.out_of_range(
             value, LEGACY_RANGES.get(dotted), path=dotted, span=self.span_of(parts)
@@ -601,10 +601,10 @@ class _Checker:
         self.add(found.code, parts, message, found.hint)
 
     def era_value(self, parts: tuple, value: Any, *, old: bool, annotation: Any = None) -> bool:
-        """A value an older era read otherwise (``schemas.moved_keys`` ``SPLITS`` and
+        """A value an older era read otherwise (``titan.schemas.moved_keys`` ``SPLITS`` and
         ``REFUSALS``): a comma-separated string its loader split, or a value v0.2.2 cannot
         express; False when it is neither."""
-        from schemas import eras
+        from titan.schemas import eras
 
         step = eras.translate(parts, value, self._document) if old else None
         step = step if old else eras.value_step(parts, value)
@@ -631,7 +631,7 @@ class _Checker:
         """Defaults of the file's era that v0.2.2 cannot say, for keys it omits: the run used
         them (a .model tokenizer, a removed dataset), so they are errors, as in titan-migrate.
         ``era`` (``--era``) dates the file instead of its evidence."""
-        from schemas import era_defaults
+        from titan.schemas import era_defaults
 
         guess = era_defaults.date_file(document, flat)
         if era is None and guess.current:
@@ -658,7 +658,7 @@ class _Checker:
     def refusals(self, document: dict, flat: list) -> None:
         """Values the run computed with that v0.2.2 cannot express, from the file as written
         (the migrator checks the upgraded document, where such a key is no longer)."""
-        from schemas import eras
+        from titan.schemas import eras
 
         for step in eras.refusals(document, flat):
             shown = f"`{step.dotted} = {eras.toml_value(eras.get(document, step.old))}`"
@@ -695,7 +695,7 @@ class _Checker:
             )
         experimental = document.get("experimental")
         if isinstance(experimental, dict) and experimental.get("custom_args_module"):
-            from schemas import eras
+            from titan.schemas import eras
 
             module = experimental["custom_args_module"]
             step = eras.value_step(("experimental", "custom_args_module"), module)
@@ -748,7 +748,7 @@ def _element_detail(value: Any, annotation: Any) -> str:
 
 def _table_hint(dotted: str, value: Any) -> str:
     """For a section written as a value: how to write it as a table."""
-    from schemas import eras
+    from titan.schemas import eras
 
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         return (
@@ -801,9 +801,9 @@ def legacy_facts(
     declaration: Declaration | None = None,
 ) -> rule_facts.ConfigFacts:
     """The rule inputs of a legacy document (defaults from the merged schema); ``fork`` is what
-    its project declares (``schemas.fork_names.ForkNames``), ``declaration`` the project itself
+    its project declares (``titan.schemas.fork_names.ForkNames``), ``declaration`` the project itself
     (its datasets)."""
-    from schemas import flavors
+    from titan.schemas import flavors
 
     def get(path: str) -> rule_facts.Setting:
         return _effective(document, schema, tuple(path.split(".")), span_of)
@@ -854,7 +854,7 @@ def legacy_facts(
 def _dataset_facts(model: Any, get, declaration: Declaration | None) -> Any:
     """The names v0.2.2's registry for ``model`` has, with the project's own; ``None`` for a
     model whose data loader titan does not know (a custom train spec may bring its own)."""
-    from schemas import dataset_names, flavors
+    from titan.schemas import dataset_names, flavors
 
     if not isinstance(model, str):
         return None  # a wrong-typed model.name has its own finding
@@ -873,6 +873,6 @@ def _dataset_facts(model: Any, get, declaration: Declaration | None) -> Any:
 
 
 def _is_old_table(parts: tuple) -> bool:
-    from schemas import eras  # only files with unknown sections get here
+    from titan.schemas import eras  # only files with unknown sections get here
 
     return eras.is_old_table(parts)

@@ -22,7 +22,7 @@ import stat
 import tomllib
 from typing import Any
 
-from schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 MAX_BYTES = 16 * 1024 * 1024
 """The largest file read: 16 MiB, a thousand times the biggest job config."""
@@ -218,7 +218,7 @@ def syntax_problems(
 ) -> tuple[Diagnostic, ...]:
     """Every finding of a file tomllib refused, in file order: its error, and each key or table
     the file defines twice (tomllib reports only the first of those)."""
-    from schemas import toml_syntax
+    from titan.schemas import toml_syntax
 
     first = syntax_diagnostic(error, text=text, file=file)
     twice = toml_syntax.duplicates(text, file=file)
@@ -233,7 +233,7 @@ def syntax_problems(
 
 def syntax_diagnostic(error: tomllib.TOMLDecodeError, *, text: str, file: str) -> Diagnostic:
     """A ``toml-syntax`` finding at the line and column tomllib names, with what to write."""
-    from schemas import toml_syntax
+    from titan.schemas import toml_syntax
 
     message = str(error)
     match = re.search(_TOML_POSITION, message)

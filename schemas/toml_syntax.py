@@ -9,7 +9,7 @@ a key or table written twice. Each gets a hint with the statement to write inste
 on what TOML expects there.
 
 ``tomllib`` also stops at the first key or table defined twice, so a file with three would take
-three runs to fix. :func:`schemas.spans.duplicate_keys` finds them all in one scan, and each is
+three runs to fix. :func:`titan.schemas.spans.duplicate_keys` finds them all in one scan, and each is
 reported at its own line with the place of the first definition.
 
 Only a file that failed to parse comes here: a file that parses never pays for any of it.
@@ -21,8 +21,8 @@ import json
 import re
 import tomllib
 
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.spans import Duplicate, duplicate_keys
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.spans import Duplicate, duplicate_keys
 
 # tomllib's messages for a key or table defined twice (its first one only).
 _TWICE = (

@@ -1,8 +1,8 @@
 """Strict value checking against typing annotations, without building pydantic models.
 
 The validator runs on every commit (pre-commit, CI), so it must start fast; constructing the
-pydantic models costs more than the whole check. The pydantic models in ``schemas.legacy`` stay
-the source of truth: ``schemas.legacy_spec`` is generated from them, and a property test shows
+pydantic models costs more than the whole check. The pydantic models in ``titan.schemas.legacy`` stay
+the source of truth: ``titan.schemas.legacy_spec`` is generated from them, and a property test shows
 that this checker accepts exactly what pydantic's strict mode accepts.
 
 Supported annotations: ``int``, ``float`` (ints accepted), ``str``, ``bool``, ``None``,

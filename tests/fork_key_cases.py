@@ -148,7 +148,7 @@ def judge(case: Case, code: str | None, hint: str | None) -> str:
 
 def run(case: Case, folder: Path) -> Outcome:
     """Check the case's document and judge the finding at its key."""
-    from schemas.toml_check import check_text
+    from titan.schemas.toml_check import check_text
 
     checked = check_text(tomli_w.dumps(document(case)), file="job.toml", base_dir=folder)
     parts = case.key.split(".")
@@ -219,8 +219,9 @@ def random_typos(seed: int = 0) -> tuple[Case, ...]:
     is skipped. Unbiased by the data file's choices."""
     import random
 
-    from schemas.legacy_spec import LEGACY_SPEC
-    from schemas.spec import MISSING, SectionSpec
+    from titan.schemas.legacy_spec import LEGACY_SPEC
+    from titan.schemas.spec import MISSING, SectionSpec
+
     from tests.test_follow_suggestions import _typo
 
     rng = random.Random(seed)

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from titan.schemas.flavors import flavor_names
 
-from schemas.flavors import flavor_names
 from titan.components.quantization.float8 import Float8LinearConverter
 from titan.config.configurable import NotBuildableError
 from titan.models import SUPPORTED_MODELS, model_registry, unsupported_model

@@ -22,11 +22,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from titan.migrate.plan.homes import TRAINER, base_homes, home
+from titan.schemas.extension_reader import KNOWN_EXTENSIONS, read_extension
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
 
-from migrate.plan.homes import TRAINER, base_homes, home
-from schemas.extension_reader import KNOWN_EXTENSIONS, read_extension
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
 from titan.config.configurable import check_config_class
 from titan.models import SUPPORTED_MODELS, family_name
 

@@ -180,7 +180,7 @@ def test_the_config_tree_and_registries_never_import_torch():
         "import importlib\n"
         "for family in SUPPORTED_MODELS:\n"
         "    importlib.import_module(f'titan.models.{family}.config_registry')\n"
-        "import titan.models.flux.trainer, titan.experiments.ft.trainer, migrate.plan.homes\n"
+        "import titan.models.flux.trainer, titan.experiments.ft.trainer, titan.migrate.plan.homes\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

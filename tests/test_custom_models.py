@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from migrate.plan.build import build_plan
-from migrate.targets.config_objects import RegistryCall, UnsupportedModel
-from migrate.targets.live import instantiate
+from titan.migrate.plan.build import build_plan
+from titan.migrate.targets.config_objects import RegistryCall, UnsupportedModel
+from titan.migrate.targets.live import instantiate
 
 BAMBA = '''\
 """A fork's own model family: every flavor is llama3's debug model, renamed."""

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from schemas.era_clues import ERA_START, OLD_KEYS, V022
-from schemas.era_defaults import (
+from titan.schemas.era_clues import ERA_START, OLD_KEYS, V022
+from titan.schemas.era_defaults import (
     V022_DEFAULTS,
     date_file,
     era_defaults,
@@ -23,8 +22,9 @@ from schemas.era_defaults import (
     parse_era,
     spelled,
 )
-from schemas.era_flips import FLIPS, Flip
-from schemas.moved_keys import RULES
+from titan.schemas.era_flips import FLIPS, Flip
+from titan.schemas.moved_keys import RULES
+
 from tests.reference import corpus_files_if_present
 
 UPSTREAM = Path(__file__).parent / "eras" / "upstream"

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from titan.migrate.plan.build import build_plan
+from titan.migrate.targets.live import instantiate
+from titan.schemas import eras
 
-from migrate.plan.build import build_plan
-from migrate.targets.live import instantiate
-from schemas import eras
 from tests.helpers import validate, write
 
 
@@ -242,7 +242,8 @@ def test_a_tokenizer_model_file_is_refused_with_the_key_to_write(tmp_path: Path,
 
 
 def test_the_text_datasets_a_legacy_toml_may_name_are_the_ones_titan_train_loads() -> None:
-    from schemas import dataset_names
+    from titan.schemas import dataset_names
+
     from titan.hf_datasets.text_datasets import DATASETS
 
     assert set(dataset_names.v022_registry("llama3")[0]) == set(DATASETS)

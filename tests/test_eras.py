@@ -18,19 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from titan.migrate.codegen.render_code import function_names, render_module
+from titan.migrate.plan import upgrades
+from titan.migrate.plan.build import build_plan
+from titan.migrate.plan.legacy_values import flatten
+from titan.migrate.plan.migration_plan import KeyOutcome
+from titan.migrate.plan.report import as_dict, render_text, summary
+from titan.migrate.targets.live import instantiate
+from titan.schemas import eras
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.moved_keys import CONVERTERS, RULES, Rule
+from titan.schemas.spans import locate_keys
+from titan.schemas.spec import SectionSpec
 
-from migrate.codegen.render_code import function_names, render_module
-from migrate.plan import upgrades
-from migrate.plan.build import build_plan
-from migrate.plan.legacy_values import flatten
-from migrate.plan.migration_plan import KeyOutcome
-from migrate.plan.report import as_dict, render_text, summary
-from migrate.targets.live import instantiate
-from schemas import eras
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.moved_keys import CONVERTERS, RULES, Rule
-from schemas.spans import locate_keys
-from schemas.spec import SectionSpec
 from tests.helpers import validate, write
 
 ERAS = Path(__file__).parent / "eras"
@@ -302,7 +302,7 @@ def test_outcome_status_upgraded_counts_as_carried() -> None:
 
 
 def _field(dotted: str) -> Any:
-    from schemas.builtin_extensions import known_extension
+    from titan.schemas.builtin_extensions import known_extension
 
     for root in (LEGACY_SPEC, known_extension("ft").root, known_extension("flux").root):
         section: Any = root

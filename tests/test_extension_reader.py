@@ -1,4 +1,4 @@
-"""Tests for schemas.extension_reader: static reading of custom config modules, and --allow-import."""
+"""Tests for titan.schemas.extension_reader: static reading of custom config modules, and --allow-import."""
 
 import re
 import subprocess
@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import pytest
-
-from schemas.extension_reader import (
+from titan.schemas.extension_reader import (
     KNOWN_EXTENSIONS,
     ExtensionError,
     find_module_source,
@@ -18,7 +17,7 @@ from schemas.extension_reader import (
     read_extension,
     read_extension_source,
 )
-from schemas.spec import MISSING, SectionSpec
+from titan.schemas.spec import MISSING, SectionSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -165,7 +164,7 @@ def test_unknown_short_name_is_none():
 
 @pytest.mark.parametrize("short", sorted(REFERENCE))
 def test_built_in_files_import_cleanly_and_agree_with_static_read(short):
-    imported = import_extension(f"schemas.known_extensions.{short}", search_dirs=[])
+    imported = import_extension(f"titan.schemas.known_extensions.{short}", search_dirs=[])
     assert imported.origin == str(REPO / "schemas" / "known_extensions" / f"{short}.py")
     assert imported.root == known_extension(short).root  # docs and lines included
 
@@ -173,7 +172,7 @@ def test_built_in_files_import_cleanly_and_agree_with_static_read(short):
 def test_reader_does_not_import_torch():
     code = (
         "import sys\n"
-        "from schemas.extension_reader import known_extension, read_extension\n"
+        "from titan.schemas.extension_reader import known_extension, read_extension\n"
         "assert known_extension('flux') is not None\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
@@ -642,7 +641,7 @@ def test_a_torchtitan_class_as_a_field_type_is_that_whole_section(tmp_path):
             generation: Generation = field(default_factory=Generation)
         """,
     )
-    from schemas.legacy_spec import LEGACY_SPEC
+    from titan.schemas.legacy_spec import LEGACY_SPEC
 
     spec = read_extension("rl_job", search_dirs=[tmp_path])
     assert spec.notes == ()
@@ -661,7 +660,7 @@ def test_a_torchtitan_class_as_a_field_type_is_that_whole_section(tmp_path):
         data_parallel_shard_degre = 4
         """,
     )
-    from schemas.toml_check import CheckOptions, check_file
+    from titan.schemas.toml_check import CheckOptions, check_file
 
     found = check_file(str(job), CheckOptions()).diagnostics
     assert [(d.code, d.path) for d in found] == [

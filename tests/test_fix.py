@@ -596,7 +596,7 @@ def _normalised_converters(document: dict) -> dict:
     """The document with model.converters as v0.2.2 names it (what the upgrade leaves to --fix)."""
     import copy
 
-    from schemas.rules import STALE_CONVERTER_NAMES
+    from titan.schemas.rules import STALE_CONVERTER_NAMES
 
     document = copy.deepcopy(document)
     model = document.get("model", {})
@@ -609,7 +609,7 @@ def _normalised_converters(document: dict) -> dict:
 
 def _kept(text: str, *, fixed_paths: set, struck_headers, tagged: set[str]) -> list[str]:
     """The statements of ``text`` that --fix must leave as they were (see the comment above)."""
-    from migrate.tomledit.statements import statements
+    from titan.migrate.tomledit.statements import statements
 
     kept = []
     for statement in statements(text):
@@ -629,7 +629,7 @@ def _kept(text: str, *, fixed_paths: set, struck_headers, tagged: set[str]) -> l
 
 
 def _same(value, other) -> bool:
-    from migrate.tomledit.statements import same_value
+    from titan.migrate.tomledit.statements import same_value
 
     return same_value(value, other)
 
@@ -640,8 +640,8 @@ def test_fix_changes_the_fixed_keys_and_nothing_else(generated):
     import tempfile
     from pathlib import Path
 
-    from migrate.tomledit.statements import statements
-    from schemas.eras import upgrade
+    from titan.migrate.tomledit.statements import statements
+    from titan.schemas.eras import upgrade
 
     text, made = generated
     try:
@@ -697,7 +697,7 @@ ERAS = sorted(p for p in (REPO / "tests" / "eras").glob("*.toml") if ".v022." no
 def test_each_torchtitan_era_is_fixed_to_its_upgrade(tmp_path, era):
     """The era files (one per torchtitan era since 2024-H1): --fix gives the upgraded document,
     leaves exactly the unportable keys for the validator, and a second run changes nothing."""
-    from schemas.eras import upgrade
+    from titan.schemas.eras import upgrade
 
     path = tmp_path / era.name
     path.write_bytes(era.read_bytes())
@@ -793,8 +793,8 @@ def test_fix_era_defaults_are_written_with_their_reason(tmp_path):
     assert "\nlocal_batch_size = 4  # per device\n" in text
     assert result.code == 0, result.out + result.err
     # the fixed file is a v0.2.2 file that runs as the old one did
-    from migrate.plan.build import build_plan
-    from migrate.targets.live import instantiate
+    from titan.migrate.plan.build import build_plan
+    from titan.migrate.targets.live import instantiate
 
     old = write(tmp_path, "old.toml", OLD_CHECKPOINTING)
     new = tmp_path / "job.toml"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import difflib
 import re
 
-from migrate.tomledit import statements as cutter
+from titan.migrate.tomledit import statements as cutter
+
 from tests.helpers import validate, write
 
 AT_V022 = ("--era", "2026-02-20")

@@ -1,4 +1,4 @@
-"""Tests for ``schemas.flavors``: the flavor lists, head and MoE facts, and well-known numbers."""
+"""Tests for ``titan.schemas.flavors``: the flavor lists, head and MoE facts, and well-known numbers."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import subprocess
 import sys
 
 import pytest
-
-from schemas import flavor_codegen
-from schemas.flavor_table import FLAVOR_TABLE
-from schemas.flavors import FAMILY_ALIASES, FLAVORS, Flavor, flavor, flavor_names
+from titan.schemas import flavor_codegen
+from titan.schemas.flavor_table import FLAVOR_TABLE
+from titan.schemas.flavors import FAMILY_ALIASES, FLAVORS, Flavor, flavor, flavor_names
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -211,7 +210,7 @@ def test_unknown_family_or_flavor() -> None:
 
 
 def test_import_does_not_pull_in_torch() -> None:
-    code = "import sys, schemas.flavors; print('torch' in sys.modules)"
+    code = "import sys, titan.schemas.flavors; print('torch' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )

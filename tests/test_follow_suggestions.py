@@ -30,10 +30,10 @@ from typing import Any
 
 import pytest
 import tomli_w
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
+from titan.schemas.toml_check import check_text
 
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
-from schemas.toml_check import check_text
 from tests.reference import CORPUS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""A fork's own flavors and converters, declared once in ``[tool.titan]`` (``schemas.fork_names``).
+"""A fork's own flavors and converters, declared once in ``[tool.titan]`` (``titan.schemas.fork_names``).
 
 A fork builds flavors titan does not ship (``llama3`` ``1B``) and registers converters of its own
 (``npu_rms_norm``). ``titan-validate`` checks ``model.flavor`` and ``model.converters`` against
@@ -15,9 +15,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from titan.schemas import fork_names, project
+from titan.schemas.toml_check import CheckOptions, check_file
 
-from schemas import fork_names, project
-from schemas.toml_check import CheckOptions, check_file
 from tests.helpers import validate
 
 FORK_EXT = """\

@@ -24,10 +24,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from titan.migrate.plan.build import build_plan
+from titan.migrate.targets.live import instantiate
+from titan.schemas import project
 
-from migrate.plan.build import build_plan
-from migrate.targets.live import instantiate
-from schemas import project
 from tests.test_migrate import load_module, same_config
 
 REGISTRY = '''\
@@ -455,8 +455,9 @@ def test_model_fields_without_a_model_to_hold_them_are_an_error(fork):
 
 
 def test_each_family_model_config_is_the_class_its_registry_builds():
-    from migrate.plan.model_keys import MODEL_CONFIGS
-    from migrate.targets.spec_types import load_class
+    from titan.migrate.plan.model_keys import MODEL_CONFIGS
+    from titan.migrate.targets.spec_types import load_class
+
     from titan.models import SUPPORTED_MODELS, model_registry
 
     assert sorted(MODEL_CONFIGS) == sorted(SUPPORTED_MODELS)
@@ -535,7 +536,8 @@ shards = { a = [1, 2] }
 
 
 def test_every_field_type_and_value_is_kept_as_the_module_writes_it(tmp_path):
-    from migrate.codegen.render_code import render_module
+    from titan.migrate.codegen.render_code import render_module
+
     from titan.cli import validate
 
     _write(tmp_path, {"typed_ext.py": TYPED_EXT, "job.toml": TYPED_JOB, ".git/HEAD": ""})
@@ -589,16 +591,16 @@ def test_every_field_type_and_value_is_kept_as_the_module_writes_it(tmp_path):
     ],
 )
 def test_a_toml_value_takes_the_shape_of_its_field(value, annotation, expected):
-    from migrate.plan.extension_classes import conform
-    from migrate.targets.config_objects import same
+    from titan.migrate.plan.extension_classes import conform
+    from titan.migrate.targets.config_objects import same
 
     assert same(conform(value, annotation), expected)
 
 
 @pytest.mark.parametrize("registry", [True, False])
 def test_the_0_3_0_target_reports_the_fork_converter_and_model_fields(fork, registry):
-    from migrate.codegen.render_code import render_module
-    from migrate.targets.choice import UPSTREAM_030, converter
+    from titan.migrate.codegen.render_code import render_module
+    from titan.migrate.targets.choice import UPSTREAM_030, converter
 
     _write(fork, {"fork_ext.py": FORK_MODEL_EXT})
     toml = "configs/llama3_1b.toml" if registry else "configs/llama3_debug.toml"

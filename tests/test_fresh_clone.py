@@ -68,13 +68,18 @@ def test_the_whole_suite_collects_without_shared(clone):
     assert "error" not in done.stdout.splitlines()[-1].lower()
     # the tests ran from the copy, not from this checkout
     probe = subprocess.run(
-        [sys.executable, "-c", "import titan, schemas; print(titan.__file__, schemas.__file__)"],
+        [
+            sys.executable,
+            "-c",
+            "import titan.migrate, titan.schemas, titan.cli; "
+            "print(titan.__file__, titan.schemas.__file__, titan.migrate.__file__)",
+        ],
         cwd=clone,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert probe.stdout.count(str(clone)) == 2, probe.stdout
+    assert probe.stdout.count(str(clone)) == 3, probe.stdout
 
 
 def test_a_fast_subset_passes_with_the_shared_tests_skipped(clone):

@@ -15,9 +15,9 @@ from pathlib import Path
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
 
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
 from titan.cli.validate import run
 
 WORKDIR = Path(tempfile.mkdtemp(prefix="titan-fuzz-"))

@@ -19,11 +19,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from titan.migrate.codegen.render_code import function_names, render_module
+from titan.migrate.plan.build import build_plan
+from titan.migrate.targets.live import instantiate
+from titan.schemas.toml_check import CheckOptions
 
-from migrate.codegen.render_code import function_names, render_module
-from migrate.plan.build import build_plan
-from migrate.targets.live import instantiate
-from schemas.toml_check import CheckOptions
 from tests.test_migrate import REPO, RUFF, load_module, same_config
 
 LEGACY = REPO / "legacy_configs"
@@ -238,7 +238,7 @@ def test_a_keyword_section_is_reported_not_a_traceback(tmp_path):
     plan = build_plan(tmp_path / "kw.toml")
     assert plan.ok and [d.code for d in plan.errors()] == ["unknown-key"]
     out = io.StringIO()
-    from migrate.plan.report import render_text
+    from titan.migrate.plan.report import render_text
 
     render_text([plan], plan.diagnostics, out=out, color=False)
     assert "Traceback" not in out.getvalue() and "class" in out.getvalue()

@@ -1,6 +1,6 @@
 """Every finding titan emits says what to do: one real input per diagnostic code.
 
-For each code of ``schemas.diagnostics.CODES`` there is at least one input (a TOML, a custom
+For each code of ``titan.schemas.diagnostics.CODES`` there is at least one input (a TOML, a custom
 config module, a registry module or a command line) that produces it through the command that
 reports it: ``titan-validate FILE``, ``titan-validate --config``, ``titan-migrate``, ``titan-diff``
 or titan-train's config check (``titan.cli.train_config.load``: everything titan-train does
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from titan.schemas.diagnostics import CODES
+from titan.schemas.spans import duplicate_keys
 
-from schemas.diagnostics import CODES
-from schemas.spans import duplicate_keys
 from tests.helpers import validate, write
 
 LEGACY = Path(__file__).resolve().parents[1] / "legacy_configs"
@@ -653,7 +653,7 @@ def test_toml_that_does_not_parse_gets_what_to_write(tmp_path, text, line, hint)
 
 
 def test_a_statement_offered_for_a_syntax_error_parses():
-    from schemas.toml_source import parse
+    from titan.schemas.toml_source import parse
 
     for text in ("a: 1", "a = True", "a = x.y", "a = [x, True]", "a = .5", "a = 'x", "a = 1,000"):
         hint = parse(text, file="f.toml").problem.hint
@@ -852,8 +852,8 @@ def test_stale_converter_names_say_the_era_that_registered_them(tmp_path):
 def test_an_old_float8_switch_and_a_stale_name_build_one_converter(tmp_path):
     """[float8] enable_float8_linear lists quantize.linear.float8 (schemas.eras) and "float8"
     is its old name: --fix-stale-names keeps one float8 converter, and the key is carried."""
-    from migrate.codegen.render_code import render_module
-    from migrate.plan.build import build_plan
+    from titan.migrate.codegen.render_code import render_module
+    from titan.migrate.plan.build import build_plan
 
     path = _toml(
         tmp_path,

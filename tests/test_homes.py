@@ -8,11 +8,10 @@ import typing
 
 import pytest
 from reference import extension_keys, reference_keys
-
-from migrate.plan.homes import EXTENSION_HOMES, SAME, TRAINER, base_homes, home
-from schemas.builtin_extensions_spec import BUILT_IN
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
+from titan.migrate.plan.homes import EXTENSION_HOMES, SAME, TRAINER, base_homes, home
+from titan.schemas.builtin_extensions_spec import BUILT_IN
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
 
 BASE = base_homes()
 

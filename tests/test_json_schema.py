@@ -7,8 +7,8 @@ import tomllib
 
 import jsonschema
 import pytest
+from titan.schemas.json_schema import json_schema
 
-from schemas.json_schema import json_schema
 from tests.helpers import validate, write
 from tests.reference import REPO, corpus_files
 

@@ -7,11 +7,11 @@ import typing
 
 import pytest
 from pydantic import BaseModel
+from titan.schemas.legacy import JobConfig, Section
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
+from titan.schemas.spec_codegen import annotation_source, spec_from_model
 
-from schemas.legacy import JobConfig, Section
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
-from schemas.spec_codegen import annotation_source, spec_from_model
 from tests.reference import reference_keys
 
 

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import tomli_w
 from hypothesis import HealthCheck, given, settings
+from titan.migrate.plan import homes
+from titan.migrate.plan.build import build_plan
+from titan.migrate.plan.measured import UNREADABLE, legacy_values, readback
+from titan.migrate.plan.report import exit_status
+from titan.migrate.targets.config_objects import same
+from titan.migrate.targets.live import instantiate
 
-from migrate.plan import homes
-from migrate.plan.build import build_plan
-from migrate.plan.measured import UNREADABLE, legacy_values, readback
-from migrate.plan.report import exit_status
-from migrate.targets.config_objects import same
-from migrate.targets.live import instantiate
 from tests.helpers import write
 from tests.test_era_defaults import V022_2024_05
 from tests.test_migrate_properties import documents
@@ -155,8 +155,8 @@ def test_a_key_the_built_config_does_not_hold_is_changed_and_an_error(tmp_path: 
     plan = build_plan(path)
     assert plan.outcomes["training.steps"].status == "carried" and plan.lossless()
     plan.root.fields["training"].fields["steps"] = 8  # what a wrong home would build
-    from migrate.plan.measured import settle
-    from migrate.plan.migration_plan import KeyOutcome
+    from titan.migrate.plan.measured import settle
+    from titan.migrate.plan.migration_plan import KeyOutcome
 
     settle(plan, outcome=KeyOutcome)
     assert plan.outcomes["training.steps"].status == "changed"

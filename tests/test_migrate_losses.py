@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from titan.migrate.plan.build import build_plan
+from titan.migrate.targets.live import instantiate
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
 
-from migrate.plan.build import build_plan
-from migrate.targets.live import instantiate
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
 from tests.reference import REPO
 
 HEAD = '[model]\nname = "llama3"\nflavor = "debugmodel"\n'
@@ -124,7 +124,7 @@ def test_an_empty_table_of_any_section_migrates_to_a_valid_module(tmp_path, sect
     if section != "model":
         assert plan.outcomes[section].status == "default", plan.outcomes[section]
     assert plan.lossless(), [(k, o.status) for k, o in plan.outcomes.items()]
-    from migrate.codegen.render_code import render_module
+    from titan.migrate.codegen.render_code import render_module
 
     code = render_module([plan])
     assert "={}" not in code.replace(" ", "")
@@ -212,8 +212,8 @@ def test_a_module_that_is_not_found_says_where_it_was_looked_for(tmp_path):
     ids=lambda p: str(p.relative_to(REPO)),
 )
 def test_every_key_of_a_legacy_config_has_an_outcome(toml):
-    from migrate.plan.legacy_values import flatten
-    from schemas.toml_source import read_text
+    from titan.migrate.plan.legacy_values import flatten
+    from titan.schemas.toml_source import read_text
 
     text, _ = read_text(toml, shown=str(toml))
     import tomllib
@@ -225,7 +225,7 @@ def test_every_key_of_a_legacy_config_has_an_outcome(toml):
 
 def test_a_structural_key_nothing_handles_is_reported_not_lost(tmp_path, monkeypatch):
     """The safety net: a key whose home no step handles is an error, never 'lossless'."""
-    from migrate.plan import build as plan_build
+    from titan.migrate.plan import build as plan_build
 
     monkeypatch.setattr(plan_build, "tokenizer_path", lambda draft: None)
     plan = plan_of(tmp_path, HEAD + 'tokenizer_path = "/data/tok"\n')

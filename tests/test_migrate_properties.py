@@ -18,15 +18,15 @@ from typing import Any
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from titan.migrate.codegen.render_code import render_module
+from titan.migrate.plan.build import build_plan
+from titan.migrate.plan.legacy_values import flatten
+from titan.migrate.targets.live import instantiate
+from titan.schemas import flavors
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.rules import CONVERTER_NAMES
+from titan.schemas.spec import SectionSpec
 
-from migrate.codegen.render_code import render_module
-from migrate.plan.build import build_plan
-from migrate.plan.legacy_values import flatten
-from migrate.targets.live import instantiate
-from schemas import flavors
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.rules import CONVERTER_NAMES
-from schemas.spec import SectionSpec
 from tests.test_migrate import same_config
 
 RUFF = Path(sys.executable).with_name("ruff")

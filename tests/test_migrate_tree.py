@@ -477,8 +477,8 @@ def test_a_tree_run_never_imports_torch(tree, tmp_path):
 
 def test_the_generated_header_is_what_the_renderer_writes():
     """The guard recognises titan-migrate's modules by the renderer's first line."""
-    from migrate.codegen.render_code import render_module
-    from migrate.plan.build import build_plan
+    from titan.migrate.codegen.render_code import render_module
+    from titan.migrate.plan.build import build_plan
 
     plan = build_plan(REPO / "legacy_configs/llama3/debug_model.toml")
     assert render_module([plan]).startswith(GENERATED_HEADER + " from ")

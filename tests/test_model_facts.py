@@ -8,8 +8,8 @@ import json
 import textwrap
 
 import pytest
+from titan.schemas.flavors import flavor, flavor_names
 
-from schemas.flavors import flavor, flavor_names
 from titan.cli import validate
 from titan.models import SUPPORTED_MODELS, model_registry
 from titan.models.common.moe import MoE

@@ -13,9 +13,9 @@ import types
 import typing
 
 import pytest
+from titan.schemas.flavors import flavor, flavor_names
 
 import titan.models
-from schemas.flavors import flavor, flavor_names
 from titan.config.configurable import Configurable, NotBuildableError
 from titan.models import FAMILY_ALIASES, SUPPORTED_MODELS, model_registry
 from titan.models.common import Attention, BaseAttention, MoE

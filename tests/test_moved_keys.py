@@ -1,4 +1,4 @@
-"""Tests for ``schemas.moved_keys`` (the era table): every row agrees with the v0.2.2 schema,
+"""Tests for ``titan.schemas.moved_keys`` (the era table): every row agrees with the v0.2.2 schema,
 every key torchtitan's history declared has a row, and lookups behave."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import pathlib
 import re
 
 import pytest
+from titan.schemas import eras, moved_keys
+from titan.schemas.builtin_extensions_spec import BUILT_IN
+from titan.schemas.eras import destination, rule_for
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.moved_keys import HOWS, RULES, Rule
+from titan.schemas.spec import SectionSpec
 
-from schemas import eras, moved_keys
-from schemas.builtin_extensions_spec import BUILT_IN
-from schemas.eras import destination, rule_for
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.moved_keys import HOWS, RULES, Rule
-from schemas.spec import SectionSpec
 from tests.reference import extension_keys, reference_keys
 
 
@@ -323,15 +323,15 @@ def _imports(module) -> set[str]:
 
 
 def test_modules_are_pure_data_and_functions() -> None:
-    assert _imports(moved_keys) == {"__future__", "schemas._frozen"}
+    assert _imports(moved_keys) == {"__future__", "titan.schemas._frozen"}
     assert _imports(eras) <= {
         "__future__",
         "functools",  # a key's row is looked up once
         "re",
         "typing",
-        "schemas._frozen",
-        "schemas.legacy_spec",  # the v0.2.2 sections, to tell the tables only old eras had
-        "schemas.moved_keys",
+        "titan.schemas._frozen",
+        "titan.schemas.legacy_spec",  # the v0.2.2 sections, to tell the tables only old eras had
+        "titan.schemas.moved_keys",
     }
     row = RULES[0]
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -1,4 +1,4 @@
-"""Legacy command-line overrides read as v0.2.2's tyro CLI read them (``migrate.plan.overrides``).
+"""Legacy command-line overrides read as v0.2.2's tyro CLI read them (``titan.migrate.plan.overrides``).
 
 Exact values and types for every rule, every error with its code, message, hint and column, a
 tyro 1.0 oracle on a mirrored schema, and a round-trip property over every leaf of the schema.
@@ -20,19 +20,18 @@ from typing import Any, Literal
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from migrate.plan.overrides import (
+from titan.migrate.plan.overrides import (
     COMMAND_LINE,
     Overrides,
     apply_overrides,
     custom_module_flag,
     parse_overrides,
 )
-from schemas.builtin_extensions import known_extension
-from schemas.diagnostics import Severity
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
-from schemas.toml_check import merged_schema
+from titan.schemas.builtin_extensions import known_extension
+from titan.schemas.diagnostics import Severity
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
+from titan.schemas.toml_check import merged_schema
 
 EXTENDED = merged_schema([known_extension("ft"), known_extension("flux")])
 
@@ -815,8 +814,8 @@ def test_apply_overrides_of_parsed_flags() -> None:
 
 def test_import_is_cheap() -> None:
     code = (
-        "import sys, migrate.plan.overrides; "
-        "print(sorted(m for m in ('torch', 'tyro', 'titan', 'difflib', 'json', 'pydantic') "
+        "import sys, titan.migrate.plan.overrides; "
+        "print(sorted(m for m in ('torch', 'tyro', 'titan.cli', 'titan.config', 'difflib', 'json', 'pydantic') "
         "if m in sys.modules))"
     )
     out = subprocess.run(

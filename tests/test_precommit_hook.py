@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 TIMEOUT_S = 600
 """Per subprocess: the environment install downloads titan's base dependencies."""
 
-HOOK_REPO_FILES = ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml")
+HOOK_REPO_FILES = ("pyproject.toml", "setup.py", "README.md", ".pre-commit-hooks.yaml")
 HOOK_REPO_DIRS = ("schemas", "migrate", "titan")
 """What ``pip install .`` of this repository needs."""
 

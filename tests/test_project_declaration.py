@@ -17,11 +17,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from titan.migrate.plan.build import build_plan
+from titan.schemas import project
+from titan.schemas.suggest import DECLARE_HINT
+from titan.schemas.toml_check import CheckOptions, check_file
 
-from migrate.plan.build import build_plan
-from schemas import project
-from schemas.suggest import DECLARE_HINT
-from schemas.toml_check import CheckOptions, check_file
 from titan.cli import diff, validate
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 line of ``titan-validate --config`` and of ``titan-train`` (before anything is built).
 
 The ranges are declared once as pydantic constraints in ``schemas/legacy.py``; the generated table
-``schemas.legacy_spec.LEGACY_RANGES`` must say exactly what pydantic enforces, and the registry
+``titan.schemas.legacy_spec.LEGACY_RANGES`` must say exactly what pydantic enforces, and the registry
 check reaches every ranged key through the migration's homes.
 """
 
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
+from titan.schemas import ranges
+from titan.schemas.legacy import JobConfig
+from titan.schemas.legacy_spec import LEGACY_RANGES
+from titan.schemas.spec_codegen import ranges_from_model
+from titan.schemas.typecheck import matches
 
-from schemas import ranges
-from schemas.legacy import JobConfig
-from schemas.legacy_spec import LEGACY_RANGES
-from schemas.spec_codegen import ranges_from_model
-from schemas.typecheck import matches
 from tests.test_validate_config import registry, run
 from tests.training_runs import DEBUG_TOML, REPO, child_env
 
@@ -63,7 +63,8 @@ def test_the_table_says_what_pydantic_enforces(key):
 
 
 def test_every_ranged_key_is_checked_in_the_registry_form():
-    from migrate.plan import homes
+    from titan.migrate.plan import homes
+
     from titan.config.check import _range_paths
 
     checked = dict(_range_paths())

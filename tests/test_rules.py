@@ -12,9 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from titan.schemas import rules
+from titan.schemas.toml_check import CheckOptions, check_text
 
-from schemas import rules
-from schemas.toml_check import CheckOptions, check_text
 from tests.helpers import validate, write
 
 NOTE = re.compile(r"(?:@(\d+) )?(error|warning)\[([\w-]+)\] ([\w.]+): (.*)")

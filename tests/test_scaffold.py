@@ -18,9 +18,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from titan.migrate.codegen.scaffold import scaffold
+from titan.schemas import project
 
-from migrate.codegen.scaffold import scaffold
-from schemas import project
 from tests.test_migrate import RUFF, load_module
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Tests for ``schemas.spans``: exact positions, agreement with ``tomllib``, totality, speed."""
+"""Tests for ``titan.schemas.spans``: exact positions, agreement with ``tomllib``, totality, speed."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from titan.schemas.spans import KeySpan, locate_keys
 
-from schemas.spans import KeySpan, locate_keys
 from tests.reference import CORPUS, REPO, require
 
 BARE = re.compile(r"[A-Za-z0-9_-]+")

@@ -22,10 +22,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from titan.schemas.misspelling import is_misspelling
+from titan.schemas.suggest import DECLARE_HINT
+from titan.schemas.toml_check import check_text
 
-from schemas.misspelling import is_misspelling
-from schemas.suggest import DECLARE_HINT
-from schemas.toml_check import check_text
 from tests import fork_key_cases as cases
 
 REPO = Path(__file__).resolve().parents[1]

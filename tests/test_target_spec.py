@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from migrate.plan import converters, model_keys, trainers
-from migrate.specgen import target_codegen
-from migrate.targets import titan_spec
+from titan.migrate.plan import converters, model_keys, trainers
+from titan.migrate.specgen import target_codegen
+from titan.migrate.targets import titan_spec
+
 from titan.models import FAMILY_ALIASES, SUPPORTED_MODELS
 
 

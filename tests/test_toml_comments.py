@@ -1,4 +1,4 @@
-"""``migrate.tomledit.comments``: each rule, the shipped configs, generated files, totality."""
+"""``titan.migrate.tomledit.comments``: each rule, the shipped configs, generated files, totality."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 import tomllib
 
 import pytest
+from titan.migrate.tomledit.comments import KeyComments, orphans, preamble, toml_comments
+from titan.schemas.spans import locate_keys
 
-from migrate.tomledit.comments import KeyComments, orphans, preamble, toml_comments
-from schemas.spans import locate_keys
 from tests.reference import REPO, require
 
 LEGACY = sorted((REPO / "legacy_configs").rglob("*.toml"))

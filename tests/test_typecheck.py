@@ -7,10 +7,9 @@ import typing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ConfigDict, TypeAdapter, ValidationError
-
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
-from schemas.typecheck import matches, type_name, value_name
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
+from titan.schemas.typecheck import matches, type_name, value_name
 
 
 def _annotations(spec: SectionSpec) -> list[typing.Any]:

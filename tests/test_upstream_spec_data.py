@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from migrate.targets.spec_types import REQUIRED, ClassInfo, Default, FamilyInfo
-from migrate.targets.upstream_spec_030 import (
+from titan.migrate.targets.spec_types import REQUIRED, ClassInfo, Default, FamilyInfo
+from titan.migrate.targets.upstream_spec_030 import (
     ATTENTION_BACKENDS,
     CLASSES,
     FAMILIES,
@@ -133,8 +133,8 @@ def test_attention_backends():
 
 def test_reading_the_table_imports_neither_torch_nor_torchtitan():
     code = (
-        "import sys, migrate.targets.upstream_spec_030\n"
-        "print(sorted(m for m in ('torch', 'torchtitan', 'titan') if m in sys.modules))"
+        "import sys, titan.migrate.targets.upstream_spec_030\n"
+        "print(sorted(m for m in ('torch', 'torchtitan', 'titan.config', 'titan.models') if m in sys.modules))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO

@@ -263,7 +263,7 @@ def test_every_case_is_upstream_code_that_compiles(migrated, tmp_path):
 def test_every_written_key_has_an_outcome(migrated):
     import tomllib
 
-    from migrate.plan.legacy_values import flatten
+    from titan.migrate.plan.legacy_values import flatten
 
     for name, m in migrated.items():
         source = CASES[name]
@@ -476,7 +476,7 @@ def test_mx_default_skip_list_is_inverted(migrated):
     linear of llama3 but ``lm_head`` is under ``layers``. The inversion needs the model's list of
     linears (``LINEAR_FQNS`` of the generated spec): without it the skip-list is reported and
     every linear converted."""
-    from migrate.targets import upstream_spec_030 as spec
+    from titan.migrate.targets import upstream_spec_030 as spec
 
     m = migrated["mx_default"]
     has_linears = "llama3" in getattr(spec, "LINEAR_FQNS", {})
@@ -816,11 +816,11 @@ def test_generated_documents_migrate_for_upstream(tmp_path):
     of documents in a real torchtitan."""
     import tomli_w
     from hypothesis import HealthCheck, given, settings
+    from titan.migrate.codegen.render_code import render_module
+    from titan.migrate.plan.build import build_plan
+    from titan.migrate.plan.legacy_values import flatten
+    from titan.migrate.targets.upstream import retarget
 
-    from migrate.codegen.render_code import render_module
-    from migrate.plan.build import build_plan
-    from migrate.plan.legacy_values import flatten
-    from migrate.targets.upstream import retarget
     from tests.test_migrate_properties import documents
 
     @settings(

@@ -223,7 +223,7 @@ def test_same_rule_fires_for_both_forms(in_tmp):
 
 
 def test_every_code_of_the_config_mode_is_documented(in_tmp):
-    from schemas.diagnostics import CODES
+    from titan.schemas.diagnostics import CODES
 
     registry(in_tmp, "def boom():\n    return 1 / 0\n")
     seen = set()

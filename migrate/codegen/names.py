@@ -17,10 +17,10 @@ import builtins
 import functools
 import keyword
 
-from migrate.targets.config_objects import CLASSES
+from titan.migrate.targets.config_objects import CLASSES
 
 FAMILIES = ("deepseek_v3", "flux", "gpt_oss", "llama3", "llama4", "qwen3")
-"""Model family packages a module may import from ``titan.models`` (``migrate.plan.build`` checks
+"""Model family packages a module may import from ``titan.models`` (``titan.migrate.plan.build`` checks
 this against titan's list through its test)."""
 
 MODEL_CONFIGS = {
@@ -32,7 +32,7 @@ MODEL_CONFIGS = {
     "qwen3": "titan.models.qwen3:Qwen3Model.Config",
 }
 """Each family's model config class (what its ``model_registry(flavor).model`` is): a custom
-module's new ``[model]`` fields extend it (``migrate.plan.model_keys``; a test keeps it equal to
+module's new ``[model]`` fields extend it (``titan.migrate.plan.model_keys``; a test keeps it equal to
 titan's registries)."""
 
 FIXED_IMPORTS = (

@@ -1,10 +1,10 @@
 """The code renderer: migration plans as one ``config_registry.py`` module.
 
 Each plan becomes a function named after its TOML that returns the config, passing only the fields
-that differ from each class' real defaults (:func:`migrate.targets.config_objects.changed_fields`,
+that differ from each class' real defaults (:func:`titan.migrate.targets.config_objects.changed_fields`,
 the same choice the live renderer makes). A plan that differs from an earlier one in the same module
 by a few values is written as ``config = earlier()`` plus assignments. Custom config modules become
-generated dataclasses. Every value is built into a literal by ``migrate.codegen.pyfmt``, never
+generated dataclasses. Every value is built into a literal by ``titan.migrate.codegen.pyfmt``, never
 pasted from the TOML, and the text is already what ``ruff format`` produces.
 """
 
@@ -16,14 +16,19 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from migrate.codegen.names import free_name
-from migrate.codegen.pyfmt import nodes as py
-from migrate.codegen.pyfmt.imports import sort_imports
-from migrate.codegen.pyfmt.layout import literal_text
-from migrate.codegen.pyfmt.printer import format_module
-from migrate.plan.extension_classes import GeneratedClass, generated_path, is_generated, spec_module
-from migrate.plan.migration_plan import Plan
-from migrate.targets.config_objects import (
+from titan.migrate.codegen.names import free_name
+from titan.migrate.codegen.pyfmt import nodes as py
+from titan.migrate.codegen.pyfmt.imports import sort_imports
+from titan.migrate.codegen.pyfmt.layout import literal_text
+from titan.migrate.codegen.pyfmt.printer import format_module
+from titan.migrate.plan.extension_classes import (
+    GeneratedClass,
+    generated_path,
+    is_generated,
+    spec_module,
+)
+from titan.migrate.plan.migration_plan import Plan
+from titan.migrate.targets.config_objects import (
     Call,
     Default,
     Local,
@@ -290,7 +295,7 @@ def _generated_specs(plans: Sequence[Plan]) -> list[tuple[str, GeneratedClass]]:
 def _class_names(specs: list[tuple[str, GeneratedClass]], *, taken: set[str]) -> dict[str, str]:
     """Each generated class' name in the module: its own, unless a class of another custom
     module (or a function) has it already. Names within one module are unique by construction
-    (``migrate.plan.extension_classes``)."""
+    (``titan.migrate.plan.extension_classes``)."""
     taken = set(taken)
     fields = {item.name for _, spec in specs for item in spec.fields}
     found = {}

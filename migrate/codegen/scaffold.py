@@ -2,7 +2,7 @@
 
 A fork adds sections and keys (``[infra]``, ``optimizer.swap_optimizer``) that torchtitan v0.2.2
 does not have, in its own copy of the config classes. titan rejects them until the project
-declares a module with those classes (``[tool.titan] extensions``, see ``schemas.project``).
+declares a module with those classes (``[tool.titan] extensions``, see ``titan.schemas.project``).
 Writing that module by hand means collecting every key of every file, so this writes it from the
 files themselves:
 
@@ -14,13 +14,13 @@ files themselves:
   default is the most common value (the first seen on a tie), and a comment above it lists the
   values and the files they come from;
 - an unknown key that titan recognises is **not** declared: a typo of a real key (did-you-mean
-  finds one), a key of an older torchtitan (``schemas.moved_keys``) or of a built-in extension.
+  finds one), a key of an older torchtitan (``titan.schemas.moved_keys``) or of a built-in extension.
   Declaring those would freeze a mistake into the fork's schema; they are reported instead.
   So is a key that cannot be a dataclass field (``class``, ``__init__``) or that holds a date.
 
 A table becomes a dataclass, inline or not, so that titan-migrate carries each of its keys. Only a
 table below a section whose keys are data rather than names (``gpus = { "0" = "a100" }``) becomes a
-``dict[str, ...]`` field. The module is printed by ``migrate.codegen.pyfmt`` (so it is ``ruff
+``dict[str, ...]`` field. The module is printed by ``titan.migrate.codegen.pyfmt`` (so it is ``ruff
 format``-clean) with ``from __future__ import annotations``: annotations stay text, so a field named
 ``list`` cannot break the ``list[str]`` of the fields after it.
 """
@@ -32,15 +32,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from migrate.codegen import names
-from migrate.codegen.pyfmt import nodes as py
-from migrate.codegen.pyfmt.imports import sort_imports
-from migrate.codegen.pyfmt.layout import literal_text
-from migrate.codegen.pyfmt.printer import format_module
-from schemas.diagnostics import Diagnostic
-from schemas.spec import SectionSpec
-from schemas.suggest import DECLARE_HINT, schema_paths, suggest
-from schemas.toml_check import CheckOptions, FileCheck, check_file
+from titan.migrate.codegen import names
+from titan.migrate.codegen.pyfmt import nodes as py
+from titan.migrate.codegen.pyfmt.imports import sort_imports
+from titan.migrate.codegen.pyfmt.layout import literal_text
+from titan.migrate.codegen.pyfmt.printer import format_module
+from titan.schemas.diagnostics import Diagnostic
+from titan.schemas.spec import SectionSpec
+from titan.schemas.suggest import DECLARE_HINT, schema_paths, suggest
+from titan.schemas.toml_check import CheckOptions, FileCheck, check_file
 
 WIDTH = 88
 """Docstrings and comments are wrapped to ruff's default line length, which a fork may use."""

@@ -3,14 +3,14 @@
 :func:`build_plan` reads and checks one TOML exactly as ``titan-validate`` does, then puts every
 key's value at its home (``migrate/plan/homes.py``) inside the default config tree of the right
 trainer class (``migrate/targets/config_objects.py``). What cannot be carried is recorded, never
-lost silently: every key of the input gets a :class:`~migrate.plan.migration_plan.KeyOutcome`, and
+lost silently: every key of the input gets a :class:`~titan.migrate.plan.migration_plan.KeyOutcome`, and
 everything dropped, inert, renamed or changing behaviour gets a diagnostic with a stable code. Two
 renderers read the plan: code (``migrate/codegen/render_code.py``, a ``config_registry.py``
 module) and live (``migrate/targets/live.py``, the same config objects in memory), so a TOML run
 and its generated registry run cannot differ.
 
 This module is the entry: reading and checking the file, naming the registry function, and
-running the steps over a :class:`~migrate.plan.draft.PlanDraft` in their order (:func:`fill`).
+running the steps over a :class:`~titan.migrate.plan.draft.PlanDraft` in their order (:func:`fill`).
 The steps live by responsibility: ``trainers`` (which trainer class), ``custom_modules``,
 ``carry`` (each key to its home, or dropped), ``model_keys``, ``converters``, ``comments``.
 
@@ -25,24 +25,24 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from migrate.codegen import names
-from migrate.plan import homes as homes_table
-from migrate.plan import measured
-from migrate.plan.carry import carry, optimizer, unaccounted, validation_shape
-from migrate.plan.comments import carry_comments
-from migrate.plan.converters import converters
-from migrate.plan.custom_modules import combined, custom_classes, custom_module
-from migrate.plan.draft import PlanDraft
-from migrate.plan.legacy_values import copy_value, schema_default
-from migrate.plan.migration_plan import KeyOutcome, Plan
-from migrate.plan.model_keys import model, tokenizer_path
-from migrate.plan.trainers import trainer_class
-from migrate.plan.upgrades import Upgrade
-from migrate.targets.config_objects import default_object
-from schemas.builtin_extensions import KNOWN_EXTENSIONS
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.spec import SectionSpec
-from schemas.toml_check import CheckOptions, FileCheck, check_file
+from titan.migrate.codegen import names
+from titan.migrate.plan import homes as homes_table
+from titan.migrate.plan import measured
+from titan.migrate.plan.carry import carry, optimizer, unaccounted, validation_shape
+from titan.migrate.plan.comments import carry_comments
+from titan.migrate.plan.converters import converters
+from titan.migrate.plan.custom_modules import combined, custom_classes, custom_module
+from titan.migrate.plan.draft import PlanDraft
+from titan.migrate.plan.legacy_values import copy_value, schema_default
+from titan.migrate.plan.migration_plan import KeyOutcome, Plan
+from titan.migrate.plan.model_keys import model, tokenizer_path
+from titan.migrate.plan.trainers import trainer_class
+from titan.migrate.plan.upgrades import Upgrade
+from titan.migrate.targets.config_objects import default_object
+from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.spec import SectionSpec
+from titan.schemas.toml_check import CheckOptions, FileCheck, check_file
 
 
 def function_name(path: str | Path, model_name: Any) -> str:
@@ -84,7 +84,7 @@ def build_plan(
     ``model_registries`` (``--model-registry NAME=package.module``) and the project's declared
     ``[tool.titan] model-registries`` name the packages of model families titan does not ship;
     the command line wins. ``era`` (``--era YYYY-MM[-DD]``) dates the file for its era's defaults
-    instead of the evidence it holds (:mod:`schemas.era_defaults`)."""
+    instead of the evidence it holds (:mod:`titan.schemas.era_defaults`)."""
     shown = shown or str(path)
     check, override_values, upgrade = _check(
         path, overrides, options or CheckOptions(), shown, era=era
@@ -123,7 +123,7 @@ def build_plan(
 def _model_registries(path: str | Path, given: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """Model name -> (package, where it is declared): the project's declaration, then the
     command line's ``--model-registry`` over it."""
-    from schemas import project
+    from titan.schemas import project
 
     found = {
         name: (module, "declared in pyproject.toml")
@@ -135,7 +135,7 @@ def _model_registries(path: str | Path, given: Mapping[str, str]) -> dict[str, t
 
 def _fork(path: str | Path) -> Any:
     """The flavors, converters and model registries the project of ``path`` declares."""
-    from schemas import fork_names, project
+    from titan.schemas import fork_names, project
 
     return fork_names.for_declaration(project.for_file(path))
 
@@ -161,10 +161,10 @@ def _check(
     *,
     era: str | None = None,
 ) -> tuple[FileCheck, dict[str, Any], Upgrade]:
-    """The validator's check of the file, upgraded from older torchtitan eras (``schemas.eras``)
+    """The validator's check of the file, upgraded from older torchtitan eras (``titan.schemas.eras``)
     and with the override flags applied on top, before the rules: the plan is built from the
     document a v0.2.2 run of the upgraded file would read."""
-    from migrate.plan.overrides import apply_overrides, custom_module_flag, parse_overrides
+    from titan.migrate.plan.overrides import apply_overrides, custom_module_flag, parse_overrides
 
     parsed: dict[str, Any] = {}
     module = custom_module_flag(list(overrides)) if overrides else None

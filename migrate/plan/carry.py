@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.plan import homes as homes_table
-from migrate.plan.draft import PlanDraft
-from migrate.plan.legacy_values import schema_default, show
-from migrate.plan.trainers import IN_BACKWARD, TRAINER
-from migrate.targets.config_objects import default_object, same
-from schemas.diagnostics import Severity
+from titan.migrate.plan import homes as homes_table
+from titan.migrate.plan.draft import PlanDraft
+from titan.migrate.plan.legacy_values import schema_default, show
+from titan.migrate.plan.trainers import IN_BACKWARD, TRAINER
+from titan.migrate.targets.config_objects import default_object, same
+from titan.schemas.diagnostics import Severity
 
 VALIDATION_SHAPE = {
     "validation.local_batch_size": "training.local_batch_size",
@@ -124,7 +124,7 @@ def drop(draft: PlanDraft, *, key: str, value: Any, why: str) -> None:
 def carry_custom(draft: PlanDraft, *, key: str, value: Any) -> None:
     """A key of a custom module: a field of a generated class, or of a dropped experiment."""
     if key in draft.plan.outcomes:
-        return  # placed by its own step (a new [model] field: migrate.plan.model_keys)
+        return  # placed by its own step (a new [model] field: titan.migrate.plan.model_keys)
     path = _custom_path(key)
     try:
         current = draft.root.get(path)

@@ -4,8 +4,8 @@ the module's preamble).
 
 from __future__ import annotations
 
-from migrate.plan import homes as homes_table
-from migrate.plan.draft import PlanDraft
+from titan.migrate.plan import homes as homes_table
+from titan.migrate.plan.draft import PlanDraft
 
 _SECTION_PATHS = {section: path for section, path in homes_table.SECTION_HOMES.items()}
 _SECTION_PATHS["quantize.linear.float8"] = "model_converters"
@@ -17,7 +17,7 @@ def carry_comments(draft: PlanDraft) -> None:
     text = draft.check.text
     if not text:
         return
-    from migrate.tomledit.comments import preamble, toml_comments
+    from titan.migrate.tomledit.comments import preamble, toml_comments
 
     draft.plan.preamble = preamble(text)
     for parts, found in toml_comments(text).items():

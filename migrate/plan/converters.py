@@ -15,12 +15,12 @@ import functools
 import json
 import os
 
-from migrate.plan import homes as homes_table
-from migrate.plan.draft import PlanDraft
-from migrate.plan.legacy_values import copy_value, show
-from migrate.targets.config_objects import Obj, default_object, outside_class
-from schemas import rules
-from schemas.diagnostics import Severity
+from titan.migrate.plan import homes as homes_table
+from titan.migrate.plan.draft import PlanDraft
+from titan.migrate.plan.legacy_values import copy_value, show
+from titan.migrate.targets.config_objects import Obj, default_object, outside_class
+from titan.schemas import rules
+from titan.schemas.diagnostics import Severity
 
 
 def converters(draft: PlanDraft) -> None:
@@ -188,7 +188,7 @@ def converter_class(target: str, *, root: str | None) -> str | None:
     ``None`` when none is."""
     import importlib.util
 
-    from schemas.fork_names import module_file
+    from titan.schemas.fork_names import module_file
 
     parts = target.split(".")
     for end in range(len(parts) - 1, 0, -1):

@@ -7,14 +7,14 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from migrate.plan.carry import drop
-from migrate.plan.draft import PlanDraft
-from migrate.plan.extension_classes import conform, generate_classes
-from migrate.plan.legacy_values import schema_default
-from migrate.plan.model_keys import MODEL_CONFIGS, model_config_class
-from migrate.plan.trainers import EXTENSION_TRAINERS
-from schemas.diagnostics import Severity
-from schemas.spec import MISSING, ExtensionSpec
+from titan.migrate.plan.carry import drop
+from titan.migrate.plan.draft import PlanDraft
+from titan.migrate.plan.extension_classes import conform, generate_classes
+from titan.migrate.plan.legacy_values import schema_default
+from titan.migrate.plan.model_keys import MODEL_CONFIGS, model_config_class
+from titan.migrate.plan.trainers import EXTENSION_TRAINERS
+from titan.schemas.diagnostics import Severity
+from titan.schemas.spec import MISSING, ExtensionSpec
 
 
 def combined(extensions: list[ExtensionSpec]) -> ExtensionSpec | None:
@@ -23,7 +23,7 @@ def combined(extensions: list[ExtensionSpec]) -> ExtensionSpec | None:
     their sections live on one generated trainer subclass."""
     if len(extensions) <= 1:
         return extensions[0] if extensions else None
-    from schemas.merge import merge_sections
+    from titan.schemas.merge import merge_sections
 
     root = extensions[0].root
     for extension in extensions[1:]:
@@ -120,7 +120,7 @@ def _document_value(draft: PlanDraft, key: str) -> Any:
 
 def _new_model_field(key: str) -> bool:
     """Whether ``key`` is a field the custom module adds to ``[model]`` (not a legacy key)."""
-    from schemas.legacy_spec import LEGACY_SPEC
+    from titan.schemas.legacy_spec import LEGACY_SPEC
 
     return key.startswith("model.") and schema_default(LEGACY_SPEC, key) is MISSING
 

@@ -1,7 +1,7 @@
 """A plan being filled: the state the plan's steps share and the primitives they use.
 
-:func:`migrate.plan.build.build_plan` makes one :class:`PlanDraft` per file and runs the steps over
-it in a fixed order (``migrate.plan.build.fill``); each step is a function of the draft in its own
+:func:`titan.migrate.plan.build.build_plan` makes one :class:`PlanDraft` per file and runs the steps over
+it in a fixed order (``titan.migrate.plan.build.fill``); each step is a function of the draft in its own
 module (carrying keys, the model, the converters, custom config modules, comments).
 """
 
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.plan.homes import TRAINER
-from migrate.plan.legacy_values import copy_value, flatten
-from migrate.plan.migration_plan import KeyOutcome, Plan
-from migrate.targets.config_objects import Obj
-from schemas.builtin_extensions import KNOWN_EXTENSIONS
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.fork_names import NO_FORK, ForkNames
-from schemas.spec import ExtensionSpec, SectionSpec
-from schemas.toml_check import FileCheck
+from titan.migrate.plan.homes import TRAINER
+from titan.migrate.plan.legacy_values import copy_value, flatten
+from titan.migrate.plan.migration_plan import KeyOutcome, Plan
+from titan.migrate.targets.config_objects import Obj
+from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.fork_names import NO_FORK, ForkNames
+from titan.schemas.spec import ExtensionSpec, SectionSpec
+from titan.schemas.toml_check import FileCheck
 
 BLOCKING_CODES = frozenset(
     {
@@ -54,7 +54,7 @@ class PlanDraft:
         """The flavors, converters and model registries the file's project declares."""
         self.model_class: str | None = None
         """The generated subclass of the model config holding a custom module's new ``[model]``
-        fields (``migrate.plan.custom_modules``), if it adds any."""
+        fields (``titan.migrate.plan.custom_modules``), if it adds any."""
         self.check = check
         self.schema: SectionSpec = check.schema  # type: ignore[assignment]
         self.document: dict[str, Any] = check.document  # type: ignore[assignment]

@@ -17,7 +17,7 @@ with a ``Trainer.Config`` subclass (reference ``new_system.md`` section 5):
   them from the model config, where ``titan.models.extend_model`` puts them on top of what
   ``model_registry(flavor)`` built.
 
-The module is read statically (``schemas.extension_reader``), so nothing of the user's code runs.
+The module is read statically (``titan.schemas.extension_reader``), so nothing of the user's code runs.
 Parts that have no titan home (fields added to ``[job]``, to ``[model]`` of a family whose model
 config class titan cannot name, a section whose name is already a titan field) are returned as
 notes; their keys are then reported as dropped.
@@ -31,11 +31,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from migrate.codegen.names import field_name_problem, free_name, rename_reason
-from migrate.plan import homes as homes_table
-from migrate.targets.config_objects import ClassInfo, Default, default_object, info, register, same
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
+from titan.migrate.codegen.names import field_name_problem, free_name, rename_reason
+from titan.migrate.plan import homes as homes_table
+from titan.migrate.targets.config_objects import (
+    ClassInfo,
+    Default,
+    default_object,
+    info,
+    register,
+    same,
+)
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
 
 
 def generated_path(module: str, name: str, target: str = "titan") -> str:

@@ -19,8 +19,8 @@ import functools
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
 
 HomeKind = Literal["same", "moved", "converter", "structural", "dropped"]
 """How a legacy key is carried:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.spec import MISSING, SectionSpec
+from titan.schemas.spec import MISSING, SectionSpec
 
 
 def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:

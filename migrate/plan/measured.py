@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.plan import homes as homes_table
-from migrate.plan.model_keys import FAMILY_ALIASES
-from migrate.plan.trainers import IN_BACKWARD
-from migrate.targets.config_objects import Obj, RegistryCall, UnsupportedModel, same
-from schemas.diagnostics import Diagnostic, Severity, Span
+from titan.migrate.plan import homes as homes_table
+from titan.migrate.plan.model_keys import FAMILY_ALIASES
+from titan.migrate.plan.trainers import IN_BACKWARD
+from titan.migrate.targets.config_objects import Obj, RegistryCall, UnsupportedModel, same
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 UNREADABLE: Any = object()
 """Marks a key whose home holds no value in the built config."""
@@ -202,7 +202,7 @@ def _converters(plan: Any) -> Any:
     built = _get(plan.root, "model_converters.converters")
     if not isinstance(built, list):
         return UNREADABLE
-    from migrate.plan.converters import converter_name  # titan's and the fork's declared
+    from titan.migrate.plan.converters import converter_name  # titan's and the fork's declared
 
     return [converter_name(c.cls) if isinstance(c, Obj) else c for c in built]
 

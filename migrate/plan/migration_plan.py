@@ -1,6 +1,6 @@
 """The migration plan as data: what a legacy TOML became, and what became of each of its keys.
 
-A :class:`Plan` is what :func:`migrate.plan.build.build_plan` returns and what both renderers read:
+A :class:`Plan` is what :func:`titan.migrate.plan.build.build_plan` returns and what both renderers read:
 code (``migrate/codegen/render_code.py``, a ``config_registry.py`` module) and live
 (``migrate/targets/live.py``, the same config objects in memory). Every key of the input has a
 :class:`KeyOutcome`.
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.plan.extension_classes import GeneratedClass
-from migrate.targets.config_objects import Obj
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.spec import ExtensionSpec
+from titan.migrate.plan.extension_classes import GeneratedClass
+from titan.migrate.targets.config_objects import Obj
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.spec import ExtensionSpec
 
 
 class KeyOutcome:
@@ -35,13 +35,13 @@ class KeyOutcome:
     )
     """``carried``: written at ``paths``; ``default``: the value equals the target default, so
     nothing needs writing; ``structural``: it chose a class or object; ``upgraded``: a key of an
-    older torchtitan carried through its v0.2.2 form (``schemas.eras``; the note names the era and
+    older torchtitan carried through its v0.2.2 form (``titan.schemas.eras``; the note names the era and
     the v0.2.2 keys); ``renamed``: carried under a new name (stale converter names with
     ``--fix-stale-names``); ``dropped``: titan has no place for it (or, from an older torchtitan,
     v0.2.2 had none); ``inert``: it had no effect in v0.2.2 either; ``rejected``: invalid, not
     carried; ``era-default``: a key the file omits, written with the default of the file's era
-    (``schemas.era_defaults``) where that differs from v0.2.2's; ``changed``: the built config
-    holds another value than the legacy run used (``migrate.plan.measured``)."""
+    (``titan.schemas.era_defaults``) where that differs from v0.2.2's; ``changed``: the built config
+    holds another value than the legacy run used (``titan.migrate.plan.measured``)."""
 
     KEPT = ("carried", "default", "structural", "upgraded", "era-default")
     """The statuses of a key whose legacy value the built config holds."""
@@ -55,7 +55,7 @@ class KeyOutcome:
         self.paths = paths
         self.note = note
         self.era = era
-        """For a key of an older torchtitan: where and when it lived (``schemas.eras``)."""
+        """For a key of an older torchtitan: where and when it lived (``titan.schemas.eras``)."""
 
     def __repr__(self) -> str:
         era = f", era={self.era!r}" if self.era else ""
@@ -138,14 +138,14 @@ class Plan:
         default, as in the titan config. Other targets (``migrate/targets/upstream.py``) are built
         from it."""
         self.target = "titan"
-        """The trainer the config is written for (``migrate.targets.choice``)."""
+        """The trainer the config is written for (``titan.migrate.targets.choice``)."""
         self.user_extension: ExtensionSpec | None = None
         """The user's custom config modules merged into one (built-in ones excluded)."""
         self.spans: dict[str, Span] = {}
         """Dotted key -> where the file writes it."""
         self.locals: dict[str, Any] = {}
         """Names the function assigns before building the config (``model_spec``), referred to
-        by :class:`~migrate.targets.config_objects.Local` values in the tree."""
+        by :class:`~titan.migrate.targets.config_objects.Local` values in the tree."""
         self.defaults: dict[str, Any] = {}
         """Every v0.2.2 base-schema key -> its v0.2.2 default (a custom module may change one)."""
         self.era: dict[str, Any] = {"assumed": None, "source": "evidence", "evidence": []}
@@ -153,7 +153,7 @@ class Plan:
         for v0.2.2), ``source`` (``evidence`` or ``--era``), the ``evidence`` and ``stale`` keys."""
         self.behaviour_changes: list[tuple[str, str]] = []
         """``(titan setting, what differs)``: titan settings with no legacy key whose value
-        behaves differently from the legacy run (``migrate.plan.measured``)."""
+        behaves differently from the legacy run (``titan.migrate.plan.measured``)."""
 
     @property
     def ok(self) -> bool:

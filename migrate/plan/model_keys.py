@@ -9,11 +9,11 @@ fork's model code reads them where it reads the rest of its model's settings.
 
 from __future__ import annotations
 
-from migrate.codegen import names
-from migrate.plan import homes as homes_table
-from migrate.plan.draft import PlanDraft
-from migrate.plan.legacy_values import copy_value, schema_default, show
-from migrate.targets.config_objects import (
+from titan.migrate.codegen import names
+from titan.migrate.plan import homes as homes_table
+from titan.migrate.plan.draft import PlanDraft
+from titan.migrate.plan.legacy_values import copy_value, schema_default, show
+from titan.migrate.targets.config_objects import (
     Obj,
     RegistryCall,
     UnsupportedModel,
@@ -21,7 +21,7 @@ from migrate.targets.config_objects import (
     outside_class,
     same,
 )
-from schemas.diagnostics import Severity
+from titan.schemas.diagnostics import Severity
 
 TITAN_FAMILIES = names.FAMILIES
 """Model families titan has registries for (``titan.models.SUPPORTED_MODELS``; a test keeps
@@ -50,7 +50,7 @@ def model(draft: PlanDraft) -> None:
         no_model_fields(draft)
         return  # reported by the check
     family = FAMILY_ALIASES.get(name, name)
-    from schemas import flavors
+    from titan.schemas import flavors
 
     if family in TITAN_FAMILIES and flavor in (flavors.flavor_names(family) or ()):
         draft.root.fields["model_spec"] = RegistryCall(family, flavor, model=model_fields(draft))

@@ -41,8 +41,8 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal, Union
 
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.spec import FieldSpec, SectionSpec
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.spec import FieldSpec, SectionSpec
 
 COMMAND_LINE = "<command line>"
 """The pseudo file name of findings about a command-line flag (``Span.file``)."""
@@ -254,7 +254,7 @@ class _Reader:
         parts = tuple(path.split("."))
         code, hint = "unknown-key", None
         if all(parts):
-            from schemas.suggest import schema_paths, suggest  # only for a bad flag
+            from titan.schemas.suggest import schema_paths, suggest  # only for a bad flag
 
             paths = schema_paths(self.schema)
             found = suggest(parts, paths, is_table=False)
@@ -434,8 +434,8 @@ def _as_flags(hint: str | None, paths: dict[str, bool]) -> str | None:
 
 def _extension_hint(path: str) -> str | None:
     """For a key that a built-in custom config module adds: the flag that loads the module."""
-    from schemas.builtin_extensions import KNOWN_EXTENSIONS, known_extension
-    from schemas.suggest import schema_paths
+    from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS, known_extension
+    from titan.schemas.suggest import schema_paths
 
     for module, short in KNOWN_EXTENSIONS.items():
         spec = known_extension(short)
@@ -588,7 +588,7 @@ def _first_unreadable(annotation: Any, tokens: list[str]) -> str:
 
 def _describe(annotation: Any) -> str:
     """What a flag takes, in words: ``an integer or None``, ``a comma-separated list``."""
-    from schemas.typecheck import type_name
+    from titan.schemas.typecheck import type_name
 
     members = _union_args(annotation) or (annotation,)
     words = []

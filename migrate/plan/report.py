@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from migrate.plan.migration_plan import Plan
-from schemas.diagnostics import Diagnostic, Severity, Span
+from titan.migrate.plan.migration_plan import Plan
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 NOT_CARRIED = ("renamed", "dropped", "inert", "rejected", "changed")
 """Outcomes a reader must see one by one (the others are counted)."""
@@ -72,7 +72,7 @@ def render_text(
     if not quiet:
         for plan in plans:
             out.write(_plan_text(plan))
-    from schemas import render
+    from titan.schemas import render
 
     sources = {p.source: p.text for p in plans if p.text is not None}
     if diagnostics or not quiet:
@@ -123,7 +123,7 @@ def _era_line(era: dict[str, Any]) -> str:
 
 
 def as_dict(plan: Plan) -> dict[str, Any]:
-    from schemas.render import as_dict as finding_dict
+    from titan.schemas.render import as_dict as finding_dict
 
     return {
         "file": plan.source,

@@ -7,11 +7,11 @@ on them. Keys that need two different trainers are an error.
 
 from __future__ import annotations
 
-from migrate.plan import homes as homes_table
-from migrate.plan.draft import PlanDraft
-from migrate.plan.legacy_values import schema_default
-from migrate.targets.config_objects import same
-from schemas.diagnostics import Severity
+from titan.migrate.plan import homes as homes_table
+from titan.migrate.plan.draft import PlanDraft
+from titan.migrate.plan.legacy_values import schema_default
+from titan.migrate.targets.config_objects import same
+from titan.schemas.diagnostics import Severity
 
 TRAINER = homes_table.TRAINER
 FT_TRAINER = "titan.experiments.ft.trainer:FaultTolerantTrainer.Config"

@@ -2,7 +2,7 @@
 
 A TOML written for an older torchtitan (``training.batch_size``, ``[float8]``,
 ``training.compile``...) fails at v0.2.2, and a migration that rejected those keys would lose
-their values. ``schemas.eras`` says what each old key became; this module applies it to a
+their values. ``titan.schemas.eras`` says what each old key became; this module applies it to a
 migration in two moments:
 
 1. :meth:`Upgrade.adjust`, inside the validator's check (``check_file``'s ``adjust`` hook),
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import era_defaults, eras
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.spec import SectionSpec
-from schemas.toml_check import FileCheck
+from titan.schemas import era_defaults, eras
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.spec import SectionSpec
+from titan.schemas.toml_check import FileCheck
 
 CARRIED = ("carried", "default", "structural", "renamed")
 """Outcomes of a written key under which the old key counts as upgraded."""
@@ -138,10 +138,10 @@ class Upgrade:
     # ----------------------------------------------------------------- after the plan
 
     def record(self, plan: Any, check: FileCheck, *, outcome: type) -> None:
-        """Outcomes (``outcome`` is ``migrate.plan.migration_plan.KeyOutcome``, passed in by
+        """Outcomes (``outcome`` is ``titan.migrate.plan.migration_plan.KeyOutcome``, passed in by
         ``build_plan``), findings, TODOs and comments of the old keys in ``plan``; an old key
         fares as the v0.2.2 keys it wrote did, so this runs after :meth:`record_era` and the
-        measurement (``migrate.plan.measured``)."""
+        measurement (``titan.migrate.plan.measured``)."""
         if not self.steps:
             return
         for step in self.steps:
@@ -263,7 +263,7 @@ class Upgrade:
         """The old keys' comments go where their values went (the plan saw no such key)."""
         if not check.text:
             return
-        from migrate.tomledit.comments import toml_comments
+        from titan.migrate.tomledit.comments import toml_comments
 
         found = toml_comments(check.text)
         for step in self.steps:

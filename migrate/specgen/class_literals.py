@@ -4,7 +4,7 @@
 (upstream torchtitan's) both write a table of ``ClassInfo`` rows whose defaults are literals. The
 second one runs inside another virtual environment, the one that has torchtitan, where titan and the
 rest of ``migrate`` are not meant to be loaded; so this module imports nothing but the standard
-library and ``migrate.targets.spec_types``, and the classes it is given are imported by the caller.
+library and ``titan.migrate.targets.spec_types``, and the classes it is given are imported by the caller.
 
 A default that cannot be written as data (a function, a tensor, an enum) is an error naming the
 class and field it belongs to: a table that silently left a field out would make the migrator
@@ -18,7 +18,7 @@ import importlib
 import math
 from typing import Any
 
-from migrate.targets.spec_types import REQUIRED
+from titan.migrate.targets.spec_types import REQUIRED
 
 
 class UnwritableDefault(TypeError):

@@ -3,7 +3,7 @@
 ``titan`` (the default) is titan's own trainer, whose config tree can hold every legacy value.
 ``torchtitan==0.3.0`` is upstream torchtitan's registry form as released on PyPI: its classes and
 defaults come from the generated ``migrate/targets/upstream_spec_030.py`` and its homes from
-``migrate/targets/upstream_homes.py``; :func:`migrate.targets.upstream.retarget` turns a plan into
+``migrate/targets/upstream_homes.py``; :func:`titan.migrate.targets.upstream.retarget` turns a plan into
 one for it. Adding a later upstream release means generating its spec and writing the rows that
 changed.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from migrate.plan.migration_plan import Plan
+from titan.migrate.plan.migration_plan import Plan
 
 TITAN = "titan"
 UPSTREAM_030 = "torchtitan==0.3.0"
@@ -53,7 +53,7 @@ def converter(target: str) -> Callable[[Plan], Plan]:
     """The function that turns a titan plan into a plan for ``target``."""
     if target == TITAN:
         return lambda plan: plan
-    from migrate.targets.upstream import retarget
+    from titan.migrate.targets.upstream import retarget
 
     return retarget
 

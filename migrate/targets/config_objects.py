@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.targets.spec_types import ClassInfo, Default
-from migrate.targets.titan_spec import CLASSES
-from schemas._frozen import Frozen, _set
+from titan.migrate.targets.spec_types import ClassInfo, Default
+from titan.migrate.targets.titan_spec import CLASSES
+from titan.schemas._frozen import Frozen, _set
 
 
 class Obj:
@@ -138,7 +138,7 @@ class Call(Frozen):
 
 class Local(Frozen):
     """A name the registry function assigns before building its config (``model_spec``):
-    :attr:`migrate.plan.migration_plan.Plan.locals` holds its value."""
+    :attr:`titan.migrate.plan.migration_plan.Plan.locals` holds its value."""
 
     __slots__ = ("name",)
     __match_args__ = ()
@@ -193,7 +193,7 @@ def _other_targets() -> dict[str, ClassInfo]:
     """The config classes of the other trainers a plan can be written for, loaded on first use
     (their class paths never collide with titan's: they start with the trainer's package)."""
     if not _targets:
-        from migrate.targets.upstream_spec_030 import CLASSES as UPSTREAM_030
+        from titan.migrate.targets.upstream_spec_030 import CLASSES as UPSTREAM_030
 
         _targets.update(UPSTREAM_030)
     return _targets

@@ -17,17 +17,17 @@ import dataclasses
 import importlib
 from typing import Any
 
-from migrate.plan.extension_classes import GeneratedClass, is_generated
-from migrate.plan.legacy_values import copy_value
-from migrate.plan.migration_plan import Plan
-from migrate.targets.config_objects import (
+from titan.migrate.plan.extension_classes import GeneratedClass, is_generated
+from titan.migrate.plan.legacy_values import copy_value
+from titan.migrate.plan.migration_plan import Plan
+from titan.migrate.targets.config_objects import (
     Default,
     Obj,
     RegistryCall,
     UnsupportedModel,
     changed_fields,
 )
-from migrate.targets.spec_types import load_class
+from titan.migrate.targets.spec_types import load_class
 
 
 class PlanError(Exception):
@@ -50,7 +50,7 @@ def build_classes(generated: list[GeneratedClass], module: str | None) -> dict[s
 
     Built once per distinct definition, so two configs migrated from the same custom module in
     one process share their classes (and compare equal)."""
-    from migrate.plan.extension_classes import generated_path
+    from titan.migrate.plan.extension_classes import generated_path
 
     classes: dict[str, type] = {}
     for spec in generated:

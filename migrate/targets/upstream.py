@@ -1,7 +1,7 @@
 """A migration plan for upstream torchtitan 0.3.0 instead of titan's own trainer.
 
-The plan stays one (:func:`migrate.plan.build.build_plan` reads, checks and upgrades the TOML, and
-records what a v0.2.2 run of it used in :attr:`~migrate.plan.migration_plan.Plan.effective`); this
+The plan stays one (:func:`titan.migrate.plan.build.build_plan` reads, checks and upgrades the TOML, and
+records what a v0.2.2 run of it used in :attr:`~titan.migrate.plan.migration_plan.Plan.effective`); this
 module puts those values at their 0.3.0 homes (``migrate/targets/upstream_homes.py``) inside the
 default tree of 0.3.0's real classes (``migrate/targets/upstream_spec_030.py``, generated from the
 installed package).
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.plan.extension_classes import generate_classes
-from migrate.plan.legacy_values import copy_value
-from migrate.plan.migration_plan import KeyOutcome, Plan
-from migrate.plan.model_keys import FAMILY_ALIASES
-from migrate.targets import upstream_quantize, upstream_refusals
-from migrate.targets import upstream_spec_030 as spec
-from migrate.targets.config_objects import (
+from titan.migrate.plan.extension_classes import generate_classes
+from titan.migrate.plan.legacy_values import copy_value
+from titan.migrate.plan.migration_plan import KeyOutcome, Plan
+from titan.migrate.plan.model_keys import FAMILY_ALIASES
+from titan.migrate.targets import upstream_quantize, upstream_refusals
+from titan.migrate.targets import upstream_spec_030 as spec
+from titan.migrate.targets.config_objects import (
     Call,
     Local,
     Obj,
@@ -32,8 +32,8 @@ from migrate.targets.config_objects import (
     default_object,
     same,
 )
-from migrate.targets.upstream_homes import cls, split_flavor, upstream_homes, upstream_path
-from schemas.diagnostics import Diagnostic, Severity, Span
+from titan.migrate.targets.upstream_homes import cls, split_flavor, upstream_homes, upstream_path
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 TARGET = "torchtitan==0.3.0"
 PACKAGE = "torchtitan"
@@ -205,7 +205,7 @@ class _Upstream:
         trainer = self.trainer()
         self.root = default_object(trainer)
         if self.flux:
-            from migrate.targets import upstream_flux
+            from titan.migrate.targets import upstream_flux
 
             upstream_flux.prepare(self)
         else:
@@ -219,7 +219,7 @@ class _Upstream:
         self.custom_values()
         self.model()
         if self.flux:
-            from migrate.targets import upstream_flux
+            from titan.migrate.targets import upstream_flux
 
             upstream_flux.finish(self)
         else:
@@ -249,7 +249,7 @@ class _Upstream:
         extension = self.old.user_extension
         if extension is None:
             return wanted
-        from schemas.legacy_spec import LEGACY_SPEC
+        from titan.schemas.legacy_spec import LEGACY_SPEC
 
         generated = generate_classes(
             extension, wanted, LEGACY_SPEC, target=TARGET, section_homes=SECTION_HOMES_030
@@ -301,7 +301,7 @@ class _Upstream:
 
     def custom_values(self) -> None:
         """Values of a custom module's fields: same paths as in titan's tree."""
-        from migrate.plan.homes import EXTENSION_HOMES
+        from titan.migrate.plan.homes import EXTENSION_HOMES
 
         for key, outcome in self.old.outcomes.items():
             if key in upstream_homes() or outcome.status not in ("carried", "default"):
@@ -708,8 +708,8 @@ def _adamw_defaults(container: Obj) -> dict[str, Any]:
 
 
 def _legacy_default(key: str) -> Any:
-    from migrate.plan.legacy_values import schema_default
-    from schemas.legacy_spec import LEGACY_SPEC
+    from titan.migrate.plan.legacy_values import schema_default
+    from titan.schemas.legacy_spec import LEGACY_SPEC
 
     return schema_default(LEGACY_SPEC, key)
 

@@ -1,7 +1,7 @@
 """Flux configs for torchtitan 0.3.0: its Flux trainer's data loaders, tokenizers, validator,
 loss and inference settings, filled from the legacy Flux keys as v0.2.2's Flux run read them.
 
-Called by :class:`migrate.targets.upstream._Upstream` when the legacy run used the Flux trainer:
+Called by :class:`titan.migrate.targets.upstream._Upstream` when the legacy run used the Flux trainer:
 :func:`prepare` before the keys are carried (the config objects the base keys go into),
 :func:`finish` after the model is placed (the Flux trainer's own keys, and what 0.3.0 needs
 that no key sets).
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from migrate.targets.config_objects import default_object, same
-from schemas.diagnostics import Severity
+from titan.migrate.targets.config_objects import default_object, same
+from titan.schemas.diagnostics import Severity
 
 _SAMPLING = ("validator.sampling", "inference.sampling")
 
@@ -77,7 +77,7 @@ def prepare(builder: Any) -> None:
     """Flux's data loader and validator in place of the abstract and text ones, so the base
     keys (``training.dataset``, ``validation.dataset``, their ``dataloader`` tables) land in
     them."""
-    from migrate.targets.upstream_homes import cls
+    from titan.migrate.targets.upstream_homes import cls
 
     root = builder.root
     loader = default_object(cls("FluxDataLoader.Config"))
@@ -97,7 +97,7 @@ def prepare(builder: Any) -> None:
 def finish(builder: Any) -> None:
     """The loss upstream's Flux registries set (0.3.0's default loss config is abstract), then
     every Flux key at its 0.3.0 fields, and what v0.2.2's Flux run did without a key."""
-    from migrate.targets.upstream_homes import cls
+    from titan.migrate.targets.upstream_homes import cls
 
     builder.root.fields["loss"] = default_object(cls("MSELoss.Config"))
     values, homes = _legacy_values(builder)
@@ -134,7 +134,7 @@ def finish(builder: Any) -> None:
 def _legacy_values(builder: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """Each Flux key -> the value the legacy run used (written or default), read at its
     titan home in the titan plan; and each key -> that home."""
-    from migrate.plan.homes import EXTENSION_HOMES
+    from titan.migrate.plan.homes import EXTENSION_HOMES
 
     values: dict[str, Any] = {}
     homes: dict[str, str] = {}
@@ -191,7 +191,7 @@ def _empty_encoders(builder: Any, values: dict[str, Any]) -> None:
 def _seq_len(builder: Any) -> None:
     """0.3.0's Flux trainer sets training.seq_len itself (image patches plus T5 tokens);
     v0.2.2's read it only for a log line, so a written value says nothing to either."""
-    from migrate.targets.upstream_homes import cls
+    from titan.migrate.targets.upstream_homes import cls
 
     default = default_object(cls("TrainingConfig")).fields["seq_len"]
     builder.set("training.seq_len", default)

@@ -23,9 +23,9 @@ from __future__ import annotations
 import functools
 from typing import Literal
 
-from migrate.plan import homes as titan_homes
-from migrate.targets import upstream_spec_030 as spec
-from schemas import flavors
+from titan.migrate.plan import homes as titan_homes
+from titan.migrate.targets import upstream_spec_030 as spec
+from titan.schemas import flavors
 
 Status = Literal["same", "moved", "changed", "gone"]
 

@@ -4,18 +4,18 @@ Each ``[quantize.*]`` table that ``model.converters`` enabled is titan's convert
 plan; here it becomes 0.3.0's (float8 linears, MXFP8 linears, float8 and MXFP8 grouped experts),
 with what 0.3.0 spells otherwise rewritten: module names are 0.3.0's (``lm_head``, fused
 ``wqkv``), and the MX skip-list becomes the include-list 0.3.0 reads, or is reported.
-``builder`` is :class:`migrate.targets.upstream._Upstream`.
+``builder`` is :class:`titan.migrate.targets.upstream._Upstream`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from migrate.plan.model_keys import FAMILY_ALIASES
-from migrate.targets import upstream_spec_030 as spec
-from migrate.targets.config_objects import Obj
-from migrate.targets.upstream_homes import split_flavor
-from schemas.diagnostics import Severity
+from titan.migrate.plan.model_keys import FAMILY_ALIASES
+from titan.migrate.targets import upstream_spec_030 as spec
+from titan.migrate.targets.config_objects import Obj
+from titan.migrate.targets.upstream_homes import split_flavor
+from titan.schemas.diagnostics import Severity
 
 
 def family_flavor(builder: Any) -> tuple[str, str]:

@@ -5,16 +5,16 @@ Their ``__post_init__`` checks refuse values a v0.2.2 run accepted as long as it
 use is left at 0.3.0's default and noted; a relative ``initial_load_path`` is made absolute when
 the function runs, as v0.2.2 resolved it; a value the legacy run did use is kept and reported as
 an error: 0.3.0 refuses the config with its own message, as v0.2.2 refused the run.
-``builder`` is :class:`migrate.targets.upstream._Upstream`.
+``builder`` is :class:`titan.migrate.targets.upstream._Upstream`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from migrate.targets.config_objects import Call, Obj
-from migrate.targets.upstream_homes import cls
-from schemas.diagnostics import Severity
+from titan.migrate.targets.config_objects import Call, Obj
+from titan.migrate.targets.upstream_homes import cls
+from titan.schemas.diagnostics import Severity
 
 
 def refusals(builder: Any) -> None:

@@ -1,7 +1,7 @@
 """The comments of a TOML document, attached to the keys and table headers they annotate.
 
 ``tomllib`` drops comments, but the migrator wants to carry them next to the keyword arguments it
-generates. :func:`toml_comments` maps key paths (the paths of :func:`schemas.spans.locate_keys`:
+generates. :func:`toml_comments` maps key paths (the paths of :func:`titan.schemas.spans.locate_keys`:
 decoded key strings, ``int`` components for array-of-tables elements) to a :class:`KeyComments`;
 :func:`preamble` gives the file's opening comment block and :func:`orphans` every comment that
 belongs to no key. Together the three account for every comment of the file exactly once.
@@ -48,7 +48,7 @@ import bisect
 import contextlib
 import re
 
-from schemas.spans import KeySpan, Path, locate_keys
+from titan.schemas.spans import KeySpan, Path, locate_keys
 
 
 class KeyComments:
@@ -101,7 +101,7 @@ _PLAIN = re.compile(r"[^\"'#\[\]{}=\n]*+")
 # Single-line strings stop at the end of their line when unterminated.
 _BASIC = re.compile(r'"(?:[^"\\\n]|\\[^\n])*+"?')
 _LITERAL = re.compile(r"'[^'\n]*+'?")
-# The same multi-line patterns as schemas.spans: content may hold runs of one or two quotes, and
+# The same multi-line patterns as titan.schemas.spans: content may hold runs of one or two quotes, and
 # the closing run may be up to five quotes long.
 _ML_BASIC = re.compile(r'"""(?:[^"\\]|\\.|""?+(?!"))*+"{3,5}', re.DOTALL)
 _ML_LITERAL = re.compile(r"'''(?:[^']|''?+(?!'))*+'{3,5}")

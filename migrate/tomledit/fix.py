@@ -2,13 +2,13 @@
 
 What is fixed is what has one right answer:
 
-- keys of older torchtitan eras, as :func:`schemas.eras.upgrade` says (moved, renamed, inverted,
+- keys of older torchtitan eras, as :func:`titan.schemas.eras.upgrade` says (moved, renamed, inverted,
   values mapped); an *unportable* key is left where it is, for the validator to report;
 - stale converter names in ``model.converters`` (``"float8"`` -> ``"quantize.linear.float8"``),
   and a string where the schema wants a ``list[str]`` (``converters = "float8"`` becomes
   ``converters = ["quantize.linear.float8"]``).
 
-How the text changes (``migrate.tomledit.statement_edits``; ``migrate.tomledit.statements`` cuts the
+How the text changes (``titan.migrate.tomledit.statement_edits``; ``titan.migrate.tomledit.statements`` cuts the
 file into statements, and only the statements named below are replaced; tomlkit renders new values
 and edits a single statement's value):
 
@@ -43,10 +43,10 @@ import tomllib
 import typing
 from typing import Any
 
-from migrate.tomledit.statement_edits import FixRefused, apply_steps
-from migrate.tomledit.statements import LayoutError, same_value
-from schemas import era_defaults, era_flips, eras, rules
-from schemas.spec import SectionSpec
+from titan.migrate.tomledit.statement_edits import FixRefused, apply_steps
+from titan.migrate.tomledit.statements import LayoutError, same_value
+from titan.schemas import era_defaults, era_flips, eras, rules
+from titan.schemas.spec import SectionSpec
 
 CONVERTERS = ("model", "converters")
 

@@ -1,9 +1,9 @@
 """The text side of ``titan-validate --fix``: the upgrade's steps applied to a TOML's statements.
 
-``migrate.tomledit.fix`` decides what the fixed document is; this module changes the text so that it
+``titan.migrate.tomledit.fix`` decides what the fixed document is; this module changes the text so that it
 parses to exactly that, replacing as few statements as it can (the rules are listed in
-``migrate.tomledit.fix``). ``migrate.tomledit.statements`` cuts the text into statements and edits
-one statement's value with tomlkit; ``migrate.tomledit.statement_list`` keeps the statements in
+``titan.migrate.tomledit.fix``). ``titan.migrate.tomledit.statements`` cuts the text into statements and edits
+one statement's value with tomlkit; ``titan.migrate.tomledit.statement_list`` keeps the statements in
 order as edits replace them.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from migrate.tomledit.statement_list import HEADERS, StatementList
-from migrate.tomledit.statements import (
+from titan.migrate.tomledit.statement_list import HEADERS, StatementList
+from titan.migrate.tomledit.statements import (
     Statement,
     edit_value,
     rename_key,
@@ -21,7 +21,7 @@ from migrate.tomledit.statements import (
     render_value,
     same_value,
 )
-from schemas import eras
+from titan.schemas import eras
 
 
 class FixRefused(Exception):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrate.tomledit.statements import Statement, statements
+from titan.migrate.tomledit.statements import Statement, statements
 
 CODE = frozenset({"keyval", "header", "array-header"})
 HEADERS = frozenset({"header", "array-header"})

@@ -32,7 +32,7 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*")
 
 
 LINKS = ("prev", "next", "order")
-"""A statement's place in a ``migrate.tomledit.statement_list.StatementList``."""
+"""A statement's place in a ``titan.migrate.tomledit.statement_list.StatementList``."""
 
 
 class LayoutError(ValueError):
@@ -394,7 +394,7 @@ def _set(container: Any, key: str, want: Any) -> None:
 def rename_key(statement: Statement, rest: tuple[str, ...], name: str) -> str:
     """The statement with the key at ``rest`` inside its inline table renamed ``name``, on the
     spot: nothing else of the statement changes. Raises :class:`LayoutError` if not found."""
-    from schemas.spans import locate_keys
+    from titan.schemas.spans import locate_keys
 
     span = locate_keys(statement.text).get((*statement.key, *rest))
     if span is None:

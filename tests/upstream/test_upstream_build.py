@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from titan.migrate.codegen.render_code import function_names, render_module
+from titan.migrate.plan.build import build_plan
+from titan.migrate.plan.migration_plan import Plan
+from titan.migrate.plan.model_keys import FAMILY_ALIASES
+from titan.migrate.targets.upstream import retarget
+from titan.migrate.targets.upstream_homes import split_flavor, upstream_homes
 
-from migrate.codegen.render_code import function_names, render_module
-from migrate.plan.build import build_plan
-from migrate.plan.migration_plan import Plan
-from migrate.plan.model_keys import FAMILY_ALIASES
-from migrate.targets.upstream import retarget
-from migrate.targets.upstream_homes import split_flavor, upstream_homes
 from tests.reference import corpus_files_if_present
 from tests.upstream.building import build
 
@@ -212,7 +212,7 @@ def _expected(plan: Plan, key: str, config: dict[str, Any]) -> list[tuple[Any, A
     try:
         return [(_at(config, home.path), _json(value))]
     except KeyError:
-        from migrate.targets.upstream import _legacy_default
+        from titan.migrate.targets.upstream import _legacy_default
 
         return [("<no field>", "<no field>" if value == _legacy_default(key) else value)]
 

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from titan.migrate.codegen.render_code import function_names, render_module
+from titan.migrate.plan.build import build_plan
+from titan.migrate.plan.migration_plan import Plan
+from titan.migrate.targets.upstream import retarget
+from titan.schemas import flavors
+from titan.schemas.diagnostics import Severity
 
-from migrate.codegen.render_code import function_names, render_module
-from migrate.plan.build import build_plan
-from migrate.plan.migration_plan import Plan
-from migrate.targets.upstream import retarget
-from schemas import flavors
-from schemas.diagnostics import Severity
 from tests.reference import corpus_files
 from tests.upstream.building import build
 

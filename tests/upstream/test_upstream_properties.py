@@ -17,12 +17,12 @@ from typing import Any
 
 import tomli_w
 from hypothesis import HealthCheck, given, settings
+from titan.migrate.codegen.render_code import render_module
+from titan.migrate.plan.build import build_plan
+from titan.migrate.plan.migration_plan import Plan
+from titan.migrate.targets.upstream import retarget
+from titan.migrate.targets.upstream_homes import upstream_homes
 
-from migrate.codegen.render_code import render_module
-from migrate.plan.build import build_plan
-from migrate.plan.migration_plan import Plan
-from migrate.targets.upstream import retarget
-from migrate.targets.upstream_homes import upstream_homes
 from tests.test_migrate_properties import documents
 from tests.upstream.building import build
 from tests.upstream.test_upstream_build import _equal, _expected, _json, _reported

@@ -1,4 +1,4 @@
-"""``migrate/targets/upstream_spec_030.py`` is what ``migrate.specgen.upstream_codegen`` reads from
+"""``migrate/targets/upstream_spec_030.py`` is what ``titan.migrate.specgen.upstream_codegen`` reads from
 the installed torchtitan 0.3.0 today, and that codegen fails loudly on a default it cannot write."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _formatted(text: str) -> str:
 def test_the_committed_spec_is_current(upstream_python, tmp_path):
     out = tmp_path / "upstream_spec_030.py"
     done = _in_upstream(
-        upstream_python, "-m", "migrate.specgen.upstream_codegen", "--out", str(out)
+        upstream_python, "-m", "titan.migrate.specgen.upstream_codegen", "--out", str(out)
     )
     assert done.returncode == 0, done.stderr
     assert _formatted(out.read_text(encoding="utf-8")) == SPEC.read_text(encoding="utf-8"), (
@@ -50,7 +50,7 @@ def test_a_default_with_no_literal_form_names_its_class_and_field(upstream_pytho
     script = (
         "import sys\n"
         "from dataclasses import dataclass, field\n"
-        "from migrate.specgen import upstream_codegen\n"
+        "from titan.migrate.specgen import upstream_codegen\n"
         "from torchtitan.config.function import Function\n"
         "@dataclass(kw_only=True)\n"
         "class Odd:\n"

@@ -93,8 +93,8 @@ def train_upstream(
 
 def titan_batches(flags: list[str], *, count: int) -> list[tuple[Any, Any]]:
     """The first ``count`` batches titan-train reads for the debug TOML with ``flags``."""
-    from migrate.plan.build import build_plan
-    from migrate.targets.live import instantiate
+    from titan.migrate.plan.build import build_plan
+    from titan.migrate.targets.live import instantiate
 
     config = instantiate(build_plan(LLAMA3, overrides=flags))
     tokenizer = config.tokenizer.build(tokenizer_path=str(REPO / config.hf_assets_path))

@@ -107,7 +107,7 @@ def build_parser():
 
 
 def _target(text: str) -> str:
-    from migrate.targets.choice import resolve
+    from titan.migrate.targets.choice import resolve
 
     return resolve(text)
 
@@ -192,8 +192,8 @@ class _Code(str):
 def _target_leaves(plan: Any, target: str) -> dict[str, Any]:
     """Dotted config path -> value of a plan retargeted for ``target``; a config object shows
     as its class at its own path, calls as their code."""
-    from migrate.targets.choice import converter
-    from migrate.targets.config_objects import Call, Local, Obj, RegistryCall, changed_fields
+    from titan.migrate.targets.choice import converter
+    from titan.migrate.targets.config_objects import Call, Local, Obj, RegistryCall, changed_fields
 
     plan = converter(target)(plan)
     leaves: dict[str, Any] = {}
@@ -232,8 +232,8 @@ def _target_leaves(plan: Any, target: str) -> dict[str, Any]:
 
 def _plan(operand: Operand) -> Any:
     """The migration plan of a legacy TOML operand; ``UsageError`` when it has errors."""
-    from migrate.plan.build import build_plan
-    from schemas.toml_check import CheckOptions
+    from titan.migrate.plan.build import build_plan
+    from titan.schemas.toml_check import CheckOptions
 
     options = CheckOptions(
         extensions=operand.extensions, module_path=tuple(map(Path, operand.module_path))
@@ -253,7 +253,7 @@ def _config(operand: Operand) -> Any:
     """A registry config as is; a legacy TOML as the config titan-migrate turns it into."""
     if operand.legacy is None:
         return operand.config
-    from migrate.targets.live import instantiate
+    from titan.migrate.targets.live import instantiate
 
     return instantiate(_plan(operand))
 
@@ -294,8 +294,8 @@ def _load_file(
     extensions: tuple[str, ...],
     module_path: tuple[str, ...] = (),
 ) -> Operand:
-    from schemas.toml_source import read_text, read_toml
     from titan.config.serialize import CLASS_TAG, from_dict, from_toml
+    from titan.schemas.toml_source import read_text, read_toml
 
     if path.suffix == ".json":
         text, problem = read_text(path, shown=shown)
@@ -373,8 +373,8 @@ def legacy_values(
 
     Keys the schema does not know are kept as written, so a typo shows up as a difference.
     """
-    from schemas.spec import MISSING, SectionSpec
-    from schemas.toml_check import CheckOptions, check_text
+    from titan.schemas.spec import MISSING, SectionSpec
+    from titan.schemas.toml_check import CheckOptions, check_text
 
     options = CheckOptions(extensions=extensions, module_path=tuple(map(Path, module_path)))
     checked = check_text(text, file=shown, base_dir=path.resolve().parent, options=options)

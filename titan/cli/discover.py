@@ -8,7 +8,7 @@ and hidden or tool folders, and its registry modules: every ``config_registry.py
 that cannot be listed is a finding (a run that could not see every file must not say "All
 checks passed"), and a ``.toml`` name that is not a regular file (a FIFO, a device) is skipped
 with a note (reading it could block or never end). A FIFO named explicitly is checked, and the
-reader (``schemas.toml_source``) reports it without opening it for a blocking read.
+reader (``titan.schemas.toml_source``) reports it without opening it for a blocking read.
 
 pathlib is too slow to import for a pre-commit hook, so paths are strings here; names are spelt
 and sorted exactly as pathlib does (``a//./b/`` is ``a/b``, and ``a/b`` sorts before ``a-c``
@@ -57,7 +57,7 @@ class Discovered:
 
     def findings(self) -> list:
         """Each folder that could not be listed, as an ``unreadable-file`` error."""
-        from schemas.diagnostics import Diagnostic, Severity
+        from titan.schemas.diagnostics import Diagnostic, Severity
 
         return [
             Diagnostic(

@@ -1,5 +1,5 @@
 """``--era YYYY-MM[-DD]``: the torchtitan era legacy TOMLs were written for, one reading for
-titan-validate and titan-migrate (``schemas.era_defaults`` says which days are legacy eras)."""
+titan-validate and titan-migrate (``titan.schemas.era_defaults`` says which days are legacy eras)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def era(text: str) -> str:
     """The ``--era`` value, checked: an ``argparse`` type that says how to write a bad one."""
     import argparse  # only argparse's own parse gets here: hooks' plain lines never import it
 
-    from schemas.era_defaults import era_error
+    from titan.schemas.era_defaults import era_error
 
     problem = era_error(text)
     if problem is not None:
@@ -24,6 +24,6 @@ def era(text: str) -> str:
 
 def is_era(text: str) -> bool:
     """Whether ``text`` is a usable ``--era`` value (for parsers that fall back to argparse)."""
-    from schemas.era_defaults import era_error
+    from titan.schemas.era_defaults import era_error
 
     return era_error(text) is None

@@ -61,7 +61,7 @@ def stopped(stop: KeyboardInterrupt, *, prog: str, stderr: TextIO) -> int:
 
 def findings_code(diagnostics: Sequence, *, strict: bool) -> int:
     """1 when there are errors (or, with ``strict``, warnings), else 0."""
-    from schemas.diagnostics import Severity
+    from titan.schemas.diagnostics import Severity
 
     failing = {Severity.ERROR, Severity.WARNING} if strict else {Severity.ERROR}
     return FINDINGS if any(d.severity in failing for d in diagnostics) else OK

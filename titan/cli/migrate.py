@@ -137,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _target(text: str) -> str:
-    """``--target``: a trainer name ``migrate.targets.choice`` knows."""
-    from migrate.targets.choice import resolve
+    """``--target``: a trainer name ``titan.migrate.targets.choice`` knows."""
+    from titan.migrate.targets.choice import resolve
 
     return resolve(text)
 
@@ -189,7 +189,7 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         from titan.cli.output import refuse_inputs  # a custom config module read is an input too
 
         refuse_inputs({"-o": args.output}, inputs=module_files)
-    from migrate.plan import report as plan_report
+    from titan.migrate.plan import report as plan_report
 
     per_folder = args.out_dir is not None or (inputs.walked and not (args.output or args.check))
     if per_folder:
@@ -214,7 +214,7 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
 
 def _scaffold(args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO) -> int:
     """``--scaffold-extension PATH...``: the fork's extension module
-    (``migrate.codegen.scaffold``)."""
+    (``titan.migrate.codegen.scaffold``)."""
     others = [
         flag
         for flag, given in (
@@ -270,9 +270,9 @@ def _model_registry(text: str) -> tuple[str, str]:
 
 def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: TextIO) -> list:
     """Each file's migration plan (a progress bar on a terminal for long runs)."""
-    from migrate.plan.build import build_plan
-    from schemas.toml_check import CheckOptions
     from titan.cli.migrate_summary import progress, wants_progress
+    from titan.migrate.plan.build import build_plan
+    from titan.schemas.toml_check import CheckOptions
 
     module_path = ()
     if args.module_path:
@@ -301,7 +301,7 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
             )
             advance(shown)
     if args.target != "titan":
-        from migrate.targets.choice import retarget
+        from titan.migrate.targets.choice import retarget
 
         plans = retarget(plans, args.target)
     return plans
@@ -309,8 +309,8 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
 
 def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Write, check or diff the one module of a run (stdout, ``-o`` or ``--check``)."""
-    from migrate.codegen.render_code import function_names, render_module
-    from migrate.plan import report as plan_report
+    from titan.migrate.codegen.render_code import function_names, render_module
+    from titan.migrate.plan import report as plan_report
 
     usable = [p for p in target.plans if p.ok]
     if not usable:
@@ -327,10 +327,10 @@ def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: Tex
 
 def _write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextIO) -> int:
     """Write one folder's module, unless the file there is not titan-migrate's (or an input)."""
-    from migrate.codegen.render_code import function_names, render_module
-    from migrate.plan import report as plan_report
     from titan.cli import migrate_tree as tree
     from titan.cli.exits import say
+    from titan.migrate.codegen.render_code import function_names, render_module
+    from titan.migrate.plan import report as plan_report
 
     usable = [p for p in target.plans if p.ok]
     if not usable:
@@ -402,7 +402,7 @@ def _emit(code: str, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
 
 def _current(target: str) -> str:
     """The text of the file to compare with; a file that does not exist yet is empty."""
-    from schemas.toml_source import read_text
+    from titan.schemas.toml_source import read_text
 
     if not os.path.lexists(target):
         return ""
@@ -415,11 +415,11 @@ def _current(target: str) -> str:
 def _report(plans: list, *, args: argparse.Namespace, out: TextIO, inputs, targets: list) -> str:
     """The report in ``--format``: the plans' summaries and findings (JSON: every key too); a
     run of several files (or folders) adds a line per file: a table, or ``summary`` in JSON."""
-    from migrate.plan import report as plan_report
-    from schemas import render
-    from schemas.diagnostics import Severity
     from titan import __version__
     from titan.cli.streams import wants_color
+    from titan.migrate.plan import report as plan_report
+    from titan.schemas import render
+    from titan.schemas.diagnostics import Severity
 
     buffer = io.StringIO()
     rows = None
@@ -469,7 +469,7 @@ def _json_with_summary(text: str, *, rows: list | None, inputs, targets: list) -
     not be listed (``diagnostics``) added."""
     import json
 
-    from schemas.render import as_dict
+    from titan.schemas.render import as_dict
 
     document = json.loads(text)
     if rows is not None:

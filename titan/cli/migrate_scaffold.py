@@ -7,7 +7,7 @@ then, in ``pyproject.toml``::
     [tool.titan]
     extensions = ["fork_ext.py"]
 
-The module (``migrate.codegen.scaffold``) goes to stdout; to stderr goes one line for each unknown
+The module (``titan.migrate.codegen.scaffold``) goes to stdout; to stderr goes one line for each unknown
 key left out of it and why (a typo of a real key, a key of an older torchtitan, a name Python cannot
 use), so that a fork does not freeze its typos into its schema, and the findings of any file that
 could not be read. Exit codes: 0 written, 1 a file could not be scaffolded or there was nothing to
@@ -37,8 +37,8 @@ def run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
 def _run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
     if not files:
         raise UsageError("give the fork's TOML files: --scaffold-extension FILE.toml...")
-    from migrate.codegen.scaffold import scaffold
     from titan.cli.streams import write
+    from titan.migrate.codegen.scaffold import scaffold
 
     result = scaffold(files)
     if result.source is not None:
@@ -69,7 +69,7 @@ def _run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
 def _render(problems: list, *, files: list[str], stderr: TextIO) -> None:
     import io
 
-    from schemas import render
+    from titan.schemas import render
 
     buffer = io.StringIO()
     render.render(problems, format="text", files=len(files), out=buffer, tool=PROG)

@@ -1,7 +1,7 @@
 """What a multi-file ``titan-migrate`` run shows besides its report: a progress bar while the
 files are read, and one table line per file at the end.
 
-The rows are data (``migrate.plan.report.tree_summary``); this module only draws them with rich. The
+The rows are data (``titan.migrate.plan.report.tree_summary``); this module only draws them with rich. The
 progress bar is for a person watching a long run: it appears only when more than
 :data:`PROGRESS_AFTER` files are migrated and standard error is a terminal, never in CI (``CI``
 set) or into a pipe or a log, and it disappears when the plans are done.
@@ -56,7 +56,7 @@ def progress(files: int, *, stream: TextIO, enabled: bool) -> Iterator[Callable[
 
 def totals(rows: Sequence[dict[str, Any]], modules: Sequence[Any]) -> str:
     """``N files: a lossless, b upgraded, c reported, d failed; m modules written (r refused)``."""
-    from migrate.plan.report import FILE_OUTCOMES
+    from titan.migrate.plan.report import FILE_OUTCOMES
 
     outcomes = [row["outcome"] for row in rows]
     parts = [f"{outcomes.count(o)} {o}" for o in FILE_OUTCOMES if outcomes.count(o)]

@@ -33,7 +33,7 @@ from titan.cli.exits import OutputError, UsageError, say
 
 REGISTRY_FILE = "config_registry.py"
 GENERATED_HEADER = '"""Registry functions migrated by titan-migrate'
-"""How every module titan-migrate writes begins (``migrate.codegen.render_code.render_module``)."""
+"""How every module titan-migrate writes begins (``titan.migrate.codegen.render_code.render_module``)."""
 
 
 class Inputs:

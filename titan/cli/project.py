@@ -1,7 +1,7 @@
 """The project declaration as the commands that work on the working folder use it.
 
 The declaration itself (the ``[tool.titan]`` table of the nearest ``pyproject.toml``, its keys
-and how each is checked) is read by ``schemas.project``, the one reader every command shares:
+and how each is checked) is read by ``titan.schemas.project``, the one reader every command shares:
 ``titan-validate``, ``titan-migrate``, ``titan-diff`` and ``titan-train`` find the declaration of
 each TOML there. This module is the working folder's view of it, for the folder walk of
 ``titan-validate``: ``registry-files`` are shell patterns matched against a file's path relative
@@ -15,8 +15,8 @@ from __future__ import annotations
 import fnmatch
 import os
 
-from schemas.project import KEYS, Declaration, for_folder
 from titan.cli.exits import UsageError
+from titan.schemas.project import KEYS, Declaration, for_folder
 
 __all__ = ["KEYS", "Declaration", "declaration", "declared_registry"]
 

@@ -19,8 +19,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
-from schemas.diagnostics import Diagnostic, Severity, Span
 from titan.cli.exits import UsageError
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,7 +122,7 @@ def finding(error: Any, *, argv: Sequence[str], sources: dict[str, str]) -> Diag
 def command_line_spans(argv: Sequence[str], *, sources: dict[str, str]) -> dict[str, Span]:
     """The span of each ``--flag`` (and of the ``--config`` value) on the command line; the
     command line itself is added to ``sources`` under its pseudo file name."""
-    from migrate.plan.overrides import COMMAND_LINE
+    from titan.migrate.plan.overrides import COMMAND_LINE
 
     text, spans = "", {}
     for index, arg in enumerate(argv):

@@ -75,12 +75,15 @@ def _titan_fingerprint() -> str:
     """Size and modification time of every source file of titan's three packages."""
     global _fingerprint
     if _fingerprint is None:
-        import schemas
+        import titan.migrate
+        import titan.schemas
 
-        root = os.path.dirname(os.path.dirname(os.path.abspath(schemas.__file__)))
         stamps = []
-        for package in ("schemas", "migrate", "titan"):
-            for folder_, dirs, files in os.walk(os.path.join(root, package)):
+        # titan.schemas and titan.migrate live in folders of their own (pyproject's package-dir)
+        roots = [titan.schemas.__path__[0], titan.migrate.__path__[0], os.path.dirname(__file__)]
+        roots[2] = os.path.dirname(roots[2])  # titan/ (this file is titan/cli/registry_cache.py)
+        for root in roots:
+            for folder_, dirs, files in os.walk(root):
                 dirs[:] = sorted(d for d in dirs if d != "__pycache__")
                 for name in sorted(files):
                     if name.endswith(".py"):

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from schemas.render import FORMATS as _RENDERERS
+from titan.schemas.render import FORMATS as _RENDERERS
 
 FORMATS = tuple(_RENDERERS)
 """The ``--format`` choices of titan-validate and titan-migrate."""
@@ -35,9 +35,9 @@ def publish(
 
     ``color`` is the ``--color`` choice; a file never gets colour.
     """
-    from schemas import render
     from titan import __version__
     from titan.cli.streams import wants_color
+    from titan.schemas import render
 
     buffer = io.StringIO()
     render.render(
@@ -68,7 +68,7 @@ def deliver(text: str, *, output: str | os.PathLike[str] | None, stream: TextIO)
 def add_sources(diagnostics: Iterable, *, sources: dict[str, str]) -> dict[str, str]:
     """``sources`` with the text of every file a finding points into (to quote its line);
     files that cannot be read are left out, as the report can do without their lines."""
-    from schemas.toml_source import read_text
+    from titan.schemas.toml_source import read_text
 
     for d in diagnostics:
         name = d.span.file if d.span is not None else None

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from schemas.diagnostics import Diagnostic, Severity, Span
 from titan.cli import registry, report
 from titan.cli.exits import UsageError
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 LEGACY_FLAG = "--job.config_file"
 PROG = "titan-train"
@@ -110,8 +110,8 @@ def _legacy(
     stderr: TextIO,
     module_path: Sequence[str] = (),
 ) -> LoadedConfig:
-    from migrate.plan.build import build_plan
-    from schemas.toml_check import CheckOptions
+    from titan.migrate.plan.build import build_plan
+    from titan.schemas.toml_check import CheckOptions
 
     if any(flag.partition("=")[0] in ("--config", "--module", "--registry") for flag in overrides):
         raise UsageError(f"{LEGACY_FLAG} and --config name two configs; give one of them")
@@ -138,7 +138,7 @@ def _legacy(
 
 def _instantiate(plan: Any, *, checked: list[Diagnostic]) -> Any:
     """The plan's config; None when its findings already fail it and it cannot be built."""
-    from migrate.targets.live import instantiate
+    from titan.migrate.targets.live import instantiate
 
     if not any(d.severity is Severity.ERROR for d in checked):
         return instantiate(plan)
@@ -256,7 +256,7 @@ def _error(code: str, path: str, message: str, hint: str, locate: Locate) -> Dia
 
 
 def _malformed_flag(d: Diagnostic) -> bool:
-    from migrate.plan.overrides import COMMAND_LINE
+    from titan.migrate.plan.overrides import COMMAND_LINE
 
     return (
         d.severity is Severity.ERROR
@@ -277,7 +277,7 @@ def _at_flag(d: Diagnostic, flags: dict[str, Span]) -> Diagnostic:
 
 def _legacy_locator(flags: dict[str, Span], source: str, text: str) -> Locate:
     """A legacy key's flag on the command line, else its key in the TOML (or its table's)."""
-    from schemas.spans import locate_keys
+    from titan.schemas.spans import locate_keys
 
     keys = locate_keys(text) if text else {}
 

@@ -112,7 +112,7 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
             return fixing.diff_code()
     diagnostics, sources, read = found.findings(), {}, set()
     if tomls:
-        from schemas.toml_check import check_file
+        from titan.schemas.toml_check import check_file
 
     imports = _importable(args.module_path)  # what --as-registry's migrated configs import
     for path, shown in tomls:
@@ -218,7 +218,7 @@ def _importable(folders: list[str]):
 
 
 def _options(args: Args):
-    from schemas.toml_check import CheckOptions
+    from titan.schemas.toml_check import CheckOptions
 
     module_path = ()
     if args.module_path:
@@ -236,7 +236,7 @@ def _options(args: Args):
 
 def _as_registry(result, *, path: str, shown: str, options, target: str = "titan") -> list:
     """``--as-registry``: the migrated config's own findings, for a file with no errors."""
-    from schemas.diagnostics import Severity
+    from titan.schemas.diagnostics import Severity
 
     if any(d.severity is Severity.ERROR for d in result.diagnostics):
         return []
@@ -246,10 +246,10 @@ def _as_registry(result, *, path: str, shown: str, options, target: str = "titan
 
 
 def _export_schema(target: str, *, options, stderr: TextIO) -> None:
-    from schemas.extension_reader import ExtensionError
-    from schemas.json_schema import json_schema_text
-    from schemas.toml_check import load_extension, merged_schema
     from titan.cli.output import write_text
+    from titan.schemas.extension_reader import ExtensionError
+    from titan.schemas.json_schema import json_schema_text
+    from titan.schemas.toml_check import load_extension, merged_schema
 
     spec = None
     if options.extensions:

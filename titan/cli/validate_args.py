@@ -276,7 +276,7 @@ def parse_common(argv: Sequence[str]) -> Args | None:
             if not args.timeout > 0 or args.timeout == float("inf"):
                 return None
         elif name == "--target":
-            from migrate.targets.choice import UnknownTarget, resolve
+            from titan.migrate.targets.choice import UnknownTarget, resolve
 
             try:
                 args.target = resolve(value)
@@ -292,7 +292,7 @@ def parse_common(argv: Sequence[str]) -> Args | None:
 
 
 def _target(text: str) -> str:
-    """``--target``: a trainer name ``migrate.targets.choice`` knows."""
-    from migrate.targets.choice import resolve
+    """``--target``: a trainer name ``titan.migrate.targets.choice`` knows."""
+    from titan.migrate.targets.choice import resolve
 
     return resolve(text)

@@ -20,9 +20,9 @@ import os
 from collections.abc import Sequence
 from typing import TextIO
 
-from schemas.diagnostics import Diagnostic
 from titan.cli import registry, report
 from titan.cli.exits import UsageError, findings_code
+from titan.schemas.diagnostics import Diagnostic
 
 PROG = "titan-validate"
 
@@ -96,8 +96,8 @@ def _migration_todos(function) -> list[Diagnostic]:
     """The ``TODO(titan-migrate)`` notes left in the function (warnings: --strict fails)."""
     import inspect
 
-    from schemas.diagnostics import Severity, Span
     from titan.config.scan import todos
+    from titan.schemas.diagnostics import Severity, Span
 
     try:
         file = inspect.getsourcefile(function)
@@ -121,7 +121,7 @@ def _migration_todos(function) -> list[Diagnostic]:
 
 def _relative(d: Diagnostic) -> Diagnostic:
     """Name files below the working directory relatively, as the TOML mode does."""
-    from migrate.plan.overrides import COMMAND_LINE
+    from titan.migrate.plan.overrides import COMMAND_LINE
 
     if d.span is None or d.span.file == COMMAND_LINE:
         return d

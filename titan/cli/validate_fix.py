@@ -1,6 +1,6 @@
 """``titan-validate --fix`` and ``--diff``: rewrite legacy TOMLs in place, as ``ruff`` does.
 
-``--fix`` rewrites each TOML (``migrate.tomledit.fix`` says what and how) and the run then reports
+``--fix`` rewrites each TOML (``titan.migrate.tomledit.fix`` says what and how) and the run then reports
 the findings that remain; ``--diff`` prints what ``--fix`` would change as a unified diff and
 writes nothing (exit 1 when something would change, as ``ruff --diff``). This module is
 imported only on those paths: it brings tomlkit, which ``titan-validate``'s plain check must not
@@ -25,8 +25,8 @@ from titan.cli.exits import FINDINGS, OK, OutputError, UsageError, say
 if TYPE_CHECKING:
     from typing import TextIO
 
-    from schemas.toml_check import CheckOptions
     from titan.cli.validate_args import Args
+    from titan.schemas.toml_check import CheckOptions
 
 PROG = "titan-validate"
 
@@ -71,8 +71,8 @@ def fix_files(
     stderr: TextIO,
 ) -> FixOutcome:
     """Fix (or, with ``diff``, show the fixes of) each ``(path, shown)`` TOML."""
-    from migrate.tomledit.fix import FixRefused, fix_text
-    from schemas.toml_check import check_file
+    from titan.migrate.tomledit.fix import FixRefused, fix_text
+    from titan.schemas.toml_check import check_file
 
     outcome = FixOutcome()
     for _, shown in modules:
@@ -245,8 +245,8 @@ def _identity(path: str) -> tuple[int, int] | None:
 
 def _write(path: str, *, shown: str, old: str, new: str, before, stderr: TextIO) -> bool:
     """Write the fixed text over the file it was read from; False (and a line) if it cannot be."""
-    from schemas.toml_source import read_text
     from titan.cli.output import write_text
+    from titan.schemas.toml_source import read_text
 
     try:
         info = os.stat(path)

@@ -1,6 +1,6 @@
 """``titan-validate FILE.toml --as-registry``: also check the config the TOML migrates to.
 
-The TOML is migrated in memory (``migrate.plan.build`` + the live renderer, exactly what
+The TOML is migrated in memory (``titan.migrate.plan.build`` + the live renderer, exactly what
 ``titan-train --job.config_file`` runs) and the resulting ``Trainer.Config`` goes through the
 registry-side checks (``titan.config.check``: strict field types, structure, the shared rules).
 Findings the legacy check already made (same code at the same key) are not repeated; the others
@@ -9,8 +9,8 @@ point at the TOML key whose value went to the offending field.
 
 from __future__ import annotations
 
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.toml_check import CheckOptions, FileCheck
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.toml_check import CheckOptions, FileCheck
 
 
 def registry_findings(
@@ -21,19 +21,19 @@ def registry_findings(
     For another ``target`` than titan (``torchtitan==0.3.0``), the config cannot be built here
     (that trainer is not installed beside titan): the findings are what the migration for it
     reports, everything 0.3.0 cannot express or does otherwise."""
-    from migrate.plan.build import build_plan
+    from titan.migrate.plan.build import build_plan
 
     plan = build_plan(path, options=options, shown=shown)
     if plan.root is None:
         return []
     if target != "titan":
-        from migrate.targets.choice import converter
+        from titan.migrate.targets.choice import converter
 
         seen = {(d.code, d.path) for d in result.diagnostics}
         retargeted = converter(target)(plan)
         return [d for d in retargeted.diagnostics if (d.code, d.path) not in seen]
-    from migrate.targets.live import instantiate
     from titan.config.check import check_config
+    from titan.migrate.targets.live import instantiate
 
     owners = {p: o.key for o in plan.outcomes.values() for p in o.paths}
 

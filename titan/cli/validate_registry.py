@@ -34,9 +34,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from schemas.diagnostics import Diagnostic, Severity, Span
 from titan.cli import registry_cache
 from titan.config.scan import Declared, Scan, scan
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 TIME_LIMIT_S = 60.0
 """How long importing a registry module, or one registry function call, may take by default
@@ -100,7 +100,7 @@ def check_module(
     module_path: Sequence[str] = (),
 ) -> Checked:
     """The findings of one registry module (see the module docstring)."""
-    from schemas.toml_source import read_bytes
+    from titan.schemas.toml_source import read_bytes
 
     raw, problem = read_bytes(path, shown=shown)
     if raw is None:

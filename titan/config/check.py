@@ -3,10 +3,10 @@
 Dataclasses accept any value (``TrainingConfig(steps="10")`` constructs fine), so each field is
 validated with pydantic in strict mode against its annotation, and a config object carrying an
 attribute that is not a field (possible only on a class that forgot ``slots=True``) is reported.
-Numbers are then checked against the legacy schema's ranges (``schemas.ranges``, mapped to the
-registry fields through ``migrate.plan.homes``). The cross-field rules are the ones
-``titan-validate FILE.toml`` runs (``schemas.rules``), fed with a
-:class:`~schemas.rule_facts.ConfigFacts` built from the config object.
+Numbers are then checked against the legacy schema's ranges (``titan.schemas.ranges``, mapped to the
+registry fields through ``titan.migrate.plan.homes``). The cross-field rules are the ones
+``titan-validate FILE.toml`` runs (``titan.schemas.rules``), fed with a
+:class:`~titan.schemas.rule_facts.ConfigFacts` built from the config object.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from schemas import ranges, rule_facts, rules
-from schemas.diagnostics import Diagnostic, Severity, Span
-from schemas.legacy_spec import LEGACY_SPEC
-from schemas.spec import SectionSpec
 from titan.config.configurable import Configurable, check_config_class, field_ranges
+from titan.schemas import ranges, rule_facts, rules
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.spec import SectionSpec
 
 Locate = Callable[[str], Span | None]
 """Where a dotted config path is written (``None`` when it is a default)."""
@@ -50,7 +50,7 @@ _ABSENT = object()
 
 
 def _out_of_range(config: Any, locate: Locate) -> Iterator[Diagnostic]:
-    """The legacy schema's ranges (``schemas.ranges``), at the fields the keys migrate to, then
+    """The legacy schema's ranges (``titan.schemas.ranges``), at the fields the keys migrate to, then
     the ranges titan's config classes declare (``_ranges``) at every other field."""
     checked = set()
     for path, bounds in _range_paths():
@@ -88,8 +88,8 @@ def _config_nodes(node: Any, path: str) -> Iterator[tuple[Any, str]]:
 def _range_paths() -> tuple[tuple[str, ranges.Range | None], ...]:
     """(registry path, range) for every numeric legacy key that has a field in Trainer.Config:
     the table is keyed by legacy key and mapped through the migration's homes."""
-    from migrate.plan import homes
-    from schemas.legacy_spec import LEGACY_RANGES
+    from titan.migrate.plan import homes
+    from titan.schemas.legacy_spec import LEGACY_RANGES
 
     found = {}
     for key in _numeric_leaves(LEGACY_SPEC, ""):
@@ -296,7 +296,7 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rule_facts
     spec = config.model_spec
     family = spec.name if spec is not None else None
     flavor_name = spec.flavor if spec is not None else None
-    from schemas import flavors
+    from titan.schemas import flavors
 
     if family is not None and flavor_name not in (flavors.flavor_names(family) or (flavor_name,)):
         # titan's registries build only the flavors they ship, so this spec comes from the
@@ -373,9 +373,9 @@ def _expert_routings(spec: Any, locate: Locate) -> tuple[rule_facts.ExpertRoutin
 def _dataset_facts(config: Any, get: Callable[[str], rule_facts.Setting]) -> dict[str, Any]:
     """The datasets of titan's text loader, checked against its registry (the same rule as a
     TOML's ``training.dataset``); another loader brings its own names."""
-    from schemas import flavors
-    from schemas.dataset_names import DatasetFacts
     from titan.hf_datasets.text_datasets import DATASETS, HuggingFaceTextDataLoader
+    from titan.schemas import flavors
+    from titan.schemas.dataset_names import DatasetFacts
 
     text = HuggingFaceTextDataLoader.Config
     spec = getattr(config, "model_spec", None)

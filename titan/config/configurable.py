@@ -30,7 +30,7 @@ class Configurable:
         _owner_path: ClassVar[str | None] = None
         """``"package.module:Class"`` of an owner defined elsewhere (imported when built)."""
         _ranges: ClassVar[Mapping[str, Any]] = {}
-        """field name -> ``schemas.ranges.Range`` its numbers must lie in (``None`` passes);
+        """field name -> ``titan.schemas.ranges.Range`` its numbers must lie in (``None`` passes);
         a subclass adds to its parents' (``field_ranges``), and the registry check reads them."""
 
         def build(self, **kwargs: Any) -> Any:

@@ -25,7 +25,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from schemas.diagnostics import Span
+from titan.schemas.diagnostics import Span
 
 
 def _span(file: str, node: ast.AST, indent: int) -> Span:

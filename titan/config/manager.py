@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from schemas.diagnostics import Span
+from titan.schemas.diagnostics import Span
 
 REGISTRY_FILE = "config_registry.py"
 """The file name looked up in the working directory."""

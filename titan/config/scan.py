@@ -28,7 +28,7 @@ _TRAINER_CONFIG = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]*Trainer\.Config")
 """``Trainer.Config``, ``FaultTolerantTrainer.Config``, ``titan.trainer.Trainer.Config``."""
 
 TODO_MARK = "TODO(titan-migrate):"
-"""How titan-migrate marks a value it could not carry (``migrate.codegen.render_code.TODO``)."""
+"""How titan-migrate marks a value it could not carry (``titan.migrate.codegen.render_code.TODO``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ def family_name(family: str) -> str:
     """The family ``family`` names (aliases resolved); ``ValueError`` with a hint if unknown."""
     name = FAMILY_ALIASES.get(family, family)
     if name not in SUPPORTED_MODELS:
-        # Imported here: it loads schemas.flavors, which ``import titan.models`` should not.
+        # Imported here: it loads titan.schemas.flavors, which ``import titan.models`` should not.
         from titan.models.common.registry import unknown_name
 
         raise unknown_name("model family", family, [*SUPPORTED_MODELS, *FAMILY_ALIASES])

@@ -56,5 +56,5 @@ parentheses with a trailing comma. :func:`sort_imports` orders them like ruff's 
 
 The package's modules: ``nodes`` (the tree), ``text`` (widths, literals, comments), ``layout``
 (expressions and statement values), ``docstrings``, ``imports`` (lines and isort order) and
-``printer`` (statements, blank lines, :func:`~migrate.codegen.pyfmt.printer.format_module`).
+``printer`` (statements, blank lines, :func:`~titan.migrate.codegen.pyfmt.printer.format_module`).
 """

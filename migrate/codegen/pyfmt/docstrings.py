@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migrate.codegen.pyfmt.text import escape_code
+from titan.migrate.codegen.pyfmt.text import escape_code
 
 # ----------------------------------------------------------------------------- docstrings
 

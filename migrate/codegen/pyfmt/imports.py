@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from migrate.codegen.pyfmt.nodes import Import, ImportFrom, ImportGroup
-from migrate.codegen.pyfmt.text import INDENT, LINE_WIDTH, text_width
+from titan.migrate.codegen.pyfmt.nodes import Import, ImportFrom, ImportGroup
+from titan.migrate.codegen.pyfmt.text import INDENT, LINE_WIDTH, text_width
 
 # ----------------------------------------------------------------------------- imports
 

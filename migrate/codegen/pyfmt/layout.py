@@ -6,7 +6,7 @@ wrap in parentheses; the rules are listed in the package docstring.
 
 from __future__ import annotations
 
-from migrate.codegen.pyfmt.nodes import (
+from titan.migrate.codegen.pyfmt.nodes import (
     Arg,
     Call,
     DictExpr,
@@ -18,7 +18,7 @@ from migrate.codegen.pyfmt.nodes import (
     TupleExpr,
     is_identifier,
 )
-from migrate.codegen.pyfmt.text import (
+from titan.migrate.codegen.pyfmt.text import (
     INDENT,
     LINE_WIDTH,
     NOTHING,

@@ -6,9 +6,9 @@ value is laid out by ``layout``, docstrings by ``docstrings``, imports by ``impo
 
 from __future__ import annotations
 
-from migrate.codegen.pyfmt.docstrings import docstring_lines
-from migrate.codegen.pyfmt.imports import import_lines
-from migrate.codegen.pyfmt.layout import (
+from titan.migrate.codegen.pyfmt.docstrings import docstring_lines
+from titan.migrate.codegen.pyfmt.imports import import_lines
+from titan.migrate.codegen.pyfmt.layout import (
     annotated_value_lines,
     annotation_error,
     best_fit_lines,
@@ -16,7 +16,7 @@ from migrate.codegen.pyfmt.layout import (
     is_simple_annotation,
     value_lines,
 )
-from migrate.codegen.pyfmt.nodes import (
+from titan.migrate.codegen.pyfmt.nodes import (
     DEFINITIONS,
     IMPORTS,
     AnnAssign,
@@ -34,7 +34,7 @@ from migrate.codegen.pyfmt.nodes import (
     Ref,
     Return,
 )
-from migrate.codegen.pyfmt.text import (
+from titan.migrate.codegen.pyfmt.text import (
     INDENT,
     LINE_WIDTH,
     NOTHING,

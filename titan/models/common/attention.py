@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from schemas.ranges import POSITIVE
 from titan.config.configurable import Configurable
 from titan.protocols.module import Module
+from titan.schemas.ranges import POSITIVE
 
 AttentionBackend = Literal["sdpa", "flex", "varlen"]
 AttentionMask = Literal["causal", "block_causal"]

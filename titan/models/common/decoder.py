@@ -6,13 +6,13 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
-from schemas.ranges import POSITIVE, POSITIVE_NUMBER
 from titan.config.configurable import Configurable
 from titan.models.common.attention import Attention, BaseAttention
 from titan.models.common.feed_forward import FeedForward
 from titan.models.common.moe import MoE
 from titan.models.common.rope import RoPE
 from titan.protocols.module import AttentionHeads, BaseModel, Module
+from titan.schemas.ranges import POSITIVE, POSITIVE_NUMBER
 
 
 class TransformerBlock(Module):

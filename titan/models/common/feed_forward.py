@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from schemas.ranges import POSITIVE, POSITIVE_NUMBER
 from titan.config.configurable import Configurable
 from titan.protocols.module import Module
+from titan.schemas.ranges import POSITIVE, POSITIVE_NUMBER
 
 
 def llama_hidden_dim(dim: int, *, multiple_of: int, ffn_dim_multiplier: float | None) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from schemas.ranges import NON_NEGATIVE, POSITIVE
 from titan.config.configurable import Configurable
 from titan.models.common.registry import check_arg_names
 from titan.protocols.module import Module
+from titan.schemas.ranges import NON_NEGATIVE, POSITIVE
 
 
 class MoE(Module):
@@ -22,7 +22,7 @@ class MoE(Module):
 
         _owner_path = "titan.models.common.moe_model:MoE"
         # num_limited_groups has no range of its own: it lies in 1..num_expert_groups, a
-        # cross-field rule (schemas.rules.moe_routing_problem).
+        # cross-field rule (titan.schemas.rules.moe_routing_problem).
         _ranges = {
             "hidden_dim": POSITIVE,
             "num_experts": POSITIVE,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from schemas.ranges import POSITIVE, POSITIVE_NUMBER
 from titan.config.configurable import Configurable
 from titan.models.common.registry import check_arg_names
 from titan.protocols.module import Module
+from titan.schemas.ranges import POSITIVE, POSITIVE_NUMBER
 
 
 class RoPE(Module):

@@ -6,13 +6,13 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
-from schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
 from titan.models.common.attention import BaseAttention
 from titan.models.common.decoder import Decoder, TransformerBlock
 from titan.models.common.feed_forward import FeedForward
 from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
 from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import RoPE
+from titan.schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
 
 # v0.2.2's DeepSeekV3ModelArgs fields (deepseek_v3/model/args.py), in order.
 ARG_NAMES = (
@@ -158,7 +158,7 @@ class DeepSeekV3Model(Decoder):
 
 
 def config_from_args(args: dict[str, Any]) -> DeepSeekV3Model.Config:
-    """The config tree of a complete v0.2.2 deepseek_v3 args dict (``schemas.flavors`` form)."""
+    """The config tree of a complete v0.2.2 deepseek_v3 args dict (``titan.schemas.flavors`` form)."""
     check_arg_names("deepseek_v3 model args", args, ARG_NAMES)
     return DeepSeekV3Model.Config(
         dim=args["dim"],

@@ -6,11 +6,11 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
-from schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
 from titan.config.configurable import Configurable, NotBuildableError
 from titan.models.common.registry import check_arg_names, deferred_training
 from titan.models.common.rope import RoPE
 from titan.protocols.module import AttentionHeads, BaseModel, Module
+from titan.schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
 
 TRAINING_STATUS = deferred_training("flux")
 
@@ -155,7 +155,7 @@ class FluxModel(BaseModel):
 
 
 def config_from_args(args: dict[str, Any]) -> FluxModel.Config:
-    """The config tree of a complete v0.2.2 flux args dict (``schemas.flavors`` form)."""
+    """The config tree of a complete v0.2.2 flux args dict (``titan.schemas.flavors`` form)."""
     check_arg_names("flux model args", args, ARG_NAMES)
     autoencoder = args["autoencoder_params"]
     check_arg_names("flux autoencoder_params", autoencoder, AUTOENCODER_ARG_NAMES)

@@ -6,12 +6,12 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
-from schemas.ranges import POSITIVE, POSITIVE_NUMBER
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import Decoder, TransformerBlock
 from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
 from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import RoPE
+from titan.schemas.ranges import POSITIVE, POSITIVE_NUMBER
 
 # v0.2.2's GptOssModelArgs fields (gpt_oss/model/args.py), in order.
 ARG_NAMES = (
@@ -152,7 +152,7 @@ class GptOssModel(Decoder):
 
 
 def config_from_args(args: dict[str, Any]) -> GptOssModel.Config:
-    """The config tree of a complete v0.2.2 gpt_oss args dict (``schemas.flavors`` form)."""
+    """The config tree of a complete v0.2.2 gpt_oss args dict (``titan.schemas.flavors`` form)."""
     check_arg_names("gpt_oss model args", args, ARG_NAMES)
     return GptOssModel.Config(
         dim=args["dim"],

@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
-from schemas.ranges import NON_NEGATIVE
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import (
     DEPTH_INIT_OF_INIT_STD,
@@ -17,6 +16,7 @@ from titan.models.common.decoder import (
 from titan.models.common.feed_forward import FeedForward
 from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import LlamaRoPE, llama_rope_from_args, llama_rope_scaling_args
+from titan.schemas.ranges import NON_NEGATIVE
 
 # v0.2.2's TransformerModelArgs fields (llama3/model/args.py), in order.
 ARG_NAMES = (
@@ -55,7 +55,7 @@ class Llama3Model(Decoder):
 
 
 def config_from_args(args: dict[str, Any]) -> Llama3Model.Config:
-    """The config tree of a complete v0.2.2 llama3 args dict (``schemas.flavors`` form)."""
+    """The config tree of a complete v0.2.2 llama3 args dict (``titan.schemas.flavors`` form)."""
     check_arg_names("llama3 model args", args, ARG_NAMES)
     return Llama3Model.Config(
         dim=args["dim"],

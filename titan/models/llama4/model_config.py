@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
-from schemas.ranges import POSITIVE
 from titan.models.common.attention import Attention, BaseAttention
 from titan.models.common.decoder import (
     DEPTH_INIT_OF_INIT_STD,
@@ -18,6 +17,7 @@ from titan.models.common.feed_forward import FeedForward
 from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
 from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import LlamaRoPE, llama_rope_from_args, llama_rope_scaling_args
+from titan.schemas.ranges import POSITIVE
 
 # v0.2.2's TransformerModelArgs fields (llama4/model/args.py), in order.
 ARG_NAMES = (
@@ -115,7 +115,7 @@ class Llama4Model(Decoder):
 
 
 def config_from_args(args: dict[str, Any]) -> Llama4Model.Config:
-    """The config tree of a complete v0.2.2 llama4 args dict (``schemas.flavors`` form)."""
+    """The config tree of a complete v0.2.2 llama4 args dict (``titan.schemas.flavors`` form)."""
     check_arg_names("llama4 model args", args, ARG_NAMES)
     return Llama4Model.Config(
         dim=args["dim"],

@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import field
 from typing import Any, Literal
 
-from schemas.ranges import NON_NEGATIVE, POSITIVE
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import (
     DEPTH_INIT_OF_INIT_STD,
@@ -18,6 +17,7 @@ from titan.models.common.feed_forward import FeedForward
 from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
 from titan.models.common.registry import check_arg_names
 from titan.models.common.rope import RoPE
+from titan.schemas.ranges import NON_NEGATIVE, POSITIVE
 
 # v0.2.2's Qwen3ModelArgs fields (qwen3/model/args.py), in order.
 ARG_NAMES = (
@@ -102,7 +102,7 @@ class Qwen3Model(Decoder):
 
 
 def config_from_args(args: dict[str, Any]) -> Qwen3Model.Config:
-    """The config tree of a complete v0.2.2 qwen3 args dict (``schemas.flavors`` form)."""
+    """The config tree of a complete v0.2.2 qwen3 args dict (``titan.schemas.flavors`` form)."""
     check_arg_names("qwen3 model args", args, ARG_NAMES)
     moe_fields = moe_fields_from_args(args["moe_args"])
     moe = MoE.Config(hidden_dim=args["moe_inter_dim"], **moe_fields)
