@@ -14,7 +14,7 @@ UPSTREAM_STAMP := $(UPSTREAM_VENV)/.titan-upstream-installed
 
 .PHONY: demo test test-fast test-upstream lint bench bench-upstream schema schema-upstream clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==$(TORCH_VERSION)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
