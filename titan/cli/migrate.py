@@ -30,6 +30,7 @@ from typing import TextIO
 from titan.cli import era_option, report
 from titan.cli.console import console
 from titan.cli.exits import EXIT_STATUS_HELP, UsageError, guarded
+from titan.cli.module_stamp import stamped
 
 PROG = "titan-migrate"
 
@@ -132,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the trainer the code is written for: titan (default) or torchtitan==0.3.0 "
         "(upstream torchtitan's registry; what 0.3.0 cannot express is reported)",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a module titan-migrate wrote even if it was edited since or is read-only "
+        "(never an input, nor a file titan-migrate did not write)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="report errors only")
     return parser
 
@@ -194,6 +201,7 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     per_folder = args.out_dir is not None or (inputs.walked and not (args.output or args.check))
     if per_folder:
         targets = tree.per_folder(inputs.files, plans, roots=args.files, out_dir=args.out_dir)
+        tree.refuse_shared(targets)
         taken = tree.input_ids([*files, *module_files])
     else:
         targets = [tree.ModuleTarget(args.check or args.output, plans)]
@@ -320,6 +328,11 @@ def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: Tex
     except ValueError as error:  # a shape the code layout cannot print; never a traceback
         raise UsageError(f"cannot write the module: {error}") from None
     plan_report.note_renamed_functions(usable, names=function_names(usable))
+    code = stamped(code)
+    if args.output is not None and not (args.diff or args.check):
+        from titan.cli.migrate_tree import check_output
+
+        check_output(target, force=args.force, prog=PROG, stderr=stderr)
     status = _emit(code, args=args, stdout=stdout, stderr=stderr)
     target.written = not (args.diff or args.check)
     return status
@@ -335,10 +348,10 @@ def _write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextI
     usable = [p for p in target.plans if p.ok]
     if not usable:
         return 0  # nothing to write; the report says why each file failed
-    target.refused = tree.refusal(target.path, inputs=taken)
+    tree.judge(target, inputs=taken, force=args.force)
     if target.refused is None:
         try:
-            code = render_module(usable, command=_command(args))
+            code = stamped(render_module(usable, command=_command(args)))
         except ValueError as error:  # a shape the code layout cannot print; never a traceback
             target.refused = f"the module cannot be written: {error}"
     if target.refused is not None:
@@ -346,6 +359,8 @@ def _write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextI
         return 1
     plan_report.note_renamed_functions(usable, names=function_names(usable))
     tree.write(target, code, make_folders=args.out_dir is not None)
+    if target.forced is not None:
+        say(tree.forced_message(target, prog=PROG), stream=stderr)
     return 0
 
 

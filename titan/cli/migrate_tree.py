@@ -18,22 +18,24 @@ on the command line are taken as given. The functions then go to one of three pl
 
 A per-folder module never replaces a file titan-migrate did not write (its first line is the
 module docstring :data:`GENERATED_HEADER` opens), nor an input (a TOML, a custom config module,
-a link or hard link to one): that folder is refused with a message, the others are written, and
-the run exits 1. Each module is written atomically (``titan.cli.output.write_text``).
+a link or hard link to one), nor a module titan-migrate wrote that was edited since or is
+read-only (unless ``--force``; ``titan.cli.replace_check``), and two folders whose modules are
+one file (a linked folder, a hard link) are both refused rather than written over each other:
+that folder is refused with a message, the others are written, and the run exits 1. Each module
+is written atomically (``titan.cli.output.write_text``).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Sequence
 from typing import TextIO
 
 from titan.cli.exits import OutputError, UsageError, say
+from titan.cli.replace_check import GENERATED_HEADER as GENERATED_HEADER
+from titan.cli.replace_check import Verdict, identities, verdict
 
 REGISTRY_FILE = "config_registry.py"
-GENERATED_HEADER = '"""Registry functions migrated by titan-migrate'
-"""How every module titan-migrate writes begins (``titan.migrate.codegen.render_code.render_module``)."""
 
 
 class Inputs:
@@ -83,7 +85,7 @@ def find_inputs(paths: Sequence[str], *, prog: str, stderr: TextIO) -> Inputs:
 class ModuleTarget:
     """One module a run writes: where, which plans' functions, and what became of it."""
 
-    __slots__ = ("path", "plans", "written", "refused")
+    __slots__ = ("path", "plans", "written", "refused", "hint", "forced")
 
     def __init__(self, path: str | None, plans: list) -> None:
         self.path = path
@@ -93,7 +95,11 @@ class ModuleTarget:
         self.written = False
         """Whether the file was written."""
         self.refused: str | None = None
-        """Why it was not written, for a per-folder module that was refused."""
+        """Why it was not written, for a module that was refused."""
+        self.hint = ""
+        """What the user can do about the refusal."""
+        self.forced: str | None = None
+        """What ``--force`` overrode to write it (it was edited, or read-only)."""
 
 
 def per_folder(
@@ -139,30 +145,46 @@ def input_ids(paths: Sequence[str]) -> set[tuple[int, int]]:
     return found
 
 
-def refusal(target: str, *, inputs: set[tuple[int, int]]) -> str | None:
-    """Why ``target`` may not be replaced by a per-folder module, or ``None`` when it may: it
-    does not exist yet, or titan-migrate wrote it."""
-    try:
-        info = os.stat(target)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        return f"it cannot be read ({getattr(error, 'strerror', None) or error})"
-    if (info.st_dev, info.st_ino) in inputs:
-        return "it is one of the inputs"
-    if stat.S_ISDIR(info.st_mode):
-        return "it is a folder"
-    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read below
-        return "it is not a regular file"
-    header = GENERATED_HEADER.encode()
-    try:
-        with open(target, "rb") as handle:
-            start = handle.read(len(header))
-    except OSError as error:
-        return f"it cannot be read ({error.strerror or error})"
-    if start != header:
-        return "titan-migrate did not write it (it does not begin with titan-migrate's docstring)"
-    return None
+def judge(target: ModuleTarget, *, inputs: set[tuple[int, int]], force: bool) -> None:
+    """Decide whether ``target``'s file may be replaced by a per-folder module (a target already
+    refused, by :func:`refuse_shared`, stays refused): sets ``refused`` and ``hint``, or
+    ``forced`` when ``--force`` overrode an edit or a read-only file."""
+    if target.refused is not None:
+        return
+    found: Verdict = verdict(target.path, inputs=inputs, force=force, named=False)
+    target.refused, target.hint, target.forced = found.refused, found.hint, found.forced
+
+
+def refuse_shared(targets: Sequence[ModuleTarget]) -> None:
+    """Refuse every target that is the same file as another (a folder linked to another one, a
+    hard link): writing both would leave one module where the report counted two."""
+    first: dict[tuple, ModuleTarget] = {}
+    for target in targets:
+        for name in identities(target.path):
+            other = first.setdefault(name, target)
+            if other is target:
+                continue
+            for one, two in ((target, other), (other, target)):
+                if one.refused is None:
+                    one.refused = f"it is the same file as {two.path} (through a link)"
+                    one.hint = "write the two folders' modules to different files (--out-dir DIR)"
+
+
+def check_output(target: ModuleTarget, *, force: bool, prog: str, stderr: TextIO) -> None:
+    """Before ``-o FILE`` is written: raise :class:`UsageError` (nothing written) when FILE is a
+    module titan-migrate wrote that was edited since or is read-only, unless ``force``; say so
+    when ``force`` overrides that."""
+    found = verdict(target.path, inputs=set(), force=force, named=True)
+    target.refused, target.hint, target.forced = found.refused, found.hint, found.forced
+    if found.refused is not None:
+        raise UsageError(
+            f"not writing -o {target.path}: {found.refused}; {found.hint} (nothing was written)"
+        )
+    if found.forced is not None:
+        say(
+            f"{prog}: note: replacing {target.path} (--force), although {found.forced}",
+            stream=stderr,
+        )
 
 
 def write(target: ModuleTarget, code: str, *, make_folders: bool) -> None:
@@ -183,7 +205,9 @@ def write(target: ModuleTarget, code: str, *, make_folders: bool) -> None:
 
 def refused_message(target: ModuleTarget, *, prog: str) -> str:
     """The line that says a folder's module was not written, why, and what to do."""
-    return (
-        f"{prog}: error: not writing {target.path}: {target.refused}; move it away, or write "
-        "the modules elsewhere with --out-dir DIR (or one module with -o FILE)"
-    )
+    return f"{prog}: error: not writing {target.path}: {target.refused}; {target.hint}"
+
+
+def forced_message(target: ModuleTarget, *, prog: str) -> str:
+    """The line that says ``--force`` replaced a module that would have been kept."""
+    return f"{prog}: note: replaced {target.path} (--force), although {target.forced}"
