@@ -30,12 +30,16 @@ $(UPSTREAM_STAMP): requirements-upstream.txt
 demo: $(STAMP)
 	$(PY) -m titan.demo
 
+# Two pytest-xdist workers, a fixed number (CI has two cores); --dist loadgroup keeps the
+# multi-process tests, which tests/conftest.py puts in one group, on one worker, one at a time.
+PARALLEL := -n 2 --dist loadgroup
+
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=15 --ignore=tests/upstream
+	$(PY) -m pytest -q --durations=15 $(PARALLEL) --ignore=tests/upstream
 
 # Everything except the tests marked `slow` (real training runs and multi-process launches).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q --durations=15 -m "not slow" --ignore=tests/upstream
+	$(PY) -m pytest -q --durations=15 $(PARALLEL) -m "not slow" --ignore=tests/upstream
 
 # The tests against upstream torchtitan itself, in .venv-upstream (made on first use).
 test-upstream: $(STAMP) $(UPSTREAM_STAMP)

@@ -7,6 +7,58 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis runs the same examples on every run and every worker: no per-example deadline and no
+# too-slow health check (both are wall-clock bounds, which fail on a loaded machine), and no
+# example database in the working tree (parallel workers would share it, and a stored example
+# would make one run differ from the next).
+settings.register_profile(
+    "titan-tests",
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("titan-tests")
+
+# Test modules whose slow tests launch several processes (torchrun over gloo). Under
+# pytest-xdist (`make test` runs two workers with --dist loadgroup) they share one group, so
+# they run one after another on one worker: two of them at once would put four busy processes
+# on the two cores CI has, and stretch their collectives towards their timeouts.
+MULTI_PROCESS_MODULES = frozenset(
+    {
+        "test_checkpoint.py",
+        "test_corpus_training.py",
+        "test_deepseek_v3_train.py",
+        "test_distributed_failures.py",
+        "test_expert_parallel.py",
+        "test_expert_parallel_tp.py",
+        "test_gpt_oss_train.py",
+        "test_llama4_train.py",
+        "test_moe.py",
+        "test_parallelize.py",
+        "test_qwen3_train.py",
+        "test_run_files_safety.py",
+        "test_run_signals.py",
+        "test_train_cli.py",
+        "test_train_distributed.py",
+    }
+)
+# Modules whose module-scoped fixture is costly (a copy of the repository): one group each, so
+# the fixture is built once, on one worker.
+ONE_WORKER_MODULES = frozenset({"test_fresh_clone.py"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put each multi-process slow test in the ``multi-process`` xdist group, and each module of
+    ``ONE_WORKER_MODULES`` in a group of its own (groups only matter under ``--dist loadgroup``)."""
+    for item in items:
+        module = item.path.name
+        if module in MULTI_PROCESS_MODULES and item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("multi-process"))
+        elif module in ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(module))
 
 
 @pytest.fixture(autouse=True, scope="session")

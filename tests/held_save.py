@@ -7,6 +7,9 @@ signal handler raises (the product's second-signal handling ends the save that w
 can then signal the run at a point the run reported, mid-save, instead of guessing how long a
 save takes.
 
+With ``TITAN_TEST_HOLD_SAVE=step-N`` the hold is instead the first write into step N's folder
+(``step-N.tmp``), signal or not: a test can kill the run in the middle of that save.
+
 Nothing else changes: the signal handling, the save and the way a second signal ends it are the
 product's own; the hold only stands in for a slow disk, in the test's process tree alone.
 """
@@ -21,8 +24,9 @@ import threading
 from pathlib import Path
 
 
-def install(hold: Path) -> None:
-    """Make the first shard write after a stop request hold as described above."""
+def install(hold: Path, *, save: str | None = None) -> None:
+    """Make the first shard write after a stop request hold as described above (with ``save``,
+    ``"step-N"``: the first write into that step's folder, stop request or not)."""
     import torch.distributed.checkpoint.filesystem as filesystem
 
     from titan.training.stopping import StopRequests
@@ -40,9 +44,10 @@ def install(hold: Path) -> None:
     @functools.wraps(write_item)
     def stalling(*args, **kwargs):
         result = write_item(*args, **kwargs)
-        if state["stopping"] and not state["held"]:
+        folder = os.path.basename(os.path.dirname(args[1].name))
+        due = state["stopping"] if save is None else folder.startswith(f"{save}.")
+        if due and not state["held"]:
             state["held"] = True
-            folder = os.path.basename(os.path.dirname(args[1].name))
             sys.stderr.write(f"held: {folder}\n")
             sys.stderr.flush()
             # The write runs in the main thread (one writer thread), where Python runs signal
@@ -57,7 +62,7 @@ def install(hold: Path) -> None:
 
 
 if __name__ == "__main__":
-    install(Path(os.environ["TITAN_TEST_HOLD"]))
+    install(Path(os.environ["TITAN_TEST_HOLD"]), save=os.environ.get("TITAN_TEST_HOLD_SAVE"))
     from titan.train import main
 
     sys.exit(main())

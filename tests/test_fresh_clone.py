@@ -49,11 +49,17 @@ def clone(tmp_path_factory) -> Path:
 
 
 def pytest_in(clone: Path, *args: str, ci: bool) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    """``pytest ARGS`` in the clone, in one process: not as a worker of this run's pytest-xdist
+    (whose variables it would otherwise inherit)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CI", "PYTEST_ADDOPTS") and not k.startswith("PYTEST_XDIST_")
+    }
     if ci:
         env["CI"] = "true"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
         cwd=clone,
         env=env,
         capture_output=True,

@@ -24,12 +24,9 @@ from tests.training_runs import (
     both_forms,
     child_env,
     hf_round_trip,
-    launch,
     loss_bits,
-    signal_when,
     titan_train,
     titan_trains,
-    wide_registry,
 )
 
 pytestmark = pytest.mark.slow  # every test here trains for real
@@ -103,11 +100,11 @@ def _same_bits(a: dict, b: dict) -> list[str]:
 def test_resume_is_exact_ten_straight_equals_five_resume_five(tmp_path):
     args = ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, *_checkpointed(10)]
     straight = titan_train(args, dump_folder=tmp_path / "a", legacy=True).check()
-    # The same 10-step run, stopped for good right after its step-5 checkpoint ...
-    process = launch([*args, "--job.dump_folder", str(tmp_path / "b")])
+    # The same 10-step run, stopped for good in its save after step-5's (held mid-write there,
+    # so the kill lands after the step-5 checkpoint and before any later one, however loaded the
+    # machine) ...
     folder = tmp_path / "b" / "checkpoint"
-    signal_when(process, (folder / "step-5").exists, signal.SIGKILL)
-    process.wait()
+    _killed_mid_save([*args, "--job.dump_folder", str(tmp_path / "b")], "step-10", tmp_path)
     assert (folder / "step-5").exists()
     assert not (folder / "step-10").exists()  # the save at 10 is the next one after 5
     (tmp_path / "b" / "metrics.jsonl").unlink()
@@ -125,13 +122,42 @@ def test_resume_is_exact_ten_straight_equals_five_resume_five(tmp_path):
     assert any(key.startswith("layers.0.attention.wq") for key in final_a)
 
 
+HELD_SAVE = Path(__file__).parent / "held_save.py"
+
+
+def _killed_mid_save(args: list[str], save: str, tmp_path: Path) -> str:
+    """``titan-train ARGS``, killed (SIGKILL) in the middle of its save of ``save`` ("step-N"):
+    the run holds after the first shard it writes into that step's folder and says so
+    (``tests/held_save.py``), and the kill follows that line. Returns the held folder's name."""
+    process = subprocess.Popen(
+        [sys.executable, str(HELD_SAVE), *args],
+        cwd=REPO,
+        env=child_env(TITAN_TEST_HOLD=str(tmp_path), TITAN_TEST_HOLD_SAVE=save),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    try:
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith(f"held: {save}."):
+                process.kill()
+                break
+        else:
+            raise AssertionError(f"the run ended before its {save} save:\n{''.join(lines)}")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+    assert process.returncode == -signal.SIGKILL, "".join(lines)[-4000:]
+    return lines[-1].removeprefix("held: ").strip()
+
+
 def test_sigkill_during_a_save_restarts_from_the_previous_checkpoint(tmp_path):
-    registry = wide_registry(tmp_path)
     args = [
-        "--registry",
-        str(registry),
         "--config",
-        "wide_debugmodel",
+        "llama3_debugmodel",
         *SMALL,
         *SEED,
         "--training.steps",
@@ -142,17 +168,10 @@ def test_sigkill_during_a_save_restarts_from_the_previous_checkpoint(tmp_path):
         "--dump_folder",
         str(tmp_path / "run"),
     ]
-    process = launch(args)
     folder = tmp_path / "run" / "checkpoint"
-
-    def saving_step_2() -> bool:
-        return (folder / "step-1").exists() and any(
-            p.name.startswith("step-2.") for p in _ls(folder)
-        )
-
-    signal_when(process, saving_step_2, signal.SIGKILL, poll=0.001)
-    process.wait()
+    torn = _killed_mid_save(args, "step-2", tmp_path)
     assert (folder / "step-1").exists() and not (folder / "step-2").exists(), _ls(folder)
+    assert (folder / torn).is_dir()  # the torn save the restart must clear
     killed = (tmp_path / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
 
     restarted = subprocess.run(
