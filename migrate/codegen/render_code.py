@@ -16,9 +16,16 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from titan.migrate.codegen.names import free_name
+from titan.migrate.codegen.bindings import (
+    Imports,
+    check_package,
+    function_names,
+    function_renames,
+    model_call,
+    registry_names,
+)
+from titan.migrate.codegen.names import LOCALS, free_name
 from titan.migrate.codegen.pyfmt import nodes as py
-from titan.migrate.codegen.pyfmt.imports import sort_imports
 from titan.migrate.codegen.pyfmt.layout import literal_text
 from titan.migrate.codegen.pyfmt.printer import format_module
 from titan.migrate.plan.extension_classes import (
@@ -40,44 +47,40 @@ from titan.migrate.targets.config_objects import (
     same,
 )
 
+__all__ = ["function_names", "function_renames", "model_call", "registry_names", "render_module"]
+
 TODO = "TODO(titan-migrate): "
 DERIVE_LIMIT = 5
 """A config is written as ``config = earlier()`` plus at most this many assignments."""
-
-
-class _Imports:
-    """The names a module needs: ``module -> names`` for ``from module import names``."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, set[str]] = {}
-
-    def add(self, module: str, name: str) -> str:
-        self.names.setdefault(module, set()).add(name)
-        return name
-
-    def statements(self) -> list:
-        imports = [py.ImportFrom("__future__", ["annotations"])]
-        imports += [py.ImportFrom(m, sorted(n)) for m, n in self.names.items()]
-        return sort_imports(imports)
+DERIVE_DEPTH = 32
+"""The longest chain of registry functions each built from the one before (``config =
+earlier()``): a deeper chain is started afresh with a function built in full, so that calling
+the last function of a thousand similar TOMLs stays far from Python's recursion limit."""
 
 
 class _Renderer:
     def __init__(self, plans: Sequence[Plan], names: Sequence[str]) -> None:
         self.plans = [p for p in plans if p.root is not None]
-        self.imports = _Imports()
+        self.registries = registry_names(self.plans)
+        """Package -> the name it is imported as, when the module calls several families'
+        ``model_registry`` (empty for one family: ``model_registry`` is imported itself)."""
+        packages = set(self.registries.values())
         self.specs = _generated_specs(self.plans)
-        self.generated = _class_names(self.specs, taken=set(names))
+        self.generated = _class_names(self.specs, taken=set(names) | packages)
         """Generated class path -> its name in this module (unique across custom modules)."""
         fields = {item.name for _, spec in self.specs for item in spec.fields}
-        taken = fields | set(names) | set(self.generated.values())
+        taken = fields | set(names) | set(self.generated.values()) | packages
         self.field_function = (
             "field" if "field" not in fields else free_name("dataclass_field", taken=taken)
         )
         """What the module calls ``dataclasses.field``: a class body with a field named
         ``field`` would otherwise call that field's default for the fields after it."""
-        self.registries = registry_names(self.plans)
-        """Package -> the name it is imported as, when the module calls several families'
-        ``model_registry`` (empty for one family: ``model_registry`` is imported itself)."""
+        self.imports = Imports(
+            defined={*names, *self.generated.values(), *LOCALS},
+            promised={
+                tuple(package.rsplit(".", 1)): alias for package, alias in self.registries.items()
+            },
+        )
 
     # ----------------------------------------------------------------- expressions
 
@@ -85,8 +88,8 @@ class _Renderer:
         if is_generated(cls):
             return self.generated[cls]
         class_info = info(cls)
-        self.imports.add(class_info.module, class_info.owner)
-        return class_info.qualname
+        owner = self.imports.add(class_info.module, class_info.owner)
+        return owner + class_info.qualname[len(class_info.owner) :]
 
     def value(self, value: Any, path: str, plan: Plan) -> Any:
         if isinstance(value, Obj):
@@ -110,8 +113,10 @@ class _Renderer:
     def registry_call(self, value: RegistryCall, path: str, plan: Plan) -> Any:
         """``model_registry(flavor, ...)``, inside ``extend_model(...)`` when a custom module
         adds fields to the model config (``RegistryCall.model``)."""
+        check_package(value.package, value.family)
         if not self.registries:
-            func = self.imports.add(value.package, "model_registry")
+            # the one name every registry package exports: the user's may bind it too
+            func = self.imports.add(value.package, "model_registry", alias="model_registry")
         else:  # several families: each through its package (``llama3.model_registry``)
             parent, dot, name = value.package.rpartition(".")
             if not dot:
@@ -120,9 +125,7 @@ class _Renderer:
                     "top-level module; name it by a dotted path, or migrate its files into "
                     "a module of their own"
                 )
-            alias = self.registries[value.package]
-            self.imports.add(parent, name if alias == name else f"{name} as {alias}")
-            func = f"{alias}.model_registry"
+            func = f"{self.imports.add(parent, name)}.model_registry"
         args = [py.Arg(py.Lit(value.flavor))]
         args += [py.Arg(self.value(v, path, plan), name=k) for k, v in value.kwargs.items()]
         call = py.Call(py.Ref(func), args)
@@ -152,9 +155,12 @@ class _Renderer:
 
     # ----------------------------------------------------------------- functions
 
-    def function(self, plan: Plan, name: str, base: tuple[str, Plan] | None) -> Any:
+    def function(
+        self, plan: Plan, name: str, base: tuple[str, Plan] | None, *, note: str | None = None
+    ) -> Any:
         returns = self.class_name(plan.root.cls)
         body: list[Any] = [py.Docstring(_docstring(plan))]
+        body += [py.Comment(note)] if note else []
         body += [py.Comment(line) for line in plan.preamble]
         emitted = set(self.emitted_paths(plan, base))
         if base is None:
@@ -240,11 +246,7 @@ class _Renderer:
             factory = py.Lambda(py.Lit(default))  # float("inf") would call the field
         else:
             return py.Lit(default)
-        field = self.field_function
-        if field != "field":
-            self.imports.add("dataclasses", f"field as {field}")
-        else:
-            self.imports.add("dataclasses", "field")
+        field = self.imports.add("dataclasses", "field", alias=self.field_function)
         return py.Call(py.Ref(field), [py.Arg(factory, name="default_factory")])
 
     def annotation(self, annotation: Any) -> str:
@@ -259,8 +261,12 @@ class _Renderer:
             return "..."
         origin, args = typing.get_origin(annotation), typing.get_args(annotation)
         if origin is typing.Literal:
-            self.imports.add("typing", "Literal")
-            return "Literal[" + ", ".join(literal_text(a) for a in args) + "]"
+            return (
+                self.imports.add("typing", "Literal")
+                + "["
+                + ", ".join(literal_text(a) for a in args)
+                + "]"
+            )
         if origin in (typing.Union, types.UnionType):
             return " | ".join(self.annotation(a) for a in args)
         if origin is not None:
@@ -276,8 +282,19 @@ class _Renderer:
         classes = [node for path, spec in self.specs for node in self.generated_class(path, spec)]
         functions = []
         written: list[tuple[str, Plan]] = []
+        depth: dict[str, int] = {}
+        """Function -> how many functions its call runs below it (0: built in full)."""
         for plan, name in zip(self.plans, names, strict=True):
-            functions.append(self.function(plan, name, _closest(plan, written)))
+            base = _closest(plan, written)
+            note = None
+            if base is not None and depth[base[0]] >= DERIVE_DEPTH:
+                note = (
+                    f"Built in full: building it from {base[0]}() would chain more than "
+                    f"{DERIVE_DEPTH} registry functions."
+                )
+                base = None
+            depth[name] = 0 if base is None else depth[base[0]] + 1
+            functions.append(self.function(plan, name, base, note=note))
             written.append((name, plan))
         imports = self.imports.statements()
         return format_module(py.Module([py.Docstring(docstring), *imports, *classes, *functions]))
@@ -363,47 +380,6 @@ def _count_differences(old: Any, new: Any, limit: int) -> int:
         if count > limit:
             return count
     return count
-
-
-def model_call(plan: Plan) -> RegistryCall | None:
-    """The ``model_registry(...)`` call of a plan: the config's ``model_spec``, or the local
-    the function assigns it to."""
-    for value in (plan.root.fields.get("model_spec"), plan.locals.get("model_spec")):
-        if isinstance(value, RegistryCall):
-            return value
-    return None
-
-
-def registry_names(plans: Sequence[Plan]) -> dict[str, str]:
-    """Each ``model_registry`` package -> the name the module imports it as, when there are
-    several (none for one): its last name (``llama3``), or where two share it (the fork's
-    ``forkpkg.models.llama3`` beside titan's), the whole dotted path of the ones outside titan
-    (``forkpkg_models_llama3``)."""
-    packages = sorted({call.package for p in plans if (call := model_call(p)) is not None})
-    if len(packages) <= 1:
-        return {}
-    last = [package.rpartition(".")[2] for package in packages]
-    return {
-        package: name
-        if last.count(name) == 1 or package.startswith("titan.")
-        else package.replace(".", "_")
-        for package, name in zip(packages, last, strict=True)
-    }
-
-
-def function_names(plans: Sequence[Plan]) -> list[str]:
-    """The plans' function names, made unique in file order (``_2``, ``_3`` ...) and distinct
-    from the names the module imports and the classes it defines."""
-    usable = [p for p in plans if p.root is not None]
-    taken = {spec.name for plan in usable for spec in plan.classes}
-    # the model packages are imported by name when the module has several families
-    taken |= set(registry_names(usable).values())
-    names: list[str] = []
-    for plan in usable:
-        name = free_name(plan.function, taken=taken)
-        taken.add(name)
-        names.append(name)
-    return names
 
 
 def render_module(plans: Sequence[Plan], *, command: str | None = None) -> str:

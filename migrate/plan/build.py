@@ -20,7 +20,6 @@ generated ``migrate/targets/titan_spec.py``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,23 +48,22 @@ def function_name(path: str | Path, model_name: Any) -> str:
     """``<family>_<stem>``: ``debug_model`` -> ``debugmodel``, ``.`` -> ``_``, no doubled prefix.
 
     The family is the legacy ``model.name`` (``llama3_ft/debug_model.toml`` ->
-    ``llama3_ft_debugmodel``); anything that is not an identifier character becomes ``_``. A name
-    the generated module cannot define (``llama3`` is also an imported package, ``list`` a
-    builtin, ``class`` a keyword) gets a ``_`` suffix (:func:`natural_function_name` is the name
-    before that)."""
-    return names.free_name(natural_function_name(path, model_name))
+    ``llama3_ft_debugmodel``). The name is made a public ASCII identifier
+    (:func:`titan.migrate.codegen.names.public_identifier`: ``_x`` -> ``x``, ``a-b`` -> ``a_b``),
+    and a name the generated module cannot define (``llama3`` is also an imported package,
+    ``list`` a builtin, ``class`` a keyword) gets a ``_`` suffix (:func:`natural_function_name`
+    is the name before both)."""
+    return names.free_name(names.public_identifier(natural_function_name(path, model_name)))
 
 
 def natural_function_name(path: str | Path, model_name: Any) -> str:
-    """The function name the file and model ask for, before reserved names are avoided."""
+    """The function name the file and model ask for, before it is made a public identifier
+    and reserved names are avoided."""
     stem = Path(path).stem.replace("debug_model", "debugmodel").replace(".", "_")
     family = model_name if isinstance(model_name, str) and model_name else "llama3"
     family = family.replace(".", "_").replace("/", "_")
     name = stem if stem == family or stem.startswith(f"{family}_") else f"{family}_{stem}"
-    name = re.sub(r"\W", "_", name, flags=re.ASCII).lower()
-    if not name or name[0].isdigit():
-        name = f"config_{name}"
-    return name[:60]  # `def <name>() -> X.Config:` must fit the 100-column line
+    return name.lower()
 
 
 def build_plan(

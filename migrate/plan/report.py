@@ -38,18 +38,22 @@ def exit_status(plans: Sequence[Plan], *, strict: bool) -> int:
 
 
 def note_renamed_functions(plans: Sequence[Plan], *, names: Sequence[str]) -> None:
-    """Give each plan its function name in the module, saying so where it had to change."""
-    for plan, name in zip(plans, names, strict=True):
+    """Give each plan its function name in the module, saying so (and why) where it had to
+    change: an earlier file's function, a class the module defines or a model registry package
+    it imports had the name."""
+    from titan.migrate.codegen.bindings import function_renames
+
+    reasons = function_renames(plans)
+    for plan, name, why in zip(plans, names, reasons, strict=True):
         if name != plan.function:
             plan.diagnostics.append(
                 Diagnostic(
                     code="renamed-function",
                     severity=Severity.INFO,
                     path="",
-                    message=f"function `{plan.function}` is taken by an earlier file; "
-                    f"this one is `{name}`",
-                    hint=f"run it as `--config {name}`; rename one of the TOMLs to give each "
-                    "function a name of its own",
+                    message=f"the registry function is `{name}`: {why}",
+                    hint=f"run it as `--config {name}`; rename the TOML to give its function "
+                    "a name of its own",
                     span=Span(file=plan.source, line=1, col=1),
                 )
             )
