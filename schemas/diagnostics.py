@@ -152,6 +152,7 @@ CODES: dict[str, str] = {
     "upstream-changed": "A legacy setting that upstream torchtitan 0.3.0 spells or does otherwise (--target torchtitan==0.3.0).",
     "unsupported-model": "A model titan has no family for: recorded by name, not trainable.",
     "custom-model": "A model family the project declares (its own package's model_registry).",
+    "user-code": "The project's own code a check would import: imported only with --allow-import, or one that cannot be imported.",
     "trainer-conflict": "Keys that need two different trainer classes.",
     "extension-class": "Part of a custom config module that cannot become a titan config class.",
     "renamed-function": "A registry function name that is taken (an earlier file, a keyword, a builtin, an import) gets a suffix.",

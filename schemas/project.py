@@ -23,9 +23,14 @@ see them. ``datasets`` names the datasets the fork's code adds to the dataset re
 ``training.dataset`` titan does not ship is not reported as one the run cannot load.
 
 Which declaration applies to a file is found by walking up from the file's folder to the nearest
-``pyproject.toml``, stopping at the repository root (the folder holding ``.git``): the nearest one
-wins even when it has no ``[tool.titan]`` table, as each ``pyproject.toml`` is a project of its
-own. Commands that work on the working folder (the folder walk of ``titan-validate``) start there.
+``pyproject.toml``, stopping at the repository root (the folder holding ``.git``, a folder or a
+worktree's file), as ruff and pre-commit do: the nearest one wins even when it has no
+``[tool.titan]`` table, as each ``pyproject.toml`` is a project of its own. Outside any
+repository the walk goes no higher than the working folder, and looks only in the file's own
+folder when the file lies outside the working folder: a ``pyproject.toml`` left in a shared
+``/tmp`` or a home folder above the project never applies unasked. Commands that work on the
+working folder (the folder walk of ``titan-validate``) start there. The commands name the
+``pyproject.toml`` whose ``[tool.titan]`` table they applied (:attr:`Declaration.declares`).
 
 This is the one reader of the declaration, with the one list of its keys (:data:`KEYS`). It never
 raises for what a user wrote: a declaration titan cannot use (not a table, a wrong type, a key
@@ -109,6 +114,7 @@ class Declaration(Frozen):
         "converters",
         "datasets",
         "problems",
+        "declares",
     )
     __match_args__ = ()
 
@@ -132,6 +138,9 @@ class Declaration(Frozen):
     """``datasets``: dataset names the fork's code registers, in the order written."""
     problems: tuple[Diagnostic, ...]
     """Why (part of) the declaration cannot be used, each located in ``pyproject.toml``."""
+    declares: bool
+    """Whether ``pyproject.toml`` has a ``[tool.titan]`` table (or one titan cannot read): a
+    declaration that applies, which the commands name in their reports."""
 
     def __init__(
         self,
@@ -146,6 +155,7 @@ class Declaration(Frozen):
         converters: tuple[tuple[str, str | None], ...] = (),
         datasets: tuple[str, ...] = (),
         problems: tuple[Diagnostic, ...] = (),
+        declares: bool = False,
     ) -> None:
         _set(self, "root", root)
         _set(self, "file", file)
@@ -157,10 +167,12 @@ class Declaration(Frozen):
         _set(self, "converters", converters)
         _set(self, "datasets", datasets)
         _set(self, "problems", problems)
+        _set(self, "declares", declares or bool(problems))
 
 
-_nearest: dict[str, str | None] = {}
-"""Folder -> the ``pyproject.toml`` nearest above it (None: none up to the repository root)."""
+_nearest: dict[str, tuple[str | None, bool]] = {}
+"""Folder -> the ``pyproject.toml`` nearest above it up to the repository root (None: none), and
+whether the folder is inside a repository."""
 _read: dict[tuple[str, int, int], Declaration] = {}
 """(file, mtime, size) -> its declaration: an edited file is read again."""
 
@@ -194,26 +206,45 @@ def forget() -> None:
 
 
 def _find(start: str) -> str | None:
-    """The nearest ``pyproject.toml`` at or above ``start``, stopping at the repository root."""
-    walked = []
-    folder = start
-    found: str | None = None
+    """The ``pyproject.toml`` that applies in ``start``: the nearest at or above it up to the
+    repository root; outside any repository, no higher than the working folder (only ``start``
+    itself when ``start`` is not inside the working folder)."""
+    found, in_repository = _nearest_above(start)
+    if found is None or in_repository:
+        return found
+    try:
+        here = os.getcwd()
+    except OSError:  # the working folder was removed: only the file's own folder
+        here = start
+    top = here if _inside(start, here) else start
+    return found if _inside(os.path.dirname(found), top) else None
+
+
+def _nearest_above(start: str) -> tuple[str | None, bool]:
+    """The nearest ``pyproject.toml`` at or above ``start`` (up to the repository root, or the
+    file system's root outside any), and whether ``start`` is inside a repository."""
+    if start in _nearest:
+        return _nearest[start]
+    folder, found = start, None
     while True:
-        if folder in _nearest:
-            found = _nearest[folder]
-            break
-        walked.append(folder)
         candidate = os.path.join(folder, PYPROJECT)
-        if os.path.isfile(candidate):
+        if found is None and os.path.isfile(candidate):
             found = candidate
+        if os.path.exists(os.path.join(folder, ".git")):
+            answer = (found, True)
             break
         parent = os.path.dirname(folder)
-        if parent == folder or os.path.exists(os.path.join(folder, ".git")):
+        if parent == folder:
+            answer = (found, False)
             break
         folder = parent
-    for each in walked:
-        _nearest[each] = found
-    return found
+    _nearest[start] = answer
+    return answer
+
+
+def _inside(folder: str, top: str) -> bool:
+    """Whether ``folder`` is ``top`` or below it (both absolute)."""
+    return folder == top or folder.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _shown(file: str) -> str:
@@ -244,6 +275,37 @@ def _parse(file: str) -> Declaration:
     if table is None:
         return Declaration(root=root, file=file, shown=shown)
     return _Reader(root=root, file=file, shown=shown, text=text).declaration(table)
+
+
+def not_applied(folders: object) -> list[str]:
+    """The ``pyproject.toml`` files mentioning titan that the walk up from ``folders`` met but
+    did not apply (outside any repository, above the working folder), each once: a command
+    names them, so a declaration that does not apply is never mistaken for one that does."""
+    found: dict[str, None] = {}
+    for folder in folders:  # type: ignore[attr-defined]
+        start = os.path.abspath(folder)
+        nearest, _ = _nearest_above(start)
+        if nearest is None or _find(start) is not None:
+            continue
+        try:
+            with open(nearest, "rb") as handle:
+                mentions = b"titan" in handle.read()
+        except OSError:
+            continue
+        if mentions:
+            found.setdefault(_shown(nearest))
+    return list(found)
+
+
+def applied(folders: object) -> list[str]:
+    """The ``pyproject.toml`` files (as findings name them) whose ``[tool.titan]`` table applies
+    in ``folders`` (an iterable of folders), each once, in the order met."""
+    found: dict[str, None] = {}
+    for folder in folders:  # type: ignore[attr-defined]
+        declaration = for_folder(folder)
+        if declaration.declares and declaration.shown is not None:
+            found.setdefault(declaration.shown)
+    return list(found)
 
 
 def _with_hint(problem: Diagnostic, hint: str) -> Diagnostic:
@@ -302,6 +364,7 @@ class _Reader:
             converters=converters,
             datasets=datasets,
             problems=tuple(self.problems),
+            declares=True,
         )
 
     # ----------------------------------------------------------------- keys

@@ -91,7 +91,7 @@ def test_console_script_prints_the_differences(reg, tmp_path):
         "training.steps:                 10000 -> 20",
         "4 differences",
     ]
-    assert result.stderr == ""
+    assert result.stderr == "titan-diff: note: executed reg.py (user code)\n"  # said once
 
 
 def test_console_script_is_quiet_when_the_reader_goes_away(reg, tmp_path):
@@ -104,7 +104,7 @@ def test_console_script_is_quiet_when_the_reader_goes_away(reg, tmp_path):
     process.stdout.close()  # before the command writes anything
     stderr = process.stderr.read().decode()
     assert process.wait() == 1
-    assert stderr == ""
+    assert stderr == "titan-diff: note: executed reg.py (user code)\n"  # no error
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ class _ClosedPipe(io.StringIO):
 def test_a_broken_pipe_is_not_an_error(reg):
     err = io.StringIO()
     assert run(["reg.py:base", "reg.py:changed"], stdout=_ClosedPipe(), stderr=err) == 1
-    assert err.getvalue() == ""
+    assert err.getvalue() == "titan-diff: note: executed reg.py (user code)\n"  # no error
 
 
 def test_color_always_marks_up_the_lines(reg, capsys):

@@ -197,6 +197,13 @@ def _custom(tmp: Path) -> Path:
     )
 
 
+def _declared_model(tmp: Path, *args: str) -> list[Finding]:
+    """A TOML whose model family its project declares, checked with ``args``."""
+    (tmp / ".git").mkdir()
+    write(tmp, "pyproject.toml", '[tool.titan]\nmodel-registries = { mine = "minepkg.models" }\n')
+    return titan_validate(_toml(tmp, '[model]\nname = "mine"\nflavor = "debugmodel"\n'), *args)
+
+
 CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
     "toml-syntax": [
         ("colon", _v("[training]\nsteps: 10\n")),
@@ -515,6 +522,7 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
             ),
         )
     ],
+    "user-code": [("not allowed", lambda t: _declared_model(t, "--as-registry"))],
     "trainer-conflict": [
         (
             "flux and ft",

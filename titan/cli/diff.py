@@ -101,6 +101,13 @@ def build_parser():
         "torchtitan==0.3.0 shows what differs between them on upstream torchtitan 0.3.0 "
         "(default: titan, which compares their legacy values)",
     )
+    parser.add_argument(
+        "--allow-import",
+        action="store_true",
+        help="import the project's own code a legacy TOML's migrated config needs (a declared "
+        "model family's package, a declared converter's class); without it titan-diff refuses "
+        "to build such a config",
+    )
     parser.add_argument("--color", choices=report.COLORS, default="auto")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
@@ -119,14 +126,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(argv: Sequence[str] | None, *, stdout: TextIO, stderr: TextIO) -> int:
     """The command with its streams passed in; returns the exit code."""
-    return guarded(lambda: _run(argv, stdout), prog=PROG, stdout=stdout, stderr=stderr)
+    return guarded(lambda: _run(argv, stdout, stderr), prog=PROG, stdout=stdout, stderr=stderr)
 
 
-def _run(argv: Sequence[str] | None, stdout: TextIO) -> int:
+def _run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:  # argparse printed the problem (or --help)
         return 0 if exit_.code in (0, None) else 2
+    from titan.cli import user_code
+
+    # the JSON report is a list of differences: which user files ran goes to stderr either way
+    user_code.start(prog=PROG, stream=stderr)
     extensions, folders = tuple(args.extension), tuple(args.module_path)
     with importable(folders):  # registry operands and the models they call
         left, right = (
@@ -141,7 +152,7 @@ def _run(argv: Sequence[str] | None, stdout: TextIO) -> int:
         if args.target != "titan":
             differences = compare_for_target(left, right, args.target)
         else:
-            differences = compare(left, right)
+            differences = compare(left, right, allow_import=args.allow_import)
     if args.format == "json":
         text = json.dumps([_as_json(d) for d in differences], indent=2) + "\n"
     else:
@@ -151,13 +162,14 @@ def _run(argv: Sequence[str] | None, stdout: TextIO) -> int:
     return 1 if differences else 0
 
 
-def compare(left: Operand, right: Operand) -> list:
-    """The differences between two loaded operands."""
+def compare(left: Operand, right: Operand, *, allow_import: bool = False) -> list:
+    """The differences between two loaded operands; ``allow_import`` lets a legacy TOML's
+    migrated config import the project's own code it needs."""
     from titan.config.serialize import diff
 
     if left.legacy is not None and right.legacy is not None:
         return legacy_diff(left.legacy, right.legacy)
-    return diff(_config(left), _config(right))
+    return diff(_config(left, allow_import), _config(right, allow_import))
 
 
 def compare_for_target(left: Operand, right: Operand, target: str) -> list:
@@ -249,13 +261,23 @@ def _plan(operand: Operand) -> Any:
     return plan
 
 
-def _config(operand: Operand) -> Any:
+def _config(operand: Operand, allow_import: bool = False) -> Any:
     """A registry config as is; a legacy TOML as the config titan-migrate turns it into."""
     if operand.legacy is None:
         return operand.config
-    from titan.migrate.targets.live import instantiate
+    from titan.cli import user_code
 
-    return instantiate(_plan(operand))
+    try:
+        return user_code.build(_plan(operand), allow_import=allow_import, toml=operand.path)
+    except user_code.ImportNotAllowed as stop:
+        modules = ", ".join(module for module, _ in stop.modules)
+        raise UsageError(
+            f"{operand.label}: {user_code.not_allowed_text(stop.modules, prog=PROG)}\n"
+            f"  hint: pass --allow-import to let titan-diff import {modules}"
+        ) from None
+    except user_code.ImportFailed as stop:
+        where = f"{stop.span}: " if stop.span is not None else f"{operand.label}: "
+        raise UsageError(f"{where}{stop.message}\n  hint: {stop.hint}") from None
 
 
 # ---------------------------------------------------------------------------------------------

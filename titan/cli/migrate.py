@@ -190,7 +190,17 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         from titan.cli.output import refuse_inputs
 
         refuse_inputs({"-o": args.output}, inputs=[*args.files, *files])
+    from titan.cli import user_code
+    from titan.cli.project import applied_to, say_applied
+
+    user_code.start(prog=PROG, stream=None if args.format == "json" else stderr)
+    before = set(sys.modules)
     plans = _plans(inputs.files, args=args, stderr=stderr)
+    if args.allow_import:  # a custom config module imported: say which file ran
+        user_code.record_modules(before)
+    declared = applied_to(files)
+    if args.format != "json":
+        say_applied(declared, files=files, prog=PROG, stream=stderr)
     module_files = sorted({file for plan in plans for file in plan.module_files})
     if args.output is not None and module_files and not (args.diff or args.check):
         from titan.cli.output import refuse_inputs  # a custom config module read is an input too
@@ -216,6 +226,9 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
                 status = max(status, _one_module(target, args=args, stdout=stdout, stderr=stderr))
     finally:  # the report even when a module could not be written
         text = _report(plans, args=args, out=report_out, inputs=inputs, targets=targets)
+        if args.format == "json":
+            extra = {"declarations": declared, "executed": user_code.executed()}
+            text = report.with_keys(text, extra)
         report.deliver(text, output=None, stream=report_out)
     return status
 

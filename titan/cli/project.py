@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Iterable
+from typing import TextIO
 
 from titan.cli.exits import UsageError
 from titan.schemas.project import KEYS, Declaration, for_folder
 
-__all__ = ["KEYS", "Declaration", "declaration", "declared_registry"]
+__all__ = ["KEYS", "Declaration", "applied_to", "declaration", "declared_registry", "say_applied"]
 
 
 def declaration(start: str | None = None) -> Declaration:
@@ -39,3 +41,33 @@ def declared_registry(path: str) -> bool:
         return False
     relative = os.path.relpath(os.path.abspath(path), found.root).replace(os.sep, "/")
     return any(fnmatch.fnmatchcase(relative, pattern) for pattern in found.registry_files)
+
+
+def applied_to(files: Iterable[str]) -> list[str]:
+    """The ``pyproject.toml`` files (as reports name them) whose ``[tool.titan]`` table applied
+    to the checked ``files``, each once."""
+    from titan.schemas.project import applied
+
+    return applied(_folders(files))
+
+
+def say_applied(declared: list[str], *, files: Iterable[str], prog: str, stream: TextIO) -> None:
+    """One note on ``stream`` per declaration applied to ``files`` (a ``[tool.titan]`` table
+    changes what passes, so a report never relies on one silently), and one per declaration the
+    walk up met but did not apply."""
+    from titan.cli.exits import say
+    from titan.schemas.project import not_applied
+
+    for file in declared:
+        say(f"{prog}: note: applied the [tool.titan] declaration of {file}", stream=stream)
+    for file in not_applied(_folders(files)):
+        say(
+            f"{prog}: note: did not apply {file}: outside a repository titan reads the "
+            "pyproject.toml of the working folder or below it (run from that folder, or make "
+            "the project a git repository)",
+            stream=stream,
+        )
+
+
+def _folders(files: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(os.path.dirname(os.path.abspath(f)) for f in files))

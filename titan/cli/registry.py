@@ -35,12 +35,22 @@ class Found:
 
 def lookup(name: str, *, module: str | None = None, registry: str | None = None) -> Found:
     """Find the registry function ``name`` and run it (see ``titan.config.manager.find``)."""
+    import sys
+
+    from titan.cli import user_code
     from titan.config import manager
 
-    with exit_is_an_error(f"looking up {name}"):
-        function = manager.find(name, module=module, registry=registry)
-    with exit_is_an_error(f"running {name}()"):
-        config = manager.call(function)
+    # Said before they run: a registry file that fails or hangs was still executed.
+    for path in _files_run(module=module, registry=registry):
+        user_code.record(path)
+    before = set(sys.modules)
+    try:
+        with exit_is_an_error(f"looking up {name}"):
+            function = manager.find(name, module=module, registry=registry)
+        with exit_is_an_error(f"running {name}()"):
+            config = manager.call(function)
+    finally:
+        user_code.record_modules(before)  # a --module package, and what the registries import
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise manager.RegistryError(
             f"{name}() returned {type(config).__name__}, not a config",
@@ -54,12 +64,18 @@ def lookup(name: str, *, module: str | None = None, registry: str | None = None)
 def named_files(wanted: Any) -> list[str]:
     """The registry files a ``--config`` command line reads (``manager.split_args``'s answer),
     known before any of them runs."""
+    return _files_run(module=wanted.module, registry=wanted.registry)
+
+
+def _files_run(*, module: str | None, registry: str | None) -> list[str]:
+    """The registry files a lookup imports: ``--module FILE.py``, else ``--registry FILE`` and
+    ``./config_registry.py`` (imported even for a built-in name: the user's own come first)."""
     from titan.config import manager
 
-    if wanted.module is not None:
-        named = [wanted.module] if wanted.module.endswith(".py") else []
+    if module is not None:
+        named = [module] if module.endswith(".py") or os.sep in module else []
     else:
-        named = [p for p in (wanted.registry, manager.REGISTRY_FILE) if p]
+        named = [p for p in (registry, manager.REGISTRY_FILE) if p]
     return [path for path in named if os.path.isfile(path)]
 
 

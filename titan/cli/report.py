@@ -30,10 +30,12 @@ def publish(
     output: str | os.PathLike[str] | None,
     stream: TextIO,
     tool: str,
+    extra: dict | None = None,
 ) -> None:
     """Render ``diagnostics`` and deliver them to ``output`` (a file) or ``stream``.
 
-    ``color`` is the ``--color`` choice; a file never gets colour.
+    ``color`` is the ``--color`` choice; a file never gets colour. ``extra`` keys are added to
+    the top level of the JSON format (the other formats say them elsewhere).
     """
     from titan import __version__
     from titan.cli.streams import wants_color
@@ -50,7 +52,19 @@ def publish(
         tool=tool,
         version=__version__,
     )
-    deliver(buffer.getvalue(), output=output, stream=stream)
+    text = buffer.getvalue()
+    if format == "json" and extra:
+        text = with_keys(text, extra)
+    deliver(text, output=output, stream=stream)
+
+
+def with_keys(text: str, extra: dict) -> str:
+    """A JSON report object with the ``extra`` keys added at its top level."""
+    import json
+
+    document = json.loads(text)
+    document.update(extra)
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def deliver(text: str, *, output: str | os.PathLike[str] | None, stream: TextIO) -> None:

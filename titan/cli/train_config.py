@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from titan.cli import registry, report
+from titan.cli import registry, report, user_code
 from titan.cli.exits import UsageError
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
@@ -80,6 +80,8 @@ def load(argv: Sequence[str], *, world_size: int, stdout: TextIO, stderr: TextIO
     """
     from titan.cli import module_path
 
+    # Which user files ran is said once, by the first rank (every rank runs them).
+    user_code.start(prog=PROG, stream=stderr if os.environ.get("RANK", "0") == "0" else None)
     folders, argv = module_path.split(argv)
     # For the whole run: the model is built, and its registry's functions imported, long after
     # the config is read.
@@ -123,7 +125,13 @@ def _legacy(
     if any(_malformed_flag(d) for d in found):
         _report(found, sources, stderr=stderr)
         return LoadedConfig(exit_code=2)
-    config = _instantiate(plan, checked=found)
+    try:
+        config = _instantiate(plan, checked=found, path=path)
+    except user_code.ImportFailed as stop:  # training runs the project's code: no consent asked
+        locate = _legacy_locator(flags, plan.source, plan.text or "")
+        span = stop.span or locate("model.name")
+        _report([_failed_import(stop, span)], sources, stderr=stderr)
+        return LoadedConfig(exit_code=1)
     if config is not None:
         _refuse_saving_over(config, inputs=[path], key="job.save_config_file")
         locate = _legacy_locator(flags, plan.source, plan.text or "")
@@ -136,18 +144,31 @@ def _legacy(
     return LoadedConfig(config=config, form=f"legacy TOML {path}")
 
 
-def _instantiate(plan: Any, *, checked: list[Diagnostic]) -> Any:
-    """The plan's config; None when its findings already fail it and it cannot be built."""
-    from titan.migrate.targets.live import instantiate
-
+def _instantiate(plan: Any, *, checked: list[Diagnostic], path: str) -> Any:
+    """The plan's config; None when its findings already fail it and it cannot be built.
+    The project's own modules it needs are imported (training runs them); one that cannot be
+    is :class:`~titan.cli.user_code.ImportFailed`."""
     if not any(d.severity is Severity.ERROR for d in checked):
-        return instantiate(plan)
+        return user_code.build(plan, allow_import=True, toml=path)
     if plan.root is None:
         return None
     try:
-        return instantiate(plan)
+        return user_code.build(plan, allow_import=True, toml=path)
+    except user_code.ImportFailed:
+        raise
     except Exception:  # a plan with errors may not build; its findings say why
         return None
+
+
+def _failed_import(stop: Any, span: Span | None) -> Diagnostic:
+    return Diagnostic(
+        code="user-code",
+        severity=Severity.ERROR,
+        path="model.name",
+        message=stop.message,
+        hint=stop.hint,
+        span=span,
+    )
 
 
 def _registry(

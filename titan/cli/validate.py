@@ -78,6 +78,9 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
             f"--target {args.target} says which trainer --as-registry migrates for: add "
             "--as-registry"
         )
+    from titan.cli import user_code
+
+    user_code.start(prog=PROG, stream=None if args.format == "json" else stderr)
     found = discover(args.paths)
     if args.output is not None or args.export_json_schema is not None:
         from titan.cli.output import refuse_inputs
@@ -116,7 +119,10 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
 
     imports = _importable(args.module_path)  # what --as-registry's migrated configs import
     for path, shown in tomls:
+        before = set(sys.modules) if args.allow_import else None
         result = check_file(path, options, shown=shown)
+        if before is not None:  # a custom config module imported: say which file ran
+            user_code.record_modules(before)
         diagnostics += result.diagnostics
         if args.as_registry and result.document is not None:
             with imports():
@@ -136,8 +142,12 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
         from titan.cli.output import refuse_inputs
 
         refuse_inputs({"-o": args.output}, inputs=sorted(read))
+    from titan.cli.project import applied_to, say_applied
     from titan.cli.report import publish
 
+    declared = applied_to(path for path, _ in found.files)
+    if args.format != "json":
+        say_applied(declared, files=[p for p, _ in found.files], prog=PROG, stream=stderr)
     publish(
         diagnostics,
         format=args.format,
@@ -147,6 +157,7 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
         output=args.output,
         stream=stdout,
         tool=PROG,
+        extra={"declarations": declared, "executed": user_code.executed()},
     )
     global _only_titan_ran
     # user code imported: let it shut down as it expects
@@ -172,8 +183,12 @@ def _registry_modules(
         timeout=args.timeout,
         module_path=tuple(args.module_path),
     )
+    from titan.cli import user_code
+
     diagnostics = []
-    for (_, shown), result in zip(modules, checked, strict=True):
+    for (path, shown), result in zip(modules, checked, strict=True):
+        if result.imported:
+            user_code.record(path)
         diagnostics += result.diagnostics
         if result.text is not None:
             sources[shown] = result.text

@@ -57,7 +57,10 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     if options.ngpu is not None and options.ngpu < 1:
         raise UsageError(f"--ngpu must be a positive integer, not {options.ngpu}")
     refuse_inputs({"-o": options.output}, inputs=registry.named_files(wanted))
+    from titan.cli import user_code
     from titan.cli.module_path import importable
+
+    user_code.start(prog=PROG, stream=None if options.format == "json" else stderr)
 
     sources: dict[str, str] = {}
     with importable(options.module_path):  # the registry and the modules it imports
@@ -88,6 +91,7 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         output=options.output,
         stream=stdout,
         tool=PROG,
+        extra={"executed": user_code.executed()},
     )
     return findings_code(diagnostics, strict=options.strict)
 

@@ -32,8 +32,8 @@ def registry_findings(
         seen = {(d.code, d.path) for d in result.diagnostics}
         retargeted = converter(target)(plan)
         return [d for d in retargeted.diagnostics if (d.code, d.path) not in seen]
+    from titan.cli import user_code
     from titan.config.check import check_config
-    from titan.migrate.targets.live import instantiate
 
     owners = {p: o.key for o in plan.outcomes.values() for p in o.paths}
 
@@ -55,7 +55,11 @@ def registry_findings(
         d for d in plan.diagnostics if d.severity is Severity.ERROR and (d.code, d.path) not in seen
     ]
     seen |= {(d.code, d.path) for d in found}
-    for finding in check_config(instantiate(plan), ngpu=options.ngpu, locate=locate):
+    try:
+        config = user_code.build(plan, allow_import=options.allow_import, toml=path)
+    except (user_code.ImportNotAllowed, user_code.ImportFailed) as stop:
+        return [*found, *user_code_findings(stop, locate=locate, shown=shown)]
+    for finding in check_config(config, ngpu=options.ngpu, locate=locate):
         legacy_key = owners.get(finding.path, finding.path)
         if (finding.code, legacy_key) in seen or (finding.code, finding.path) in seen:
             continue
@@ -70,3 +74,30 @@ def registry_findings(
             )
         )
     return found
+
+
+def user_code_findings(stop: Exception, *, locate, shown: str) -> list[Diagnostic]:
+    """Why the migrated config was not built: the project's own code it imports needs
+    ``--allow-import`` (a warning: the TOML's own checks ran), or failed to import (an error)."""
+    from titan.cli import user_code
+
+    if isinstance(stop, user_code.ImportFailed):
+        span = stop.span or locate(stop.path) or Span(file=shown, line=1, col=1)
+        return [_user_code(Severity.ERROR, stop.message, stop.hint, span=span)]
+    assert isinstance(stop, user_code.ImportNotAllowed)
+    return [
+        _user_code(
+            Severity.WARNING,
+            f"not checked as migrated: building the config imports `{module}`, the project's "
+            "own code, which titan-validate imports only with --allow-import",
+            f"pass --allow-import to import {module} and check the migrated config",
+            span=locate(path) or Span(file=shown, line=1, col=1),
+        )
+        for module, path in stop.modules
+    ]
+
+
+def _user_code(severity: Severity, message: str, hint: str, *, span: Span) -> Diagnostic:
+    return Diagnostic(
+        code="user-code", severity=severity, path="", message=message, hint=hint, span=span
+    )
