@@ -5,38 +5,41 @@ For each registry module named on the command line (or met in a folder):
 1. its source is read and parsed, and the registry functions are found in the syntax tree
    (``titan.config.scan``); a syntax error, a name defined twice, a function that needs arguments
    and a ``TODO(titan-migrate)`` note are findings before anything runs;
-2. the module is imported as ``titan-train --registry FILE`` imports it (its folder on
-   ``sys.path`` while it imports), and each registry function is called, nothing else; an import
-   that fails, a function that raises, exits, runs past the time limit or returns something
-   other than a ``Trainer.Config`` is a finding at its line;
+2. in a worker process of its own (``titan.cli.registry_child``, one per run, reused from module
+   to module), the module is imported as ``titan-train --registry FILE`` imports it (its folder
+   on ``sys.path`` while it imports), and each registry function is called, nothing else
+   (``titan.cli.registry_run``); an import that fails, a function that raises, exits, runs past
+   ``--timeout`` or ``--memory-limit``, ends the process or returns something other than a
+   ``Trainer.Config`` is a finding at its line;
 3. each config goes through the checks of ``titan-validate --config`` (``titan.config.check``):
    field types, value ranges and the cross-field rules, with ``--ngpu``; findings point at the
    keyword or assignment that sets the value.
 
-Nothing here imports torch: titan's config tree does not, and a registry module that does pays
-for its own import. Modules are checked one after another in this process; the files a module
+Nothing a module does reaches titan's process: not its exits, signals, streams, threads or
+``atexit`` handlers. When the worker ends on a module (``os._exit``, a crash, a kill at the time
+or memory limit), that is a finding where it ended (``titan.cli.registry_endings``) and a fresh
+worker goes on with the module's remaining functions and the other modules. The files a module
 imported from its own project (a neighbour ``common.py``) are forgotten after it, so a second
-folder's ``common.py`` is imported afresh. Results are cached by content
+folder's ``common.py`` is imported afresh. Nothing here imports torch: titan's config tree does
+not, and a registry module that does pays for its own import. Results are cached by content
 (``titan.cli.registry_cache``).
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import dataclasses
-import fnmatch
 import io
 import os
-import signal
-import sys
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from titan.cli import registry_cache
-from titan.config.scan import Declared, Scan, scan
+from titan.cli.registry_errors import from_dict, selected, to_dict
+from titan.config.scan import Scan, scan
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
+
+__all__ = ["TIME_LIMIT_S", "Checked", "check_module", "check_modules", "selected"]
 
 TIME_LIMIT_S = 60.0
 """How long importing a registry module, or one registry function call, may take by default
@@ -65,27 +68,41 @@ def check_modules(
     stderr: TextIO,
     timeout: float = TIME_LIMIT_S,
     module_path: Sequence[str] = (),
+    memory_limit: int | None = None,
 ) -> list[Checked]:
     """Check each ``(path, shown)`` registry module, with the ``module_path`` folders first on
-    ``sys.path`` while they are imported (``--module-path``)."""
-    return [
-        check_module(
-            path,
-            shown,
-            ngpu=ngpu,
-            select=select,
-            use_cache=use_cache,
-            stderr=stderr,
-            timeout=timeout,
-            module_path=module_path,
+    ``sys.path`` while they are imported (``--module-path``); user code runs in one worker
+    process for them all, limited to ``memory_limit`` bytes of address space when given."""
+    from titan.cli.registry_child import Worker
+
+    worker = Worker(timeout=timeout, memory_limit=memory_limit, stderr=stderr)
+    try:
+        checked = [
+            check_module(
+                path,
+                shown,
+                ngpu=ngpu,
+                select=select,
+                use_cache=use_cache,
+                stderr=stderr,
+                timeout=timeout,
+                module_path=module_path,
+                worker=worker,
+            )
+            for path, shown in files
+        ]
+    finally:
+        worker.close()  # also on Ctrl-C: no process of the run outlives it
+    if worker.threads:  # the worker did not wait for them, as titan would not have
+        from titan.cli.exits import say
+
+        names = ", ".join(worker.threads[:3])
+        say(
+            f"titan-validate: note: not waiting for {len(worker.threads)} thread(s) the checked "
+            f"code started ({names})",
+            stream=stderr,
         )
-        for path, shown in files
-    ]
-
-
-def selected(name: str, select: Sequence[str]) -> bool:
-    """Whether ``--select`` (names or shell patterns; none means all) takes function ``name``."""
-    return not select or any(fnmatch.fnmatchcase(name, pattern) for pattern in select)
+    return checked
 
 
 def check_module(
@@ -98,8 +115,10 @@ def check_module(
     stderr: TextIO,
     timeout: float = TIME_LIMIT_S,
     module_path: Sequence[str] = (),
+    worker: Any = None,
 ) -> Checked:
-    """The findings of one registry module (see the module docstring)."""
+    """The findings of one registry module (see the module docstring); ``worker`` is the
+    :class:`~titan.cli.registry_child.Worker` that runs its code (a new one when not given)."""
     from titan.schemas.toml_source import read_bytes
 
     raw, problem = read_bytes(path, shown=shown)
@@ -116,28 +135,36 @@ def check_module(
         key = registry_cache.key(path=path, shown=shown, content=raw, options=options)
         entry = registry_cache.load(key)
         if entry is not None:
-            found = [_from_dict(d) for d in entry["diagnostics"]]
+            found = [from_dict(d) for d in entry["diagnostics"]]
             return Checked(found, text, list(entry["declared"]))
-    run = _Run(
-        path=path,
-        shown=shown,
-        text=text,
-        ngpu=ngpu,
-        select=select,
-        stderr=stderr,
-        timeout=timeout,
-    )
-    from titan.cli.module_path import importable
+    if worker is None:
+        from titan.cli.registry_child import Worker
 
-    with importable(module_path):
-        run.check()
+        with _own_worker(Worker(timeout=timeout, memory_limit=None, stderr=stderr)) as worker:
+            return check_module(
+                path, shown, ngpu=ngpu, select=select, use_cache=use_cache, stderr=stderr,
+                timeout=timeout, module_path=module_path, worker=worker,
+            )  # fmt: skip
+    worker.start()  # it imports titan's config tree while the module is parsed here
+    run = _Run(path=path, shown=shown, text=text, ngpu=ngpu, select=select)
+    run.check(worker, module_path=module_path)
     if key is not None and run.cacheable:
-        entry = {
-            "diagnostics": [_to_dict(d) for d in run.found],
-            "declared": run.declared,
-        }
+        entry = {"diagnostics": [to_dict(d) for d in run.found], "declared": run.declared}
         registry_cache.store(key, entry, deps=run.deps)
     return Checked(run.found, text, run.declared, imported=run.imported)
+
+
+class _own_worker:
+    """A worker closed at the end of the block."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+
+    def __enter__(self) -> Any:
+        return self.worker
+
+    def __exit__(self, *exc: object) -> None:
+        self.worker.close()
 
 
 def _decode(raw: bytes, *, shown: str) -> tuple[str | None, Diagnostic | None]:
@@ -161,35 +188,21 @@ def _decode(raw: bytes, *, shown: str) -> tuple[str | None, Diagnostic | None]:
         )
 
 
-class _TimeLimit(BaseException):
-    """Raised in user code that runs past the time limit (a BaseException so that a registry's
-    ``except Exception`` cannot swallow it)."""
-
-
 class _Run:
-    """One cold check of one module."""
+    """One cold check of one module: the static findings here, the rest by the worker."""
 
     def __init__(
-        self,
-        *,
-        path: str,
-        shown: str,
-        text: str,
-        ngpu: int | None,
-        select: Sequence[str],
-        stderr: TextIO,
-        timeout: float,
+        self, *, path: str, shown: str, text: str, ngpu: int | None, select: Sequence[str]
     ) -> None:
-        self.timeout = timeout
         self.path, self.full, self.shown, self.text = path, os.path.abspath(path), shown, text
-        self.ngpu, self.select, self.stderr = ngpu, select, stderr
+        self.ngpu, self.select = ngpu, select
         self.found: list[Diagnostic] = []
         self.declared: list[str] = []
         self.deps: list[str] = []
         self.imported = False
         self.cacheable = True
 
-    def check(self) -> None:
+    def check(self, worker: Any, *, module_path: Sequence[str]) -> None:
         try:
             tree = ast.parse(self.text, filename=self.shown)
         except SyntaxError as error:
@@ -213,14 +226,64 @@ class _Run:
         wanted = [f for f in found.functions if selected(f.name, self.select)]
         if not wanted:
             return  # nothing to run: the module's code is not imported for nothing
-        before, cwd = set(sys.modules), os.getcwd()
-        try:
-            self._import_and_call(wanted, found)
-        finally:
-            self._forget_project_modules(before)
-            if os.getcwd() != cwd:  # a module that changed folder would move every later path
-                os.chdir(cwd)
+        self._in_worker(worker, found, wanted, module_path=module_path)
         self.found = sorted(self.found, key=Diagnostic.sort_key)
+
+    def _in_worker(self, worker: Any, found: Scan, wanted: list, *, module_path: Sequence[str]):
+        """Import and call in the worker; when it ends on a function, the finding says where
+        and a fresh worker goes on with the functions after it."""
+        from titan.cli.registry_endings import ending_finding
+
+        request = {
+            "path": self.path,
+            "shown": self.shown,
+            "text": self.text,
+            "ngpu": self.ngpu,
+            "select": list(self.select),
+            "module_path": [os.path.abspath(folder) for folder in module_path],
+            "skip": [],
+        }
+        by_name = {f.name: f for f in wanted}
+        while True:
+            outcome = worker.check(request)
+            self.imported = self.imported or outcome.imported
+            self.cacheable = self.cacheable and outcome.cacheable
+            self.deps += [d for d in outcome.deps if isinstance(d, str)]
+            try:
+                self.found += [from_dict(d) for d in outcome.found]
+            except (KeyError, TypeError, ValueError, IndexError):  # not what titan's worker sends
+                outcome.ended = outcome.ended or _garbage(outcome)
+            self.declared += [
+                n for n in outcome.declared if isinstance(n, str) and n not in self.declared
+            ]
+            ended = outcome.ended
+            if ended is None:
+                return
+            names = found.names()
+            suffix = ""
+            if ended.name is None and names:
+                suffix = (
+                    f"; none of its {len(names)} registry functions were checked"
+                    if len(names) != 1
+                    else f"; its registry function `{names[0]}` was not checked"
+                )
+            self.found.append(
+                ending_finding(
+                    ended,
+                    full=self.full,
+                    shown=self.shown,
+                    text=self.text,
+                    default=by_name.get(ended.name or ""),
+                    timeout=worker.timeout,
+                    memory_limit=worker.memory_limit,
+                    suffix=suffix,
+                )
+            )
+            if not ended.name:  # the import, or an atexit handler after every function
+                return
+            request["skip"] += [*outcome.finished, ended.name]
+            if all(name in request["skip"] for name in by_name):
+                return
 
     def _static_findings(self, found: Scan) -> None:
         for duplicate in found.duplicates:
@@ -265,228 +328,6 @@ class _Run:
         )
         self.found = sorted(self.found, key=Diagnostic.sort_key)
 
-    def _import_and_call(self, wanted: list[Declared], found: Scan) -> None:
-        from titan.config import manager
-
-        captured = io.StringIO()
-        try:
-            with self._user_code(captured, doing=f"importing {self.shown}"):
-                module = self._load()
-        except manager.RegistryError as error:
-            self.cacheable = False  # an import can fail on what lies around the file
-            names = found.names()
-            unchecked = (
-                f"; none of its {len(names)} registry functions were checked"
-                if len(names) != 1
-                else f"; its registry function `{names[0]}` was not checked"
-            )
-            self._finding(error, suffix=unchecked if names else "", hint=_import_hint(error))
-            return
-        finally:
-            self._echo(captured)
-        self.imported = True
-        from titan.config.check import check_config
-        from titan.config.locate import locator, node_locator
-
-        for declared in wanted:
-            function = self._callable(declared, module)
-            if function is None:
-                continue
-            try:
-                with self._user_code(captured, doing=f"running {declared.name}()"):
-                    config = manager.call(manager.RegistryFunction(declared.name, function, module))
-            except manager.RegistryError as error:
-                self._finding(error, hint=_call_hint(error), path=declared.name)
-                continue
-            finally:
-                self._echo(captured)
-            if declared.name not in self.declared:
-                self.declared.append(declared.name)  # a maybe: its annotation said so
-            if not _is_trainer_config(config):
-                what = type(config).__qualname__
-                self._error(
-                    f"`{declared.name}()` returned {what}, not a Trainer.Config",
-                    line=declared.line,
-                    col=declared.col,
-                    code="registry-error",
-                    path=declared.name,
-                    hint="a registry function returns a Trainer.Config (or the Config of a "
-                    "Trainer subclass)",
-                )
-                continue
-            node = found.nodes.get(declared.name)
-            same_code = getattr(function, "__code__", None)  # not a wrapper from elsewhere
-            if (
-                node is not None
-                and same_code is not None
-                and os.path.abspath(same_code.co_filename) == self.full
-                and same_code.co_name == declared.name
-            ):
-                locate = node_locator(node, file=self.full)
-            else:
-                locate = locator(function)
-            for finding in check_config(config, ngpu=self.ngpu, locate=locate):
-                self.found.append(self._placed(finding, default=declared))
-
-    def _load(self) -> Any:
-        """Import the module: by its dotted name when its folder is a package (so relative
-        imports work, as with ``titan-train --module pkg.config_registry``), else as a file
-        with its folder on ``sys.path`` (``titan-train --registry FILE``)."""
-        import importlib
-
-        from titan.config import manager
-
-        dotted, top = _package_name(self.full)
-        if dotted is None or dotted in sys.modules:
-            return manager.load_file(self.path)
-        sys.path.insert(0, top)
-        try:
-            module = importlib.import_module(dotted)
-        except ModuleNotFoundError as error:
-            if error.name is not None and dotted.startswith(error.name):
-                return manager.load_file(self.path)  # the package is not importable by name
-            raise manager.user_code_error(
-                error, files={self.full}, doing=f"importing {self.shown}"
-            ) from None
-        except Exception as error:
-            raise manager.user_code_error(
-                error, files={self.full}, doing=f"importing {self.shown}"
-            ) from None
-        finally:
-            sys.path.remove(top)
-        if os.path.abspath(getattr(module, "__file__", "") or "") != self.full:
-            return manager.load_file(self.path)  # another module of that name came first
-        return module
-
-    def _callable(self, declared: Declared, module: Any) -> Any:
-        """The function object to call, or ``None`` after reporting why there is none."""
-        if declared.needs:
-            params = ", ".join(declared.needs)
-            self._error(
-                f"`{declared.name}()` needs arguments ({params}); a registry function is called "
-                "with none",
-                line=declared.line,
-                col=declared.col,
-                end_col=declared.col + len(declared.name),
-                code="registry-signature",
-                path=declared.name,
-                hint="give every parameter a default, or rename it `_"
-                f"{declared.name}` (a helper) and add a function without parameters that calls it",
-            )
-            return None
-        if declared.is_async:
-            self._error(
-                f"`{declared.name}` is `async def`; a registry function is called, not awaited",
-                line=declared.line,
-                col=declared.col,
-                code="registry-signature",
-                path=declared.name,
-                hint="define it with a plain `def`",
-            )
-            return None
-        function = getattr(module, declared.name, None)
-        if not callable(function):
-            self._error(
-                f"`{declared.name}` is defined here, but the module rebinds the name to "
-                f"{type(function).__qualname__}",
-                line=declared.line,
-                col=declared.col,
-                code="registry-error",
-                path=declared.name,
-                hint="keep one meaning per name: rename the function or the later assignment",
-            )
-            return None
-        if not declared.certain and not _returns_trainer_config(function):
-            return None  # annotated with something that is not a trainer config: a helper
-        return function
-
-    @contextlib.contextmanager
-    def _user_code(self, captured: io.StringIO, *, doing: str) -> Iterator[None]:
-        """Run user code: its prints kept off the report, nothing to read on stdin (a prompt
-        would wait forever in a hook), ``sys.exit`` and the time limit turned into
-        :class:`~titan.config.manager.RegistryError`."""
-        from titan.cli.registry import exit_is_an_error
-        from titan.config import manager
-
-        stdin = sys.stdin
-        sys.stdin = io.StringIO()
-        try:
-            with (
-                contextlib.redirect_stdout(captured),
-                _time_limit(self.timeout),
-                exit_is_an_error(doing),
-            ):
-                yield
-        except _TimeLimit as stop:
-            self.cacheable = False
-            raise manager.RegistryError(
-                f"no answer after {self.timeout:g} s while {doing}",
-                code="registry-error",
-                hint="a registry function only builds a config: look for a loop or a wait at "
-                "this line",
-                span=_innermost(stop, self.full),
-            ) from None
-        finally:
-            sys.stdin = stdin
-
-    def _echo(self, captured: io.StringIO) -> None:
-        """What user code printed goes to stderr (stdout carries the report)."""
-        text = captured.getvalue()
-        if text:
-            from titan.cli.streams import write
-
-            write(text, out=self.stderr)
-            captured.seek(0)
-            captured.truncate()
-
-    def _forget_project_modules(self, before: set[str]) -> None:
-        """Drop the modules this module imported from its own project (recorded as cache
-        dependencies) so that another folder's module of the same name is imported afresh."""
-        installed = _installed_roots()
-        for name in set(sys.modules) - before:
-            file = getattr(sys.modules.get(name), "__file__", None)
-            if not file or name.startswith("_titan_registry_"):
-                continue
-            file = os.path.abspath(file)
-            if any(file.startswith(root) for root in installed):
-                continue
-            self.deps.append(file)
-            del sys.modules[name]
-
-    def _finding(
-        self, error: Any, *, suffix: str = "", hint: str | None = None, path: str = ""
-    ) -> None:
-        span = error.span or Span(file=self.full, line=1, col=1)
-        self.found.append(
-            self._placed(
-                Diagnostic(
-                    code=error.code,
-                    severity=Severity.ERROR,
-                    path=path,
-                    message=error.message + suffix,
-                    hint=error.hint or hint,
-                    span=span,
-                ),
-                default=None,
-            )
-        )
-
-    def _placed(self, finding: Diagnostic, *, default: Declared | None) -> Diagnostic:
-        """``finding`` with its file named as the user named it, and a hint when it had none."""
-        span = finding.span
-        if span is None:
-            line, col = (default.line, default.col) if default else (1, 1)
-            span = Span(file=self.full, line=line, col=col)
-        span = dataclasses.replace(span, file=self._shown(span.file))
-        hint = finding.hint or _generic_hint(finding)
-        return dataclasses.replace(finding, span=span, hint=hint)
-
-    def _shown(self, file: str) -> str:
-        if os.path.abspath(file) == self.full:
-            return self.shown
-        relative = os.path.relpath(file) if os.path.isabs(file) else file
-        return file if relative.startswith(os.pardir) else relative
-
     def _error(
         self,
         message: str,
@@ -510,93 +351,6 @@ class _Run:
         )
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise :class:`_TimeLimit` in the code below after ``seconds`` (main thread, POSIX)."""
-    if (
-        not hasattr(signal, "setitimer")
-        or threading.current_thread() is not threading.main_thread()
-    ):
-        yield
-        return
-
-    def expired(signum: int, frame: Any) -> None:
-        raise _TimeLimit()
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _innermost(error: BaseException, file: str) -> Span | None:
-    """The last line of ``file`` the traceback passed through."""
-    import linecache
-
-    best = None
-    tb = error.__traceback__
-    while tb is not None:
-        name = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if name == file:
-            text = linecache.getline(name, tb.tb_lineno)
-            best = Span(file=name, line=tb.tb_lineno, col=len(text) - len(text.lstrip()) + 1)
-        tb = tb.tb_next
-    return best
-
-
-def _package_name(file: str) -> tuple[str | None, str]:
-    """``("pkg.sub.config_registry", top folder)`` for a file in a package (folders with
-    ``__init__.py``), else ``(None, "")``."""
-    folder, parts = os.path.dirname(file), [os.path.splitext(os.path.basename(file))[0]]
-    while os.path.isfile(os.path.join(folder, "__init__.py")):
-        parts.append(os.path.basename(folder))
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    if len(parts) == 1 or not all(p.isidentifier() for p in parts):
-        return None, ""
-    return ".".join(reversed(parts)), folder
-
-
-def _installed_roots() -> tuple[str, ...]:
-    """Folders whose modules are installed code, not the project's own (titan, the standard
-    library, site-packages)."""
-    import sysconfig
-
-    import titan
-
-    roots = {os.path.dirname(os.path.dirname(os.path.abspath(titan.__file__)))}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        found = sysconfig.get_paths().get(key)
-        if found:
-            roots.add(os.path.abspath(found))
-    roots.update(os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))
-    return tuple(root.rstrip(os.sep) + os.sep for root in roots)
-
-
-def _is_trainer_config(value: Any) -> bool:
-    from titan.trainer import Trainer
-
-    return isinstance(value, Trainer.Config)
-
-
-def _returns_trainer_config(function: Any) -> bool:
-    """Whether a function's (evaluated) return annotation is a ``Trainer.Config`` subclass."""
-    import typing
-
-    from titan.trainer import Trainer
-
-    try:
-        annotation = typing.get_type_hints(function).get("return")
-    except Exception:  # an annotation that does not evaluate says nothing
-        return False
-    return isinstance(annotation, type) and issubclass(annotation, Trainer.Config)
-
-
 def _upstream_import(tree: ast.Module) -> ast.stmt | None:
     """The module's first top-level import of upstream ``torchtitan``, if any."""
     for node in tree.body:
@@ -609,51 +363,8 @@ def _upstream_import(tree: ast.Module) -> ast.stmt | None:
     return None
 
 
-def _import_hint(error: Any) -> str:
-    if "ModuleNotFoundError" in error.message or "ImportError" in error.message:
-        return (
-            "install what it imports or fix the import: the module is imported as titan-train "
-            "--registry imports it, with its own folder on sys.path"
-        )
-    return "fix the error at this line: every registry function of the module depends on it"
+def _garbage(outcome: Any) -> Any:
+    """An ending for findings that are not what titan's worker sends."""
+    from titan.cli.registry_child import Ended
 
-
-def _call_hint(error: Any) -> str:
-    if "ModuleNotFoundError" in error.message or "ImportError" in error.message:
-        return "install what the function imports, or fix the import"
-    return "a registry function only builds and returns its config: fix the code at this line"
-
-
-def _generic_hint(finding: Diagnostic) -> str:
-    if finding.code in ("wrong-type", "invalid-choice"):
-        return "change the value here to the type the field declares"
-    return "change the value set here"
-
-
-def _to_dict(d: Diagnostic) -> dict:
-    span = None
-    if d.span is not None:
-        s = d.span
-        span = [s.file, s.line, s.col, s.end_line, s.end_col]
-    return {
-        "code": d.code,
-        "severity": d.severity.value,
-        "path": d.path,
-        "message": d.message,
-        "hint": d.hint,
-        "span": span,
-    }
-
-
-def _from_dict(data: dict) -> Diagnostic:
-    span = data["span"]
-    return Diagnostic(
-        code=data["code"],
-        severity=Severity(data["severity"]),
-        path=data["path"],
-        message=data["message"],
-        hint=data["hint"],
-        span=None
-        if span is None
-        else Span(file=span[0], line=span[1], col=span[2], end_line=span[3], end_col=span[4]),
-    )
+    return Ended(how="garbage", doing="sending its findings", name="")
