@@ -181,6 +181,7 @@ def _registry_modules(
         use_cache=not args.no_cache,
         stderr=stderr,
         timeout=args.timeout,
+        memory_limit=args.memory_limit,
         module_path=tuple(args.module_path),
     )
     from titan.cli import user_code

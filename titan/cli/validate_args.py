@@ -136,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
         "it is reported (default: 60)",
     )
     modules.add_argument(
+        "--memory-limit",
+        type=_memory_size,
+        default=None,
+        metavar="SIZE",
+        help="most memory (address space) the process that runs registry modules may use, such "
+        "as 4GiB or 512MiB; past it the module is reported (default: no limit)",
+    )
+    modules.add_argument(
         "--no-cache",
         action="store_true",
         help="check registry modules afresh, neither reading nor writing the cache",
@@ -182,6 +190,18 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _memory_size(text: str) -> int:
+    """``--memory-limit``: a size in bytes, KiB/MiB/GiB/TiB (or K/M/G/T), KB/MB/GB/TB."""
+    import argparse
+
+    from titan.cli.registry_errors import memory_bytes
+
+    value = memory_bytes(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a size such as 4GiB or 512MiB, got {text!r}")
+    return value
+
+
 class Args:
     """What :func:`parse_common` returns: the attributes of argparse's namespace, same defaults."""
 
@@ -201,6 +221,7 @@ class Args:
         self.select: list[str] = []
         self.no_cache = False
         self.timeout = 60.0
+        self.memory_limit: int | None = None
         self.fix = False
         self.diff = False
         self.target = "titan"
@@ -274,6 +295,12 @@ def parse_common(argv: Sequence[str]) -> Args | None:
             except ValueError:
                 return None
             if not args.timeout > 0 or args.timeout == float("inf"):
+                return None
+        elif name == "--memory-limit":
+            from titan.cli.registry_errors import memory_bytes
+
+            args.memory_limit = memory_bytes(value)
+            if args.memory_limit is None:
                 return None
         elif name == "--target":
             from titan.migrate.targets.choice import UnknownTarget, resolve

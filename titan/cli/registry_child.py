@@ -1,0 +1,295 @@
+"""titan's side of the worker process that runs registry modules (``titan.cli.registry_worker``).
+
+One :class:`Worker` serves a ``titan-validate`` run: it is started when the first module needs
+its code run, reused for the next ones, and replaced by a fresh one when it ends. What its user
+code prints is copied to titan's standard error as it comes. However it ends (an exit status, a
+signal, ``os._exit``, running past ``--timeout`` or ``--memory-limit``, a closed or garbled pipe)
+becomes an :class:`Ended` that ``titan.cli.registry_endings`` turns into a finding.
+
+The worker runs in a session of its own, so a Ctrl-C at the terminal reaches titan only, and
+titan kills the whole process group when the worker is done with or stopped: processes the
+module started do not outlive the run.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import TextIO
+
+GRACE_S = 5.0
+"""How long past the time limit titan waits for the worker's own report of where the code was
+before it stops the process without one (the report normally comes at the limit)."""
+
+
+@dataclasses.dataclass
+class Ended:
+    """How a worker ended while it was on a module."""
+
+    how: str
+    """``timeout``, ``exit``, ``signal``, ``garbage``, ``closed`` or ``failed``."""
+    doing: str
+    name: str | None
+    """The registry function it was on (``None``: the import; ``""``: an atexit handler)."""
+    frames: list = dataclasses.field(default_factory=list)
+    """``[[file, line], ...]`` innermost first, when known."""
+    status: int | None = None
+    """The exit status, or the signal number for ``signal``."""
+    said: str = ""
+    """What user code called to end it (``os._exit(0)``), when it said so."""
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What the worker reported for one module."""
+
+    found: list = dataclasses.field(default_factory=list)
+    declared: list = dataclasses.field(default_factory=list)
+    deps: list = dataclasses.field(default_factory=list)
+    cacheable: bool = True
+    imported: bool = False
+    finished: list = dataclasses.field(default_factory=list)
+    """Functions whose step ended (their findings are in ``found``)."""
+    ended: Ended | None = None
+    retire: bool = False
+
+
+class Worker:
+    """The worker process of one run (see the module docstring)."""
+
+    def __init__(self, *, timeout: float, memory_limit: int | None, stderr: TextIO) -> None:
+        self.timeout, self.memory_limit, self.stderr = timeout, memory_limit, stderr
+        self.process: subprocess.Popen | None = None
+        self.threads: list[str] = []
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def start(self) -> None:
+        """Start a worker now (it imports titan's config tree while titan reads the files)."""
+        if self.process is not None:
+            return
+        requests_r, self.requests = os.pipe()
+        self.replies, replies_w = os.pipe()
+        self.output, output_w = os.pipe()
+        for fd in (self.requests, self.replies, self.output):
+            os.set_inheritable(fd, False)
+        setup = {
+            "path": sys.path,
+            "requests": requests_r,
+            "replies": replies_w,
+            "timeout": self.timeout,
+            "memory_limit": self.memory_limit,
+        }
+        boot = (
+            "import sys, json; sys.path[:] = json.loads(sys.argv[1])['path']; "
+            "from titan.cli.registry_worker import main; main()"
+        )
+        flags = subprocess._args_from_interpreter_flags()  # -X, -W, -E... as titan runs
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, *flags, "-c", boot, json.dumps(setup)],
+                stdin=subprocess.DEVNULL,
+                stdout=output_w,
+                stderr=output_w,
+                pass_fds=(requests_r, replies_w),
+                start_new_session=True,
+                close_fds=True,
+            )
+        finally:
+            for fd in (requests_r, replies_w, output_w):
+                os.close(fd)
+        try:
+            self.pidfd: int | None = os.pidfd_open(self.process.pid)
+        except (AttributeError, OSError):  # not Linux 5.3+: a closed pipe says it ended
+            self.pidfd = None
+        self.buffer = b""
+
+    def check(self, request: dict) -> Outcome:
+        """Send one module and gather its events until it is done or the worker ends."""
+        self.start()
+        outcome, step = Outcome(), {"doing": f"importing {request['shown']}", "name": None}
+        try:
+            os.write(self.requests, (json.dumps(request) + "\n").encode())
+        except OSError:
+            pass  # it ended already: reading says how
+        deadline = time.monotonic() + self.timeout + GRACE_S
+        ending: dict = {}
+        while True:
+            events, gone = self._read(deadline)
+            for event in events:
+                kind = event.get("ev") if isinstance(event, dict) else None
+                if kind not in _SHAPES or not _SHAPES[kind](event):
+                    return self._ended(outcome, "garbage", step)
+                if kind == "step":
+                    if step["name"] is not None:
+                        outcome.finished.append(step["name"])
+                    step, ending = event, {}
+                    outcome.imported = True
+                    deadline = time.monotonic() + self.timeout + GRACE_S
+                elif kind == "found":
+                    outcome.found += event["diagnostics"]
+                    outcome.declared += event["declared"]
+                elif kind == "ending":
+                    ending = event
+                elif kind == "done":
+                    if step["name"] is not None:
+                        outcome.finished.append(step["name"])
+                    outcome.deps, outcome.cacheable = event["deps"], event["cacheable"]
+                    if event["retire"]:
+                        self.close()
+                    return outcome
+                elif kind == "stuck":
+                    where = {"doing": event.get("doing") or step["doing"], "name": step["name"]}
+                    return self._ended(outcome, "timeout", where, frames=event.get("frames", []))
+                else:
+                    return self._ended(outcome, "garbage", step)
+            if gone is not None:
+                how, status = gone
+                return self._ended(
+                    outcome,
+                    how,
+                    step,
+                    frames=ending.get("frames", []),
+                    status=status,
+                    said=ending.get("how", ""),
+                )
+            if time.monotonic() >= deadline:
+                return self._ended(outcome, "timeout", step)
+
+    def _ended(self, outcome: Outcome, how: str, step: dict, **facts) -> Outcome:
+        outcome.ended = Ended(how=how, doing=step["doing"], name=step["name"], **facts)
+        outcome.cacheable = False
+        status = facts.get("status")
+        if (
+            self.memory_limit
+            and not facts.get("said")
+            and (how == "failed" or how == "signal" and status in _MEMORY_SIGNALS)
+        ):  # what running out of memory looks like when titan's own part of it met the limit
+            outcome.ended.how = f"{how}-memory"
+        self.kill()
+        return outcome
+
+    def _read(self, deadline: float) -> tuple[list, tuple[str, int | None] | None]:
+        """Events that arrived before ``deadline`` (output copied on the way), and
+        ``(how, status)`` once the worker has ended or closed its pipe."""
+        watched = [self.replies, self.output] + ([self.pidfd] if self.pidfd is not None else [])
+        ready, _, _ = select.select(watched, [], [], max(0.0, deadline - time.monotonic()))
+        if self.output in ready:
+            self._copy_output()
+        dead = self.pidfd is not None and self.pidfd in ready
+        closed = False
+        if self.replies in ready or dead:
+            os.set_blocking(self.replies, not dead and self.replies in ready)
+            while True:  # all of it once the worker is gone; what one read gives otherwise
+                try:
+                    chunk = os.read(self.replies, 1 << 20)
+                except BlockingIOError:
+                    break
+                closed = closed or not chunk
+                self.buffer += chunk
+                if not chunk or not dead:
+                    break
+        events: list = []
+        while b"\n" in self.buffer:
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                events.append(None)  # garbage on titan's pipe
+                break
+        if dead or closed:
+            self._copy_output()
+            return events, self._status(wait_for_it=dead or self.pidfd is None)
+        return events, None
+
+    def _status(self, *, wait_for_it: bool) -> tuple[str, int | None]:
+        """How the ended (or pipe-closing) worker ended, without reaping it (so that its
+        process group is still its own when :meth:`kill` ends it)."""
+        assert self.process is not None
+        flags = os.WEXITED | os.WNOWAIT | (0 if wait_for_it else os.WNOHANG)
+        try:
+            info = os.waitid(os.P_PID, self.process.pid, flags)
+        except ChildProcessError:
+            info = None
+        if info is None and not wait_for_it:  # alive, but it closed titan's pipe
+            return "closed", None
+        if info is None:
+            return "exit", self.process.wait()
+        if info.si_code == os.CLD_EXITED:
+            status = info.si_status
+            return ("failed" if status == FAILED_STATUS else "exit"), status
+        return "signal", info.si_status
+
+    def _copy_output(self) -> None:
+        """What user code printed, to titan's standard error (non-blocking: a process the module
+        started may hold the pipe open for ever)."""
+        from titan.cli.streams import write
+
+        os.set_blocking(self.output, False)
+        while True:
+            try:
+                chunk = os.read(self.output, 1 << 16)
+            except BlockingIOError:
+                return
+            text = self._decoder.decode(chunk, final=not chunk)
+            if text:
+                write(text, out=self.stderr)
+            if not chunk:
+                return
+
+    def close(self) -> None:
+        """Say bye (noting threads the modules left running), then end the process group."""
+        if self.process is None:
+            return
+        try:
+            os.write(self.requests, b'{"op": "bye"}\n')
+            deadline = time.monotonic() + self.timeout + GRACE_S
+            while time.monotonic() < deadline:
+                events, gone = self._read(deadline)
+                bye = [e for e in events if isinstance(e, dict) and e.get("ev") == "bye"]
+                if bye:
+                    self.threads += [str(t) for t in bye[0].get("threads", [])]
+                    break
+                if gone is not None or None in events:
+                    break
+        except OSError:
+            pass
+        self.kill()
+
+    def kill(self) -> None:
+        """End the worker and every process of its group; forget it."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:  # the group is gone already
+            pass
+        process.wait()
+        self._copy_output()
+        for fd in (self.requests, self.replies, self.output, self.pidfd):
+            if fd is not None:
+                os.close(fd)
+
+
+_SHAPES = {
+    "step": lambda e: isinstance(e.get("doing"), str) and isinstance(e.get("name", 0), str | None),
+    "found": lambda e: (
+        isinstance(e.get("diagnostics"), list) and isinstance(e.get("declared"), list)
+    ),
+    "ending": lambda e: isinstance(e.get("frames"), list),
+    "done": lambda e: isinstance(e.get("deps"), list),
+    "stuck": lambda e: isinstance(e.get("frames"), list),
+}
+"""The events a worker sends, and what each must hold; anything else on the pipe is garbage."""
+
+_MEMORY_SIGNALS = {signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS}
+
+FAILED_STATUS = 70
+"""``titan.cli.registry_worker.FAILED``: the worker's own code failed."""
