@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from titan.migrate.codegen import names
+from titan.migrate.codegen import scaffold_types as types
 from titan.migrate.codegen.pyfmt import nodes as py
 from titan.migrate.codegen.pyfmt.imports import sort_imports
-from titan.migrate.codegen.pyfmt.layout import literal_text
 from titan.migrate.codegen.pyfmt.printer import format_module
 from titan.schemas.diagnostics import Diagnostic
 from titan.schemas.spec import SectionSpec
@@ -97,6 +97,20 @@ class _Section:
 def scaffold(files: Sequence[str], *, options: CheckOptions | None = None) -> Scaffold:
     """The extension module for the unknown keys of ``files`` (checked as titan-validate would,
     with the modules the project already declares)."""
+    result, sections = collect(files, options=options)
+    writer = _Writer(sections, files=[str(f) for f in files])
+    writer.section(())
+    result.not_declared += writer.left_out
+    if writer.classes:
+        result.source = writer.module()
+    return result
+
+
+def collect(
+    files: Sequence[str], *, options: CheckOptions | None = None
+) -> tuple[Scaffold, dict[tuple[str, ...], _Section]]:
+    """The unknown keys of ``files``, by the section they belong to (the root is ``()``), and
+    the findings so far (the module itself is not written yet)."""
     result = Scaffold()
     sections: dict[tuple[str, ...], _Section] = {(): _Section((), known=True)}
     left_out: dict[str, list[str]] = {}
@@ -125,14 +139,9 @@ def scaffold(files: Sequence[str], *, options: CheckOptions | None = None) -> Sc
                 sections.setdefault(parts[:end], _Section(parts[:end], known=True))
             seen = _Seen(check, value)
             sections[parts[:-1]].keys.setdefault(parts[-1], []).append(seen)
-    writer = _Writer(sections, files=[str(f) for f in files])
-    writer.section(())
     for why, places in left_out.items():
         result.not_declared.append(f"not declared: {why} ({_capped(places)})")
-    result.not_declared += writer.left_out
-    if writer.classes:
-        result.source = writer.module()
-    return result
+    return result, sections
 
 
 def _unknown(document: dict, schema: SectionSpec, parts: tuple[str, ...] = ()):
@@ -202,90 +211,29 @@ def _capped(items: Sequence[str]) -> str:
     return ", ".join(unique[:MAX_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
-# ----------------------------------------------------------------------------- types
-
-
-def _kind(value: Any) -> str | None:
-    """The annotation of one scalar value's kind; ``list``/``dict`` for containers, ``None``
-    for a TOML date or time."""
-    for kind in (bool, int, float, str, list, dict):
-        if isinstance(value, kind):
-            return kind.__name__
-    return None
-
-
-def _nested_keys(values: list[Any]) -> set[str]:
-    """Every key of the tables inside ``values``, at any depth."""
-    found: set[str] = set()
-    for value in values:
-        if isinstance(value, dict):
-            found |= set(value) | _nested_keys(list(value.values()))
-    return found
-
-
-def _has_date(value: Any) -> bool:
-    if isinstance(value, list):
-        return any(_has_date(item) for item in value)
-    if isinstance(value, dict):
-        return any(_has_date(item) for item in value.values())
-    return _kind(value) is None
-
-
-def _annotation(values: Sequence[Any]) -> str:
-    """The type of ``values`` together: kinds in the order first seen, ``int`` folded into
-    ``float``, element types of lists and dicts inferred from all their elements."""
-    kinds = list(dict.fromkeys(_kind(value) for value in values))
-    if "int" in kinds and "float" in kinds:
-        kinds.remove("int")
-    parts = []
-    for kind in kinds:
-        if kind == "list":
-            items = [item for value in values if isinstance(value, list) for item in value]
-            parts.append(f"list[{_annotation(items) if items else 'str'}]")
-        elif kind == "dict":
-            items = [item for value in values if isinstance(value, dict) for item in value.values()]
-            parts.append(f"dict[str, {_annotation(items) if items else 'str'}]")
-        else:
-            parts.append(kind)
-    return " | ".join(parts)
-
-
-def _coerce(value: Any, annotation: str) -> Any:
-    """``value`` as the annotation holds it: an int where only ``float`` is allowed is a float."""
-    if annotation == "float" and _kind(value) == "int":
-        return float(value)
-    inner = re.fullmatch(r"list\[(.*)\]", annotation)
-    if inner and isinstance(value, list):
-        return [_coerce(item, inner[1]) for item in value]
-    inner = re.fullmatch(r"dict\[str, (.*)\]", annotation)
-    if inner and isinstance(value, dict):
-        return {key: _coerce(item, inner[1]) for key, item in value.items()}
-    return value
-
-
-def _key(value: Any) -> str:
-    """Equal values, by kind too (``1`` is not ``True`` nor ``1.0``)."""
-    return f"{_kind(value)}:{value!r}"
-
-
-def _shown_value(value: Any) -> str:
-    text = literal_text(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 class _Writer:
     """Turns the collected sections into dataclasses, children first."""
 
-    def __init__(self, sections: dict[tuple[str, ...], _Section], *, files: list[str]) -> None:
+    def __init__(
+        self,
+        sections: dict[tuple[str, ...], _Section],
+        *,
+        files: list[str],
+        reserved: frozenset[str] = frozenset(),
+    ) -> None:
         self.sections = sections
         self.files = files
         self.classes: list[py.ClassDef] = []
         self.class_names: dict[tuple[str, ...], str] = {}
         self.left_out: list[str] = []
+        self.reserved = reserved
+        """Names a new class must not take (those of the module it is added to)."""
+        self.decorator = "dataclass"
+        """How the module names ``dataclasses.dataclass``."""
         self.field_names: set[str] = set()
         for section in sections.values():
             for key, seen in section.keys.items():
-                self.field_names |= {key, *_nested_keys([s.value for s in seen])}
+                self.field_names |= {key, *types.nested_keys([s.value for s in seen])}
         # A field named `field` would be called by the defaults after it, so the module then
         # calls `dataclasses.field`: the static reader knows a default by the name `field`.
         self.module_alias = next(
@@ -302,38 +250,44 @@ class _Writer:
         ``None`` when none of its keys could be declared."""
         found = self.sections[path]
         body: list[Any] = [py.Docstring(_wrap(self.doc(found), indent=4))]
-        extended = (
-            {  # known sections below this one that get keys
-                p[-1] for p in self.sections if p[:-1] == path and len(p) == len(path) + 1
-            }
-            - set(found.keys)
-        )
+        extended = self.extended(path)
         shadowed = {*found.keys, *extended}
         for key in sorted({*found.keys, *extended}):
-            if key in extended:
-                name = self.section((*path, key))
-                if name is not None:
-                    body.append(py.AnnAssign(key, name, self.factory(py.Ref(name))))
-                continue
-            dotted = ".".join((*path, key))
-            problem = names.field_name_problem(key) or (
-                None if key.isidentifier() else "it is not a Python name"
-            )
-            if problem is not None:
-                places = _capped([_where(s.check, (*path, key)) for s in found.keys[key]])
-                self.left_out.append(
-                    f"not declared: `{dotted}` cannot be a dataclass field: {problem}; rename "
-                    f"the key in the fork ({places})"
-                )
-                continue
-            statement = self.key(found, key, shadowed=shadowed)
+            statement = self.statement(found, key, extended=extended, shadowed=shadowed)
             if statement is not None:
                 body.append(statement)
         if len(body) == 1:
             return None
         name = self.class_name(path)
-        self.classes.append(py.ClassDef(name, body=body, decorators=[py.Ref("dataclass")]))
+        self.classes.append(py.ClassDef(name, body=body, decorators=[py.Ref(self.decorator)]))
         return name
+
+    def extended(self, path: tuple[str, ...]) -> set[str]:
+        """The known sections right below ``path`` that get keys (each a field of its class)."""
+        children = {p[-1] for p in self.sections if p[:-1] == path and len(p) == len(path) + 1}
+        return children - set(self.sections[path].keys)
+
+    def statement(
+        self, found: _Section, key: str, *, extended: set[str], shadowed: set[str]
+    ) -> Any:
+        """The field statement for ``key`` of ``found`` (the classes it needs written first),
+        or ``None`` when it cannot be declared (said in :attr:`left_out`)."""
+        path = found.path
+        if key in extended:
+            name = self.section((*path, key))
+            return None if name is None else py.AnnAssign(key, name, self.factory(py.Ref(name)))
+        dotted = ".".join((*path, key))
+        problem = names.field_name_problem(key) or (
+            None if key.isidentifier() else "it is not a Python name"
+        )
+        if problem is not None:
+            places = _capped([_where(s.check, (*path, key)) for s in found.keys[key]])
+            self.left_out.append(
+                f"not declared: `{dotted}` cannot be a dataclass field: {problem}; rename "
+                f"the key in the fork ({places})"
+            )
+            return None
+        return self.key(found, key, shadowed=shadowed)
 
     def key(self, section: _Section, key: str, *, shadowed: set[str]) -> Any:
         """The field statement for ``key`` of ``section`` (a nested class written first)."""
@@ -344,11 +298,11 @@ class _Writer:
             other = next(s for s in seen if not isinstance(s.value, dict))
             self.left_out.append(
                 f"not declared: `{dotted}` is a table in {tables[0].file} but "
-                f"{_shown_value(other.value)} in {other.file}; make the files agree"
+                f"{types.shown_value(other.value)} in {other.file}; make the files agree"
             )
             return None
-        if any(_has_date(s.value) for s in seen):
-            places = _capped([_where(s.check, path) for s in seen if _has_date(s.value)])
+        if any(types.has_date(s.value) for s in seen):
+            places = _capped([_where(s.check, path) for s in seen if types.has_date(s.value)])
             self.left_out.append(
                 f"not declared: `{dotted}` holds a TOML date or time, which an extension read "
                 f"from source cannot declare ({places})"
@@ -364,13 +318,13 @@ class _Writer:
             if name is None:
                 return None
             return py.AnnAssign(key, name, self.factory(py.Ref(name)))
-        annotation = _annotation([s.value for s in seen])
+        annotation = types.annotation([s.value for s in seen])
         counts: dict[str, int] = {}
         first: dict[str, Any] = {}
         for s in seen:
-            value = _coerce(s.value, annotation)
-            counts[_key(value)] = counts.get(_key(value), 0) + 1
-            first.setdefault(_key(value), value)
+            value = types.coerce(s.value, annotation)
+            counts[types.key(value)] = counts.get(types.key(value), 0) + 1
+            first.setdefault(types.key(value), value)
         default = first[max(counts, key=counts.__getitem__)]  # max keeps the first on a tie
         comments = [self.values_comment(seen, annotation)]
         if " | " in annotation:
@@ -384,10 +338,10 @@ class _Writer:
     def values_comment(self, seen: list[_Seen], annotation: str) -> str:
         by_value: dict[str, tuple[Any, list[str]]] = {}
         for s in seen:  # grouped as the type holds them, shown as the first file wrote it
-            key = _key(_coerce(s.value, annotation))
+            key = types.key(types.coerce(s.value, annotation))
             by_value.setdefault(key, (s.value, []))[1].append(s.file)
         shown = [
-            f"{_shown_value(value)} in {_capped(files)}"
+            f"{types.shown_value(value)} in {_capped(files)}"
             for value, files in list(by_value.values())[:MAX_SHOWN]
         ]
         more = len(by_value) - MAX_SHOWN
@@ -411,7 +365,7 @@ class _Writer:
         else:
             wanted = "".join(part[:1].upper() + part[1:] for p in path for part in p.split("_"))
             wanted = wanted if wanted.isidentifier() else f"Section{wanted}"
-        taken = {*self.class_names.values(), *self.field_names, self.module_alias}
+        taken = {*self.class_names.values(), *self.field_names, self.module_alias, *self.reserved}
         name = wanted if not path else names.free_name(wanted, taken=taken | {"JobConfig"})
         self.class_names[path] = name
         return name

@@ -259,16 +259,12 @@ def _scaffold(args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO) -> in
     files = [path for path, _ in inputs.files]
     if args.output is None:
         return migrate_scaffold.run(files, stdout, stderr)
-    import io
-
-    from titan.cli.output import refuse_inputs, write_text
+    from titan.cli.output import refuse_inputs
 
     refuse_inputs({"-o": args.output}, inputs=[*args.files, *files])
-    buffer = io.StringIO()
-    code = migrate_scaffold.run(files, buffer, stderr)
-    if buffer.getvalue():
-        write_text(args.output, text=buffer.getvalue())
-    return code
+    return migrate_scaffold.write_file(
+        files, args.output, force=args.force, stdout=stdout, stderr=stderr
+    )
 
 
 def _model_registry(text: str) -> tuple[str, str]:

@@ -43,6 +43,112 @@ def _run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
     result = scaffold(files)
     if result.source is not None:
         write(result.source, out=stdout)
+    status = _findings(result, files=files, stderr=stderr)
+    if status != OK:
+        return status
+    if result.source is None:
+        say(
+            f"{PROG}: nothing to declare: every key of {_files(files)} is known to titan or "
+            "left out above",
+            stream=stderr,
+        )
+        return FINDINGS
+    return OK
+
+
+def write_file(
+    files: list[str], output: str, *, force: bool, stdout: TextIO, stderr: TextIO
+) -> int:
+    """``-o FILE``: a new module, or the declarations FILE lacks added to it (every other byte
+    kept; ``titan.migrate.codegen.scaffold_merge``), or FILE refused and left as it was."""
+    return guarded(
+        lambda: _write_file(list(files), output, force=force, stderr=stderr),
+        prog=PROG,
+        stdout=stdout,
+        stderr=stderr,
+    )
+
+
+def _write_file(files: list[str], output: str, *, force: bool, stderr: TextIO) -> int:
+    import io
+
+    from titan.cli.output import write_text
+
+    text = _existing(output, force=force, stderr=stderr)
+    if text is None:  # a new file (or an empty one, or a device): the whole module
+        buffer = io.StringIO()
+        status = _run(files, buffer, stderr)
+        if buffer.getvalue():
+            write_text(output, text=buffer.getvalue())
+            say(f"{PROG}: wrote {output}, a new extension module", stream=stderr)
+        return status
+    if not files:
+        raise UsageError("give the fork's TOML files: --scaffold-extension FILE.toml...")
+    from titan.migrate.codegen.scaffold_merge import MergeRefused, scaffold_into
+
+    try:
+        merged = scaffold_into(files, path=output, text=text)
+    except MergeRefused as refused:
+        raise UsageError(
+            f"not changing {output}: {refused} (nothing was written; without -o the new "
+            "declarations go to standard output)"
+        ) from None
+    status = _findings(merged.result, files=files, stderr=stderr)
+    if status != OK:
+        return status
+    if merged.source is None:
+        say(
+            f"{PROG}: nothing to add to {output}: it declares every key of {_files(files)} "
+            "that titan does not know, but those left out above; it was not changed",
+            stream=stderr,
+        )
+        return FINDINGS
+    write_text(output, text=merged.source)
+    say(
+        f"{PROG}: added to {output}: {', '.join(merged.added)}; every other line of it is "
+        "unchanged",
+        stream=stderr,
+    )
+    return OK
+
+
+def _existing(output: str, *, force: bool, stderr: TextIO) -> str | None:
+    """The text of the module ``-o`` names, ``None`` when there is none to keep (no file, an
+    empty one, a device or pipe); raises :class:`UsageError` for one that cannot be read or is
+    read-only (unless ``force``)."""
+    import os
+    import stat
+
+    try:
+        info = os.stat(output)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise UsageError(f"cannot read -o {output}: {reason}") from None
+    if not stat.S_ISREG(info.st_mode):
+        return None  # a folder is refused by the writer; /dev/null is written in place
+    try:
+        with open(output, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise UsageError(f"not changing {output}: it cannot be read as text ({reason})") from None
+    if not text.strip():
+        return None
+    if not stat.S_IMODE(info.st_mode) & 0o222:
+        if not force:
+            raise UsageError(
+                f"not changing {output}: it is read-only; make it writable, or pass --force "
+                "(nothing was written)"
+            )
+        say(f"{PROG}: note: adding to {output} (--force), although it is read-only", stream=stderr)
+    return text
+
+
+def _findings(result, *, files: list[str], stderr: TextIO) -> int:
+    """Say what the scaffold left out and why; :data:`FINDINGS` when a file could not be
+    scaffolded."""
     for finding in result.declaration:
         then = (
             "the keys it declared are scaffolded again"
@@ -55,13 +161,6 @@ def _run(files: list[str], stdout: TextIO, stderr: TextIO) -> int:
     if result.problems:
         _render(result.problems, files=files, stderr=stderr)
         say(f"{PROG}: the keys of those files were not scaffolded; fix them first", stream=stderr)
-        return FINDINGS
-    if result.source is None:
-        say(
-            f"{PROG}: nothing to declare: every key of {_files(files)} is known to titan or "
-            "left out above",
-            stream=stderr,
-        )
         return FINDINGS
     return OK
 
