@@ -503,3 +503,53 @@ def test_the_stand_in_torchtitan_is_gone_after_use():
         assert default_adamw(lr=1).origin == "torchtitan.components.optimizer.default_adamw"
     assert "torchtitan" not in sys.modules
     assert not any(isinstance(finder, _StandIn) for finder in sys.meta_path)
+
+
+CONVERTERS = '''\
+"""A fork's converters whose class names are titan's own import names."""
+
+import dataclasses
+
+
+class Trainer:
+    @dataclasses.dataclass(kw_only=True)
+    class Config:
+        pass
+
+
+class field:
+    @dataclasses.dataclass(kw_only=True)
+    class Config:
+        pass
+'''
+
+
+@pytest.mark.parametrize("owner", ["Trainer", "field"])
+def test_a_fork_class_named_like_an_import_of_titan_is_imported_apart(owner, tmp_path):
+    from titan.migrate.targets.config_objects import Obj, outside_class
+
+    package = f"forkconv_{uuid.uuid4().hex[:8]}"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text(CONVERTERS, encoding="utf-8")
+    plan = build_plan(_write(tmp_path, "job", "llama3", "debugmodel"))
+    converter = Obj(outside_class(f"{package}:{owner}.Config"), {})
+    plan.root.fields["model_converters"].fields["converters"] = [converter]
+    code = render_module([plan])
+    _bound_once(code)
+    assert f"from {package} import {owner} as {package}_{owner}" in code
+    path = tmp_path / f"conv_{package}.py"
+    path.write_text(code, encoding="utf-8")
+    _ruff_clean(path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = load_module(path, path.stem)
+        config = getattr(module, plan.function)()
+        from titan.trainer import Trainer
+
+        assert isinstance(config, Trainer.Config)
+        [made] = config.model_converters.converters
+        assert type(made).__module__ == package and type(made).__qualname__ == f"{owner}.Config"
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in (path.stem, package):
+            sys.modules.pop(name, None)
