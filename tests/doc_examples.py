@@ -127,7 +127,9 @@ def parse(text: str) -> list[Block]:
         j = i + 1
         while j < len(lines) and lines[j].strip() != fence:
             j += 1
-        body = [line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : j]]
+        body = [
+            line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : j]
+        ]
         block = Block(i, j, indent, opening["info"].strip(), body)
         if block.is_console:
             block.commands = _commands(block, first_line=i + 2)
@@ -198,12 +200,13 @@ def updated(expected: list[str], actual: list[str]) -> list[str]:
     cuts = [i for i, line in enumerate(expected) if line.strip() == WILDCARD]
     if not cuts:
         return actual
-    parts = [expected[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(expected)])]
+    parts = [expected[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(expected)], strict=True)]
     head, middle, tail = parts[0], parts[1:-1], parts[-1]
     if len(head) + len(tail) > len(actual):
         return actual
     out, position, stop = list(actual[: len(head)]), len(head), len(actual) - len(tail)
-    for cut, part in zip(cuts, middle):
+    # The ``...`` before each middle part; the last one is written after the loop.
+    for cut, part in zip(cuts, middle, strict=False):
         out.append(expected[cut])
         window = actual[position:stop]
         if not part or len(window) < len(part):
@@ -229,6 +232,8 @@ def _environment(workdir: Path) -> dict[str, str]:
         # One thread per process: torchrun then launches without its banner, and a run's
         # arithmetic is the same on every machine.
         OMP_NUM_THREADS="1",
+        # torch's own deprecation notices differ between torch releases; titan logs its warnings.
+        PYTHONWARNINGS="ignore",
         TERM="dumb",
         COLUMNS="200",
         PYTHONUNBUFFERED="1",
@@ -306,7 +311,9 @@ def check_page(page: Path, *, slow: bool, update: bool = False, workdir: Path | 
         outputs = run_page(page, blocks, Path(workdir or tmp))
     runs = [c for b in blocks for c in b.commands]
     mismatches = [
-        Mismatch(page, c, out) for c, out in zip(runs, outputs) if not matches(c.expected, out)
+        Mismatch(page, c, out)
+        for c, out in zip(runs, outputs, strict=True)
+        if not matches(c.expected, out)
     ]
     if update and mismatches:
         _rewrite(page, text, {m.command.line: m.actual for m in mismatches})
