@@ -117,6 +117,11 @@ def test_force_replaces_an_edited_module_and_says_so(tree, tmp_path):
     assert module_stamp.state(mine.read_bytes()) == module_stamp.INTACT
     assert f"note: replaced {out}/a/config_registry.py (--force), although it was edited" in err
     assert "2 modules written" in report
+    mine.chmod(0o444)
+    status, report, _ = run(tree, "--out-dir", out, "--force", "--format", "json")
+    modules = {Path(m["path"]).parent.name: m for m in json.loads(report)["modules"]}
+    assert status == 0 and modules["a"]["written"] and modules["a"]["forced"] == "it is read-only"
+    assert modules["b"]["forced"] is None and modules["b"]["written"]
 
 
 def test_a_module_without_a_digest_is_not_replaced_unasked(tree):

@@ -504,6 +504,7 @@ def _json_with_summary(text: str, *, rows: list | None, inputs, targets: list) -
                 "functions": [p.function for p in target.plans if p.ok],
                 "written": target.written,
                 "refused": target.refused,
+                "forced": target.forced,  # what --force overrode to write it
             }
             for target in targets
         ]
