@@ -251,7 +251,7 @@ def test_user_mistakes_are_checkpoint_errors(tmp_path):
 @pytest.mark.slow
 def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
     in_progress = tmp_path / "checkpoint" / "step-2.tmp"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 600  # a hang guard only: the kill follows the bytes written
     with subprocess.Popen(
         [sys.executable, str(SCRIPTS / "checkpoint_killed_save.py"), str(tmp_path)],
         env=child_env(),
