@@ -348,19 +348,24 @@ def test_packages_that_share_a_last_name_each_get_their_own_calls(target, tmp_pa
     _migrate(tmp_path, files, registries, target)
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_a_long_chain_of_derived_configs_stays_shallow(target, tmp_path):
-    # Each file differs from the one before by one value and from all others by more, so each
-    # function would be built from the one before it.
+def _chain(folder: Path, count: int) -> list[Path]:
+    """``count`` TOMLs, each differing from the one before by one value and from all others by
+    more, so that each function would be built from the one before it."""
     files = []
-    for index in range(3 * DERIVE_DEPTH + 5):
-        path = tmp_path / f"c{index:04d}.toml"
+    for index in range(count):
+        path = folder / f"c{index:04d}.toml"
         path.write_text(
             f"[training]\nsteps = {1000 + index // 2}\n"
             f"[checkpoint]\ninterval = {10 + (index + 1) // 2}\n",
             encoding="utf-8",
         )
         files.append(path)
+    return files
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_long_chain_of_derived_configs_stays_shallow(target, tmp_path):
+    files = _chain(tmp_path, 3 * DERIVE_DEPTH + 5)
     _migrate(tmp_path, files, {}, target)
     code = render_module([build_plan(path) for path in files])
     assert code.count("# Built in full: building it from") == 3
@@ -368,15 +373,7 @@ def test_a_long_chain_of_derived_configs_stays_shallow(target, tmp_path):
 
 
 def test_a_thousand_chained_files_make_a_module_whose_last_function_runs(tmp_path):
-    files = []
-    for index in range(1100):
-        path = tmp_path / f"c{index:04d}.toml"
-        path.write_text(
-            f"[training]\nsteps = {1000 + index // 2}\n"
-            f"[checkpoint]\ninterval = {10 + (index + 1) // 2}\n",
-            encoding="utf-8",
-        )
-        files.append(path)
+    _chain(tmp_path, 1100)
     done = subprocess.run(
         [sys.executable, "-m", "titan.cli.migrate", str(tmp_path), "-q", "--format", "json"],
         capture_output=True,
