@@ -281,6 +281,11 @@ def test_a_read_only_module_is_changed_only_with_force(fork):
     )
     assert stat.S_IMODE(module.stat().st_mode) == 0o444
     assert "although it is read-only" in err
+    empty = fork / "empty.py"
+    empty.write_text("")
+    empty.chmod(0o444)
+    status, _, err = run("--scaffold-extension", "configs", "-o", empty)
+    assert status == 2 and empty.read_text() == "" and "it is read-only" in err
 
 
 def test_a_new_or_empty_file_gets_the_whole_module_and_the_report_says_so(fork):
@@ -306,3 +311,27 @@ def test_no_import_is_added_that_the_new_lines_do_not_use(fork):
         '    # "eu" in configs/c.toml\n',
         '    zone: str = "eu"\n',
     ]
+
+
+def test_a_link_to_the_module_adds_to_the_module_and_stays_a_link(fork):
+    declare(fork)
+    (fork / "tools").mkdir()
+    assert run("--scaffold-extension", "configs/a.toml", "-o", "tools/real_ext.py")[0] == 0
+    (fork / "fork_ext.py").symlink_to("tools/real_ext.py")
+    before = (fork / "tools/real_ext.py").read_text()
+    status, _, err = run("--scaffold-extension", "configs", "-o", "fork_ext.py")
+    assert status == 0, err
+    assert (fork / "fork_ext.py").is_symlink()
+    assert '    zone: str = "eu"\n' in only_added(before, (fork / "tools/real_ext.py").read_text())
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_dash_o_that_is_a_link_to_a_toml_is_refused(fork, link):
+    toml = fork / "configs/b.toml"
+    if link == "symlink":
+        (fork / "ext.py").symlink_to(toml)
+    else:
+        os.link(toml, fork / "ext.py")
+    status, _, err = run("--scaffold-extension", "configs", "-o", "ext.py")
+    assert status == 2 and "refusing to write over it" in err
+    assert toml.read_text() == SECOND

@@ -134,16 +134,14 @@ def _existing(output: str, *, force: bool, stderr: TextIO) -> str | None:
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or error
         raise UsageError(f"not changing {output}: it cannot be read as text ({reason})") from None
-    if not text.strip():
-        return None
     if not stat.S_IMODE(info.st_mode) & 0o222:
         if not force:
             raise UsageError(
                 f"not changing {output}: it is read-only; make it writable, or pass --force "
                 "(nothing was written)"
             )
-        say(f"{PROG}: note: adding to {output} (--force), although it is read-only", stream=stderr)
-    return text
+        say(f"{PROG}: note: writing {output} (--force), although it is read-only", stream=stderr)
+    return text if text.strip() else None
 
 
 def _findings(result, *, files: list[str], stderr: TextIO) -> int:
