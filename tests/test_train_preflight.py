@@ -279,20 +279,20 @@ def test_block_causal_attention_needs_the_tokenizers_eos_token(capsys, empty_cwd
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_block_causal_attention_passes_with_an_eos_token_or_a_tokenizer_read_elsewhere(
+def test_block_causal_attention_passes_with_an_eos_token_and_a_missing_tokenizer_is_refused(
     capsys, empty_cwd, form
 ):
     summary = "pre-flight passed: llama3 debugmodel_flex_attn, 1 GPU (one process)"
     code, out, err = documents_preflight(capsys, empty_cwd.parent, form)
     assert code == 0, err
     assert out.startswith(summary)
-    # A tokenizer that is not on this machine is the run's to read: nothing to judge here.
+    # A run reads its tokenizer before its first step, so one that is not here is refused.
     elsewhere = str(empty_cwd.parent / "only_on_the_cluster")
     code, out, err = documents_preflight(
         capsys, empty_cwd.parent, form, HF_ASSETS_FLAG[form], elsewhere
     )
-    assert code == 0, err
-    assert out.startswith(summary)
+    assert (code, out) == (1, "")
+    assert f"titan-train: error: no tokenizer at {elsewhere!r}" in err
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -1,26 +1,30 @@
 """``titan-train --preflight [--ngpu N]``: every check a run makes before it trains, for a job of
 N processes, without starting one.
 
-What is checked, in the order a real run meets it:
+The checks are the run's own (``titan.training.run_checks``: the run's setup calls the same
+functions, in the same order, before it starts its process group), so pre-flight and the run
+refuse the same config with the same message. In the order a run meets them:
 
 1. the config's findings at world size N (titan-validate's rules and titan-train's refusals of
    parallel degrees and of a dump folder it could not write), rendered as a run renders them;
-2. the family's capability record (``ModelSpec.refusals``) for every other feature;
-3. the parallel layout: ``ParallelDims`` for N processes, the expert-parallel rule included,
-   and the family's functions the run imports (loss, TP plan, MoE hook, HF adapter);
-4. the tokenizer, when its files are here: its vocabulary fits the model's;
-5. the model built on the meta device with its converters, so a shape that does not build, or
-   a converter that cannot run here, is found, and the EOS id that per-document
-   (``block_causal``) attention ends documents at: the tokenizer's, else the model config's;
-6. the combinations the generic parallelization refuses before it touches the model (tensor
-   parallel vs heads and sequence length, DDP with TP, CPU offload without FSDP, async TP).
+2. the family's capability record, the parallel layout for N processes and the family's
+   functions the run imports; the batch arithmetic (global vs local batch × data parallel);
+   checkpoint, seed-checkpoint and metrics settings;
+3. the tokenizer (its files must be here: a run reads them before its first step), the data
+   loader of data-parallel rank 0 (the dataset's name, its files or Hub id; no batch is read),
+   the model built on the meta device with its converters (float8 and its package), the EOS id
+   of per-document attention, the parallelization's refusals, the optimizer and LR schedule,
+   the Hugging Face state-dict adapter's assets, the validation loader;
+4. the output folders: each can be created and written, no other run holds its lock, the
+   files the run writes are files (not links, FIFOs or folders), and the checkpoint folder is
+   a folder whose ``step-N`` entries are checkpoint folders, holding ``checkpoint.load_step``
+   when one is set, or else the initial load's source.
 
 Checks that depend on the hardware (float8's GPU, async tensor parallel's CUDA) judge this
 machine, as a run here would: run pre-flight where the job will run to have them judged there.
 
 Nothing is started or written: no process group, no device mesh, no dump folder, no lock, no
-log file. The dataset is not read, and the tokenizer only when its files are on this machine
-(they may exist only where the job runs; then its checks are left to the run).
+log file; no model weights and no batch are read.
 A pass prints one line on stdout, e.g. ``pre-flight passed: qwen3 32B, 8 GPUs (FSDP 8),
 32.8B parameters``, and exits 0; a finding or refusal prints the message a run would print and
 exits 1; a malformed command line exits 2.
@@ -143,78 +147,19 @@ def preflight(args: list[str], *, ngpu: int, stdout: TextIO, stderr: TextIO) -> 
 
 
 def _check_run(config: Any, *, ngpu: int) -> str:
-    """The checks a run makes after its config check, as ``build_run`` makes them; the summary.
+    """The checks a run makes before its first step (``titan.training.run_checks``, which the
+    run's setup calls too); the summary. Raises what the run would raise."""
+    from titan.training.run_checks import check_config, check_folders
+    from titan.training.setup import degrees_in_words
 
-    Raises what the run would raise (``NotBuildableError``, ``ValueError``).
-    """
-    import torch
-
-    from titan.config.configurable import NotBuildableError
-    from titan.distributed.parallel_dims import ParallelDims
-    from titan.distributed.parallelize import refuse_unrunnable
-    from titan.distributed.process_group import default_device_type
-    from titan.training.setup import (
-        _document_eos_id,
-        _hf_assets_path,
-        _model_config,
-        degrees_in_words,
-    )
-    from titan.training.weights import DTYPES, default_dtype
-
-    spec = config.model_spec
-    if spec is None:
-        raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
-    spec.check_capabilities(config, world_size=ngpu)
-    parallel_dims = ParallelDims.from_config(config.parallelism, world_size=ngpu)
-    # The family's functions the run imports (the loss always, the TP plan under TP, the others
-    # when named), so that a missing one is found here too.
-    needed = ["build_loss_fn", *(["parallelize_fn"] if parallel_dims.tp_enabled else [])]
-    named = [f for f in ("post_optimizer_build_fn", "state_dict_adapter") if getattr(spec, f)]
-    for field in needed + named:
-        spec.resolve(field)
-    hf_assets_path = _hf_assets_path(config.hf_assets_path)
-    tokenizer = _tokenizer_if_here(config, hf_assets_path=hf_assets_path)
-    model_config = _model_config(config, tokenizer)
-    with torch.device("meta"), default_dtype(DTYPES[config.training.dtype]):
-        model = model_config.build()
-    if tokenizer is not None or config.tokenizer is None:
-        _document_eos_id(
-            model, tokenizer=tokenizer, model_config=model_config, hf_assets_path=hf_assets_path
-        )
-    compile_model = config.compile.enable and "model" in config.compile.components
-    converters = config.model_converters.build(
-        parallel_dims=parallel_dims, model_compile_enabled=compile_model
-    )
-    converters.convert(model)
-    refuse_unrunnable(
-        spec,
-        parallel_dims=parallel_dims,
-        training=config.training,
-        parallelism=config.parallelism,
-        activation_checkpoint=config.activation_checkpoint,
-        model_compile_enabled=compile_model,
-        # A run has a device mesh, and so a device type, only with several processes.
-        device_type=default_device_type() if ngpu > 1 else None,
-    )
-    parameters = sum(p.numel() for p in model.parameters())
+    checked = check_config(config, world_size=ngpu)
+    check_folders(config, sd_adapter=checked.sd_adapter, probe_locks=True)
     gpus = f"{ngpu} GPU" if ngpu == 1 else f"{ngpu} GPUs"
     # The degrees in the words of the run's own summary line.
     return (
-        f"{spec.name} {spec.flavor}, {gpus} ({degrees_in_words(parallel_dims)}), "
-        f"{_amount(parameters)} parameters"
+        f"{checked.spec.name} {checked.spec.flavor}, {gpus} "
+        f"({degrees_in_words(checked.parallel_dims)}), {_amount(checked.parameters)} parameters"
     )
-
-
-def _tokenizer_if_here(config: Any, *, hf_assets_path: str) -> Any:
-    """The run's tokenizer when the config has one and its files are on this machine, else None."""
-    from titan.components.tokenizer import TokenizerNotFoundError
-
-    if config.tokenizer is None:
-        return None
-    try:
-        return config.tokenizer.build(tokenizer_path=hf_assets_path)
-    except TokenizerNotFoundError:
-        return None  # read where the job runs, which may be the only place it exists
 
 
 def _amount(count: int) -> str:

@@ -70,13 +70,7 @@ class MetricsProcessor(Configurable):
     ) -> None:
         from titan.components import metric_sinks as sinks
 
-        if config.log_freq < 1:
-            raise ValueError(f"metrics.log_freq must be at least 1, not {config.log_freq}")
-        # Check the optional packages on every rank, so a missing one fails the whole job at once.
-        if config.enable_tensorboard:
-            sinks.check_tensorboard()
-        if config.enable_wandb:
-            sinks.check_wandb()
+        check_metrics_settings(config)
         self.config = config
         self.device_type = device_type
         self.num_flops_per_token = num_flops_per_token
@@ -236,6 +230,19 @@ class MetricsProcessor(Configurable):
             self.jsonl.close()
         if self.console is not None:
             self.console.close()
+
+
+def check_metrics_settings(config: MetricsProcessor.Config) -> None:
+    """Refuse a logging frequency below 1, or a sink whose package is not installed."""
+    from titan.components import metric_sinks as sinks
+
+    if config.log_freq < 1:
+        raise ValueError(f"metrics.log_freq must be at least 1, not {config.log_freq}")
+    # Checked on every rank, so a missing package fails the whole job at once.
+    if config.enable_tensorboard:
+        sinks.check_tensorboard()
+    if config.enable_wandb:
+        sinks.check_wandb()
 
 
 def _train_line(record: dict[str, Any]) -> str:

@@ -131,6 +131,24 @@ def lock_folders(folders: list[str]) -> list[FolderLock]:
     return held
 
 
+def probe_lock(folder: str) -> None:
+    """Raise ``DumpFolderInUse``, as taking the lock would, when a live run holds ``folder``'s
+    lock; creates nothing. The probe holds a shared lock for the moment of the test."""
+    path = os.path.join(folder, LOCK_FILE)
+    if not os.path.lexists(path):
+        return
+    fd = open_run_file(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise DumpFolderInUse(_in_use(folder, path=path, holder=_read_holder(fd))) from None
+    except OSError as error:
+        if error.errno not in _NO_LOCKS:
+            raise
+    finally:
+        os.close(fd)  # closing releases the shared lock
+
+
 def release_all(locks: list[FolderLock]) -> None:
     for lock in reversed(locks):
         lock.release()

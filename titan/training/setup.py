@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from titan.components.run_files import UnsafeRunFile, replace_run_file
-from titan.config.configurable import NotBuildableError
+from titan.components.run_files import replace_run_file
 from titan.config.serialize import to_json
 from titan.distributed.amp import amp_context
 from titan.distributed.config_agreement import check_same_config
@@ -37,13 +36,17 @@ from titan.distributed.process_group import (
 from titan.distributed.reductions import dist_mean
 from titan.tools.profiling import profiler_context
 from titan.training.dump_lock import (
-    DumpFolderInUse,
     agree_on_locks,
-    check_run_files,
     lock_folders,
     output_folders,
     release_all,
     saved_config_file,
+)
+from titan.training.run_checks import (
+    CheckedRun,
+    check_config,
+    check_creatable_folders,
+    check_folders,
 )
 from titan.training.state import GarbageCollection, TrainState
 from titan.training.weights import DTYPES, default_dtype, init_weights
@@ -59,7 +62,6 @@ if TYPE_CHECKING:
     from titan.components.validate import Validator
     from titan.config.configs import CommConfig
     from titan.protocols.model_converter import ModelConvertersContainer
-    from titan.protocols.model_spec import ModelSpec
 
 log = logging.getLogger("titan")
 
@@ -172,39 +174,33 @@ def build_run(config: Any, **runtime: Any) -> RunParts:
     """Every part of the run ``config`` describes, on this process's ranks and device."""
     if runtime:
         raise TypeError(f"unexpected runtime arguments: {', '.join(sorted(runtime))}")
-    spec = config.model_spec
-    if spec is None:
-        raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    # Everything the family cannot run is refused here, before any lock or output folder.
-    spec.check_capabilities(config, world_size=world_size)
-    parallel_dims = ParallelDims.from_config(config.parallelism, world_size=world_size)
+    # Everything the run would refuse is refused here, before any lock or output folder, by the
+    # same checks as titan-train --preflight, in the same order.
+    checked = check_config(config, world_size=world_size, warn=False)
     # Rank 0 locks the output folders before anything is written; the other ranks learn its
     # verdict once the process group exists, so a refused run ends on every rank at once.
     locks: list[Any] = []
     refusal: BaseException | None = None
     if int(os.environ.get("RANK", "0")) == 0:
         try:
+            check_creatable_folders(config)
             locks = lock_folders(output_folders(config))
-            check_run_files(config)
-        except (DumpFolderInUse, UnsafeRunFile, OSError) as error:
+            check_folders(config, sd_adapter=checked.sd_adapter, probe_locks=False)
+        except (ValueError, OSError) as error:
             refusal = error
     try:
-        return _build(config, spec=spec, parallel_dims=parallel_dims, locks=locks, refusal=refusal)
+        return _build(config, checked=checked, locks=locks, refusal=refusal)
     except BaseException:
         release_all(locks)
         raise
 
 
 def _build(
-    config: Any,
-    *,
-    spec: ModelSpec,
-    parallel_dims: ParallelDims,
-    locks: list[Any],
-    refusal: BaseException | None,
+    config: Any, *, checked: CheckedRun, locks: list[Any], refusal: BaseException | None
 ) -> RunParts:
-    """Everything after the lock; ``refusal`` is rank 0's failure to take it."""
+    """Everything after the checks and the lock; ``refusal`` is rank 0's failure to take it."""
+    spec, parallel_dims = checked.spec, checked.parallel_dims
     build_loss = spec.resolve("build_loss_fn")
     training = config.training
     dump_folder = config.dump_folder
@@ -226,26 +222,22 @@ def _build(
     _save_config(config, rank=rank)
 
     dp_degree, dp_rank = parallel_dims.dp_degree, parallel_dims.dp_rank(world_mesh)
-    accumulation_steps = _accumulation_steps(training, dp_degree)
+    accumulation_steps = checked.accumulation_steps
+    tokenizer = checked.tokenizer
+    dataloader = checked.dataloader  # built for data-parallel rank 0 by the checks
+    if dp_rank != 0:
+        dataloader = config.dataloader.build(
+            dp_world_size=dp_degree,
+            dp_rank=dp_rank,
+            tokenizer=tokenizer,
+            seq_len=training.seq_len,
+            local_batch_size=training.local_batch_size,
+        )
 
-    hf_assets_path = _hf_assets_path(config.hf_assets_path)
-    tokenizer = None
-    if config.tokenizer is not None:
-        tokenizer = config.tokenizer.build(tokenizer_path=hf_assets_path)
-    dataloader = config.dataloader.build(
-        dp_world_size=dp_degree,
-        dp_rank=dp_rank,
-        tokenizer=tokenizer,
-        seq_len=training.seq_len,
-        local_batch_size=training.local_batch_size,
-    )
-
-    model_config = _model_config(config, tokenizer)
+    # A fresh meta model: the checks' one carries their throw-away optimizer's hooks.
+    model_config, eos_id = checked.model_config, checked.eos_id
     with torch.device("meta"), default_dtype(DTYPES[training.dtype]):
         model = model_config.build()
-    eos_id = _document_eos_id(
-        model, tokenizer=tokenizer, model_config=model_config, hf_assets_path=hf_assets_path
-    )
     compile_model = config.compile.enable and "model" in config.compile.components
     converters = config.model_converters.build(
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
@@ -283,7 +275,7 @@ def _build(
     in_backward = type(optimizers).__name__ == "OptimizersInBackwardContainer"
 
     train_state = TrainState()
-    sd_adapter = _state_dict_adapter(spec, model_config, hf_assets_path)
+    sd_adapter = checked.sd_adapter
     checkpointer = config.checkpoint.build(
         dump_folder=dump_folder,
         states={
@@ -362,83 +354,11 @@ def _build(
     )
 
 
-def _accumulation_steps(training: Any, dp_degree: int) -> int:
-    """Micro-batches per step: global batch over (local batch × data-parallel degree)."""
-    per_step = training.local_batch_size * dp_degree
-    global_batch = per_step if training.global_batch_size < 0 else training.global_batch_size
-    if global_batch % per_step:
-        raise ValueError(
-            f"training.global_batch_size {global_batch} is not a multiple of "
-            f"training.local_batch_size {training.local_batch_size} × data-parallel degree "
-            f"{dp_degree} = {per_step}"
-        )
-    return global_batch // per_step
-
-
-def _model_config(config: Any, tokenizer: Any) -> Any:
-    """The flavor's model config, updated from the trainer config (sequence length, ...)."""
-    model_config = config.model_spec.model
-    model_config.update_from_config(trainer_config=config)
-    if tokenizer is not None and tokenizer.vocab_size > model_config.vocab_size:
-        raise ValueError(
-            f"the tokenizer in {config.hf_assets_path} has {tokenizer.vocab_size} tokens but the "
-            f"model's vocab_size is {model_config.vocab_size}; use a tokenizer that fits the flavor"
-        )
-    return model_config
-
-
-def _document_eos_id(
-    model: torch.nn.Module, *, tokenizer: Any, model_config: Any, hf_assets_path: str
-) -> int | None:
-    """The token id that ends a document for ``block_causal`` attention: the tokenizer's EOS,
-    else (a config without a tokenizer) the model config's ``eos_id``; None when no layer masks
-    by document. ``NotBuildableError`` when a layer does and there is no such id."""
-    if not model.needs_documents():
-        return None
-    hint = "or set the attention's attn_mask_type to 'causal' (one sequence per row)"
-    if tokenizer is not None:
-        eos_id = getattr(tokenizer, "eos_id", None)
-        if eos_id is None:
-            raise NotBuildableError(
-                "block_causal attention ends each document at the EOS token, but the tokenizer "
-                f"in {hf_assets_path} has no eos_token; use a tokenizer that has one, {hint}"
-            )
-        return eos_id
-    eos_id = getattr(model_config, "eos_id", None)
-    if eos_id is None:
-        raise NotBuildableError(
-            "block_causal attention ends each document at the EOS token, but this config has "
-            f"no tokenizer and {type(model_config).__qualname__} no eos_id; set the tokenizer, "
-            + hint
-        )
-    return eos_id
-
-
 def _model_state(model_parts: list[torch.nn.Module]) -> Any:
     """The model's checkpoint state (all parts as one state dict)."""
     from titan.components.checkpoint.state import ModelState
 
     return ModelState(model_parts)
-
-
-def _hf_assets_path(path: str) -> str:
-    """``hf_assets_path`` as given, or under titan's checkout when only found there."""
-    from titan.components.local_paths import existing_path
-
-    found = existing_path(path)
-    if found is None or found == Path(path).expanduser():
-        return path  # a missing folder is reported by whoever reads it, with the key's name
-    log.info("hf_assets_path %r is not under the working folder; using %s", path, found)
-    return str(found)
-
-
-def _state_dict_adapter(spec: ModelSpec, model_config: Any, hf_assets_path: str) -> Any:
-    """The family's HF state-dict adapter for ``model_config``; None when it has none."""
-    if spec.state_dict_adapter is None:
-        return None
-    return spec.resolve("state_dict_adapter")(
-        model_config=model_config, hf_assets_path=hf_assets_path
-    )
 
 
 def _amp(parallel_dims: ParallelDims, training: Any, device: torch.device):

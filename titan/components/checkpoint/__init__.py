@@ -172,9 +172,7 @@ class CheckpointManager(Configurable):
         so every parallel layout starts from the same weights.
         """
         if self.writer is None:
-            raise CheckpointError(
-                "a seed checkpoint needs checkpoint.enable = true and checkpoint.load_only = false"
-            )
+            raise CheckpointError(SEED_NEEDS_SAVING)
         from titan.components.checkpoint.state import saved_states
 
         begin = time.monotonic()
@@ -196,10 +194,7 @@ class CheckpointManager(Configurable):
         config = self.config
         if not config.enable:
             if step != -1:
-                raise CheckpointError(
-                    f"checkpoint.load_step = {step}, but checkpoint.enable is false; enable "
-                    "checkpointing to load a checkpoint"
-                )
+                raise CheckpointError(_load_when_disabled(step))
             return False
         from titan.components.checkpoint.resume import recover_and_choose
 
@@ -327,6 +322,79 @@ class CheckpointManager(Configurable):
             return f"model only, in {config.export_dtype}"
         self.writer.save(saved_states(self.states, model_only=False), step=step, purge=False)
         return "full checkpoint"
+
+
+SEED_NEEDS_SAVING = (
+    "a seed checkpoint needs checkpoint.enable = true and checkpoint.load_only = false"
+)
+
+
+def _load_when_disabled(step: int) -> str:
+    return (
+        f"checkpoint.load_step = {step}, but checkpoint.enable is false; enable checkpointing "
+        "to load a checkpoint"
+    )
+
+
+def seed_world_size_problem(world_size: int) -> str | None:
+    """Why a seed checkpoint cannot be made by ``world_size`` processes, else None."""
+    if world_size == 1:
+        return None
+    return (
+        "checkpoint.create_seed_checkpoint builds the unsharded model: run it as one process, "
+        f"not {world_size}"
+    )
+
+
+def check_start(config: CheckpointManager.Config, *, world_size: int) -> None:
+    """The refusals a run meets when it starts (``load``, the seed checkpoint) that depend on
+    the settings alone: a ``load_step`` with checkpointing off, a seed checkpoint made by
+    several processes or by a run that does not save."""
+    if not config.enable and config.load_step != -1:
+        raise CheckpointError(_load_when_disabled(config.load_step))
+    if config.create_seed_checkpoint:
+        problem = seed_world_size_problem(world_size)
+        if problem is not None:
+            raise ValueError(problem)
+        if not config.enable or config.load_only:
+            raise CheckpointError(SEED_NEEDS_SAVING)
+
+
+def check_folder(config: CheckpointManager.Config, *, dump_folder: str, sd_adapter: Any) -> None:
+    """What ``load`` would refuse in the checkpoint folder, read-only: a checkpoint folder
+    that is a file, a ``step-N`` entry that is not a checkpoint folder, a ``load_step`` it does
+    not hold, an initial load source that is missing. The checkpoint itself is not read."""
+    if not config.enable:
+        return
+    from titan.components.checkpoint.folders import CheckpointFolders
+    from titan.components.checkpoint.initial import check_initial_source
+    from titan.components.checkpoint.resume import choose
+
+    folders = CheckpointFolders(os.path.join(dump_folder, config.folder))
+    problem = folders.root_problem()
+    if problem is not None:
+        raise CheckpointError(problem)
+    if any(path.endswith(".replaced") for path in folders.incomplete_paths()):
+        # A publish cut short by a crash: which steps exist is settled when ``load`` finishes
+        # it, so only what does not depend on that is checked here.
+        from titan.components.checkpoint.resume import _not_checkpoints, _not_folders
+
+        if folders.not_folders():
+            raise CheckpointError(_not_folders(folders, folders.not_folders()))
+        if folders.unloadable_steps():
+            raise CheckpointError(_not_checkpoints(folders, folders.unloadable_steps()))
+        return
+    point = choose(folders, load_step=config.load_step)
+    if point.error is not None:
+        raise CheckpointError(point.error)
+    if point.step is None and (config.initial_load_path or config.initial_load_in_hf):
+        check_initial_source(config, sd_adapter=sd_adapter)
+
+
+def check_settings(config: CheckpointManager.Config, *, states: Any, sd_adapter: Any) -> None:
+    """Refuse checkpoint settings that cannot work together, as building the manager does;
+    ``states`` names the checkpointed states."""
+    _check(config, states=dict.fromkeys(states), sd_adapter=sd_adapter)
 
 
 def _check(config: CheckpointManager.Config, *, states: dict[str, Any], sd_adapter: Any) -> None:

@@ -69,6 +69,27 @@ class CheckpointFolders:
         """Steps whose ``step-N`` folder is not a checkpoint (titan never publishes one)."""
         return [step for step in self.complete_steps() if not is_checkpoint(self.step_path(step))]
 
+    def not_folders(self) -> list[str]:
+        """Entries named like step folders (``step-N``, ``step-N.tmp``, ...) that are not folders
+        (a file, a link to nothing): titan never makes one, and every listing above skips them."""
+        if not os.path.isdir(self.root):
+            return []
+        names = (n for n in os.listdir(self.root) if _is_step_name(n))
+        return sorted(p for n in names if not os.path.isdir(p := os.path.join(self.root, n)))
+
+    def root_problem(self) -> str | None:
+        """Why ``root`` cannot hold checkpoints (it exists and is not a folder), else None."""
+        if not os.path.lexists(self.root) or os.path.isdir(self.root):
+            return None
+        from titan.components.run_files import what_is
+
+        kind = what_is(self.root) or "a file"
+        return (
+            f"the checkpoint folder {self.root} is {kind}, not a folder, so checkpoints can be "
+            "neither loaded from it nor saved to it (the first save would fail); move it away, "
+            "or set checkpoint.folder to another name"
+        )
+
     def incomplete_paths(self) -> list[str]:
         """Folders of saves that did not finish (or of purges/replacements that did not)."""
         return sorted(path for _, path in self._matching(INCOMPLETE_NAME))
@@ -158,6 +179,10 @@ class CheckpointFolders:
             if match and os.path.isdir(path):
                 found.append((int(match.group(1)), path))
         return found
+
+
+def _is_step_name(name: str) -> bool:
+    return bool(COMPLETE_NAME.fullmatch(name) or INCOMPLETE_NAME.fullmatch(name))
 
 
 def is_dcp_checkpoint(path: str) -> bool:

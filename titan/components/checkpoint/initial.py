@@ -11,9 +11,8 @@ from titan.components.checkpoint.hf import load_hf
 from titan.components.checkpoint.state import load_dcp
 
 
-def initial_load(config: Any, *, states: dict[str, Any], sd_adapter: Any) -> tuple[str, str]:
-    """Load ``config.initial_load_path`` (or the adapter's Hugging Face folder) into ``states``;
-    returns (path, what was loaded)."""
+def check_initial_source(config: Any, *, sd_adapter: Any) -> str:
+    """The folder the initial load reads; ``CheckpointError`` when it is not a folder."""
     if config.initial_load_in_hf:
         path = config.initial_load_path or getattr(sd_adapter, "hf_assets_path", None)
         if not path or not os.path.isdir(path):
@@ -21,13 +20,22 @@ def initial_load(config: Any, *, states: dict[str, Any], sd_adapter: Any) -> tup
                 f"checkpoint.initial_load_in_hf: {path!r} is not a folder of safetensors; "
                 "set checkpoint.initial_load_path to one"
             )
-        load_hf(path, states["model"], sd_adapter=sd_adapter)
-        return path, "model weights (Hugging Face safetensors)"
+        return path
     path = config.initial_load_path
     assert path is not None
     if not os.path.isdir(path):
         what = "it is a file" if os.path.exists(path) else "it does not exist"
         raise CheckpointError(f"checkpoint.initial_load_path {path!r} is not a folder: {what}")
+    return path
+
+
+def initial_load(config: Any, *, states: dict[str, Any], sd_adapter: Any) -> tuple[str, str]:
+    """Load ``config.initial_load_path`` (or the adapter's Hugging Face folder) into ``states``;
+    returns (path, what was loaded)."""
+    path = check_initial_source(config, sd_adapter=sd_adapter)
+    if config.initial_load_in_hf:
+        load_hf(path, states["model"], sd_adapter=sd_adapter)
+        return path, "model weights (Hugging Face safetensors)"
     try:
         load_dcp(
             path,

@@ -2,7 +2,8 @@
 after tidying up what a run that died left there.
 
 Every way this can go wrong is an error message (raised as a ``CheckpointError`` on every rank) that names what is on disk: a ``step-N``
-folder titan did not write (it would otherwise be skipped in silence, and the run would go back
+folder titan did not write, or an entry named like one that is not a folder, or a checkpoint
+folder that is a file (it would otherwise be skipped in silence, and the run would go back
 to an older step or start over), and a ``checkpoint.load_step`` that names a step the folder does
 not hold (it would otherwise start from scratch). Torch-free: it only reads folder listings.
 """
@@ -41,6 +42,12 @@ def recover_and_choose(folders: CheckpointFolders, *, load_step: int) -> ResumeP
 
 def choose(folders: CheckpointFolders, *, load_step: int) -> ResumePoint:
     """The step to resume from: ``load_step``, or the newest loadable one (-1)."""
+    problem = folders.root_problem()
+    if problem is not None:
+        return ResumePoint(error=problem)
+    strays = folders.not_folders()
+    if strays:
+        return ResumePoint(error=_not_folders(folders, strays))
     unloadable = folders.unloadable_steps()
     if unloadable:
         return ResumePoint(error=_not_checkpoints(folders, unloadable))
@@ -68,6 +75,17 @@ def damaged_hint(folders: CheckpointFolders, point: ResumePoint) -> str:
         f"; {path} is damaged. The newest earlier checkpoint is {folders.step_path(step)}: "
         f"resume from it with checkpoint.load_step = {step} (--checkpoint.load_step {step}), or "
         f"move {path} out of {folders.root}"
+    )
+
+
+def _not_folders(folders: CheckpointFolders, paths: list[str]) -> str:
+    from titan.components.run_files import what_is
+
+    listed = "; ".join(f"{path} ({what_is(path) or 'a file'})" for path in paths)
+    return (
+        f"{listed}: named like a checkpoint but not a folder. titan writes every checkpoint as a "
+        f"folder, so this was put there by hand, and a run would skip it and resume from an "
+        f"older step or start over. Move it out of {folders.root}"
     )
 
 
