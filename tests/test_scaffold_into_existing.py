@@ -300,13 +300,14 @@ def test_a_new_or_empty_file_gets_the_whole_module_and_the_report_says_so(fork):
 def test_no_import_is_added_that_the_new_lines_do_not_use(fork):
     text = (
         "from dataclasses import dataclass\n\n\n@dataclass\nclass Infra:\n    nodes: int = 1\n"
-        "\n\n@dataclass\nclass JobConfig:\n    infra: Infra\n"
+        "\n\n@dataclass\nclass JobConfig:\n    infra: Infra"  # no line end: none is added
     )
     module = fork / "ours.py"
     module.write_text(text)
     (fork / "configs/c.toml").write_text('[infra]\nnodes = 2\nzone = "eu"\n')
     status, _, err = run("--scaffold-extension", "configs/c.toml", "-o", module)
     assert status == 0, err
+    assert module.read_text().endswith("\n    infra: Infra")
     assert only_added(text, module.read_text()) == [
         '    # "eu" in configs/c.toml\n',
         '    zone: str = "eu"\n',

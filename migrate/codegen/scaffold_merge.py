@@ -9,9 +9,9 @@ types. Then, section by section from ``JobConfig`` down:
 
 - a key the class lacks becomes a field appended after the class's last statement, in the
   class's own indentation and line endings;
-- a section the module lacks becomes a new dataclass, inserted right before the first class that
-  refers to it (the ``field(default_factory=...)`` of that class runs when the module is
-  imported, so the new class must already exist), and a field of its parent;
+- a section the module lacks becomes a new dataclass and a field of its parent; the new classes
+  go right before the first existing class that gains such a field (its
+  ``field(default_factory=...)`` runs when the module is imported, so they must exist by then);
 - a key the module declares is left alone when every value in the TOMLs fits its type;
 - ``from dataclasses import ...`` is added after the module's imports when it lacks a name.
 
@@ -211,6 +211,8 @@ class _Plan:
         self.module, self.writer = module, writer
         self.additions: dict[ast.ClassDef, list[Any]] = {}
         self.added: list[str] = []
+        self.users: set[ast.ClassDef] = set()
+        """The existing classes whose new fields name a new class."""
 
     def section(self, path: tuple[str, ...], target: _Target) -> None:
         """Plan the keys of the section ``path``, which ``target`` declares already."""
@@ -280,14 +282,14 @@ class _Plan:
                 f"the name the new field `{dotted}` needs"
             )
         self.additions.setdefault(node, []).append(statement)
+        if new:
+            self.users.add(node)
         self.added.append(f"[{dotted}] (new class {new[-1]})" if new else f"`{dotted}`")
 
     def apply(self) -> str:
         """The module's text with every planned declaration inserted."""
         module, newline = self.module, self.module.newline
         lines = list(module.lines)
-        if lines and not lines[-1].endswith(("\n", "\r")):
-            lines[-1] += newline
         inserts: dict[int, list[str]] = {}
         for node, statements in self.additions.items():
             text = format_module(py.Module([py.ClassDef("_", body=statements)]))
@@ -295,7 +297,7 @@ class _Plan:
             body = [indent + line[4:] if line.strip() else line for line in _lines(text)[1:]]
             inserts.setdefault(node.body[-1].end_lineno, []).append("".join(body))
         if self.writer.classes:
-            first = min((module.start(node) for node in self.additions), default=len(lines))
+            first = min(module.start(node) for node in self.users)
             text = format_module(py.Module(list(self.writer.classes)))
             inserts.setdefault(first, []).append(text + "\n\n")
         else:
@@ -310,6 +312,8 @@ class _Plan:
             at = self.import_line(first)
             line = f"from dataclasses import {', '.join(sorted(missing))}\n"
             inserts.setdefault(at, []).insert(0, line)
+        if len(lines) in inserts and lines and not lines[-1].endswith(("\n", "\r")):
+            lines[-1] += newline  # the last line, which a field now follows, gets its end
         out = []
         for index in range(len(lines) + 1):
             out += [chunk.replace("\n", newline) for chunk in inserts.get(index, [])]

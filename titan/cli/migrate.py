@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scaffold-extension",
         action="store_true",
         help="instead of migrating: write the extension module that declares the fork's own "
-        "sections and keys found in the TOMLs (to stdout, or -o FILE); declare it in "
+        "sections and keys found in the TOMLs (to stdout, or -o FILE: an existing module "
+        "there only gains what it lacks, every other line kept); declare it in "
         'pyproject.toml with [tool.titan] extensions = ["fork_ext.py"]',
     )
     parser.add_argument(

@@ -10,8 +10,12 @@ then, in ``pyproject.toml``::
 The module (``titan.migrate.codegen.scaffold``) goes to stdout; to stderr goes one line for each unknown
 key left out of it and why (a typo of a real key, a key of an older torchtitan, a name Python cannot
 use), so that a fork does not freeze its typos into its schema, and the findings of any file that
-could not be read. Exit codes: 0 written, 1 a file could not be scaffolded or there was nothing to
-declare, 2 usage, and the codes every command shares (``titan.cli.exits``). Never imports torch.
+could not be read. With ``-o FILE`` the module is written there; a FILE that already holds a
+module (the project's declared extension, edited by hand) only gains the declarations it lacks,
+every other byte kept (``titan.migrate.codegen.scaffold_merge``), or is refused and left as it
+was, and a last line says which keys and classes were added. Exit codes: 0 written, 1 a file
+could not be scaffolded or there was nothing to declare (or to add), 2 usage (FILE refused), and
+the codes every command shares (``titan.cli.exits``). Never imports torch.
 Also runs as ``python -m titan.cli.migrate_scaffold FILE.toml...``.
 """
 
@@ -99,7 +103,7 @@ def _write_file(files: list[str], output: str, *, force: bool, stderr: TextIO) -
     if merged.source is None:
         say(
             f"{PROG}: nothing to add to {output}: it declares every key of {_files(files)} "
-            "that titan does not know, but those left out above; it was not changed",
+            "that titan does not know, except those left out above; it was not changed",
             stream=stderr,
         )
         return FINDINGS
