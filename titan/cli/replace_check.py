@@ -2,17 +2,18 @@
 
 Asked before a module is written (``-o FILE``, a folder's ``config_registry.py``), never after:
 
-============================================  =========================  ==================
-the file there                                per-folder module          ``-o FILE``
-============================================  =========================  ==================
-none yet; a device or FIFO (``/dev/null``)    written                    written
-an input, a folder, another special file      refused                    refused earlier
-not titan-migrate's (no generated header)     refused                    written (named)
-titan-migrate's, digest intact                written                    written
-titan-migrate's, edited (digest off)          refused; ``--force``       refused; ``--force``
-titan-migrate's, no digest (older titan)      refused; ``--force``       refused; ``--force``
-read-only                                     refused; ``--force``       refused; ``--force``
-============================================  =========================  ==================
+============================================  =====================  ==========================
+the file there                                per-folder module      ``-o FILE``
+============================================  =====================  ==========================
+none yet, or an empty file                    written                written
+a device or FIFO (``/dev/null``)              refused                written in place
+an input, a folder                            refused                refused before any work
+not titan-migrate's (no generated header)     refused                written (the user named it)
+titan-migrate's, digest intact                written                written
+titan-migrate's, edited (digest off)          refused; ``--force``   refused; ``--force``
+titan-migrate's, no digest (older titan)      refused; ``--force``   refused; ``--force``
+read-only                                     refused; ``--force``   refused; ``--force``
+============================================  =====================  ==========================
 
 ``--force`` replaces a module titan-migrate wrote even when it was edited or is read-only, and
 the run says so; it never replaces an input or a file titan-migrate did not write in a folder
