@@ -31,6 +31,7 @@ from titan.schemas.moved_keys import (
     REFUSALS,
     RULES,
     SPLITS,
+    STALE_CONVERTER_NAMES,
     Refusal,
     Rule,
     current_module,
@@ -335,8 +336,28 @@ def _converter(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
     if any(_same(value, v) for v in (*_ON, *also_on)):
         return _upgraded(parts, rule, ((CONVERTERS, [name]),))
     if any(_same(value, v) for v in _OFF):
+        listed = _listed_as(document, name)
+        if listed is not None:  # the file enables it the newer way too: it stays enabled
+            return _upgraded(
+                parts,
+                rule,
+                () if listed == name else ((CONVERTERS, [name]),),  # a stale name: today's
+                f"{toml_value(value)}, but model.converters lists it (as {toml_value(listed)}), "
+                f"so the converter stays enabled; to disable it, delete {toml_value(listed)} "
+                "from model.converters",
+            )
         return _upgraded(parts, rule, (), f"{toml_value(value)}: the converter is not listed")
     return _unportable(parts, rule, f"expected true or false, got {toml_value(value)}")
+
+
+def _listed_as(document: dict, name: str) -> str | None:
+    """How ``model.converters`` names the converter ``name`` (today's name or an older one), or
+    ``None`` when it does not list it."""
+    listed = get(document, CONVERTERS)
+    for entry in listed if isinstance(listed, list) else ():
+        if entry == name or STALE_CONVERTER_NAMES.get(entry) == name:
+            return entry
+    return None
 
 
 def _moe(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:

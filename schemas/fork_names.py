@@ -79,6 +79,21 @@ class ForkNames(Frozen):
         """Whether the project declares ``family`` (a model registry or flavors for it)."""
         return self.registry(family) is not None or any(f == family for f, _ in self.flavors)
 
+    def family_meant(self, name: str) -> str | None:
+        """The family the project declares that the unknown model ``name`` misspells (another
+        case, a typo), or ``None``: its hint is then that family, never to declare ``name``."""
+        from titan.schemas.misspelling import closest_one
+
+        declared = [f for f, _ in self.registries] + [f for f, _ in self.flavors]
+        return closest_one(name, tuple(dict.fromkeys(declared)))
+
+    def family_hint(self, name: str) -> str | None:
+        """``did you mean `family`?`` for a misspelt declared family, else ``None``."""
+        meant = self.family_meant(name)
+        if meant is None:
+            return None
+        return f"did you mean `{meant}`? ({self.where().removeprefix('in ')} declares it)"
+
     def builds(self, family: str, flavor: str) -> bool:
         """Whether the project answers for ``flavor`` of ``family``: it declares the flavor, or
         declares a registry for a family titan does not ship whose flavors nobody can list (its
@@ -169,7 +184,10 @@ class ForkNames(Frozen):
         """The ``pyproject.toml`` a declaration goes in, as a hint says it."""
         if self.project is not None:
             return f"in {self.project}"
-        return f"in a {PYPROJECT} beside the TOML (titan reads the nearest one above it)"
+        return (
+            f"in a {PYPROJECT} beside the TOML (titan reads the nearest one above it, up to the "
+            "repository root)"
+        )
 
 
 NO_FORK = ForkNames()

@@ -78,10 +78,17 @@ def _generation(name: str) -> tuple[str, str]:
     )
 
 
-def model_hint(name: str, flavor: str | None, *, experiments: tuple[str, ...] = ()) -> str:
+def model_hint(
+    name: str,
+    flavor: str | None,
+    *,
+    experiments: tuple[str, ...] = (),
+    declared: str | None = None,
+) -> str:
     """For a model name titan has no family for: the family meant, when it is a misspelling of
     one (or of an ``experiments`` train spec) whose flavors have the file's flavor; otherwise
-    how to keep or declare the model."""
+    how to keep or declare the model (``declared``: the project's whole ``model-registries``
+    line with the model added, so following the hint keeps the families it already declares)."""
     from titan.schemas import flavors
     from titan.schemas.misspelling import closest_one
 
@@ -108,20 +115,20 @@ def model_hint(name: str, flavor: str | None, *, experiments: tuple[str, ...] = 
             return (
                 f"`{close[0]}` is close, but it has no flavor `{flavor}` (its flavors: "
                 + ", ".join(names)
-                + f"); {_declare(name)}"
+                + f"); {_declare(name, declared)}"
             )
     if close:
         return f"did you mean `{close[0]}`?"
     shipped = f" (titan ships {', '.join(f'`{f}`' for f in same_line)})" if same_line else ""
-    return f"titan has no `{name}` family{shipped}; {_declare(name)}"
+    return f"titan has no `{name}` family{shipped}; {_declare(name, declared)}"
 
 
-def _declare(name: str) -> str:
+def _declare(name: str, declared: str | None = None) -> str:
     key = name if name.replace("_", "").replace("-", "").isalnum() else f'"{name}"'
+    line = declared or f'model-registries = {{ {key} = "yourpkg.models" }}'
     return (
         "titan-migrate records it with unsupported_model(...), or declare your own model "
-        f'family: [tool.titan] model-registries = {{ {key} = "yourpkg.models" }} in '
-        "pyproject.toml"
+        f"family: [tool.titan] {line} in pyproject.toml"
     )
 
 

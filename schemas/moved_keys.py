@@ -21,6 +21,16 @@ from titan.schemas._frozen import Frozen, _set
 CONVERTERS = ("model", "converters")
 """The one list-valued destination: a write to it appends the names it does not list yet."""
 
+STALE_CONVERTER_NAMES = {
+    "float8": "quantize.linear.float8",
+    "mx": "quantize.linear.mx",
+    "quantize.dense.float8": "quantize.linear.float8",
+    "quantize.moe.float8": "quantize.grouped_mm.float8",
+    "quantize.dense.mx": "quantize.linear.mx",
+    "quantize.moe.mx": "quantize.grouped_mm.mx",
+}
+"""Converter names used by older torchtitan releases, with today's equivalent."""
+
 HOWS = (
     "move",
     "invert",

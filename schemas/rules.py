@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from titan.schemas._frozen import Frozen, _set
 from titan.schemas.diagnostics import Diagnostic, Severity
+from titan.schemas.moved_keys import STALE_CONVERTER_NAMES  # re-exported: one table, read here
 from titan.schemas.rule_facts import ConfigFacts, Setting
 
 CONVERTER_NAMES = (
@@ -22,16 +23,6 @@ CONVERTER_NAMES = (
     "quantize.grouped_mm.mx",
 )
 """Converter names registered at v0.2.2; the last component is the quantization family."""
-
-STALE_CONVERTER_NAMES = {
-    "float8": "quantize.linear.float8",
-    "mx": "quantize.linear.mx",
-    "quantize.dense.float8": "quantize.linear.float8",
-    "quantize.moe.float8": "quantize.grouped_mm.float8",
-    "quantize.dense.mx": "quantize.linear.mx",
-    "quantize.moe.mx": "quantize.grouped_mm.mx",
-}
-"""Names used by older torchtitan releases, with today's equivalent."""
 
 
 class StaleName(Frozen):
@@ -724,8 +715,12 @@ def model_and_flavor(facts: ConfigFacts) -> Iterator[Diagnostic]:
             facts.model_name,
             f"model `{name}` is not a torchtitan v0.2.2 train spec; it must be registered by "
             "custom code (experimental.custom_import)",
-            model_names.model_hint(
-                name, flavor if facts.flavor.written else None, experiments=EXPERIMENT_MODELS
+            fork.family_hint(name)  # a declared family misspelt: not one to declare
+            or model_names.model_hint(
+                name,
+                flavor if facts.flavor.written else None,
+                experiments=EXPERIMENT_MODELS,
+                declared=fork.registries_line(name, "yourpkg.models") if fork.registries else None,
             ),
             severity=Severity.WARNING,
         )

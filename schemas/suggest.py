@@ -127,15 +127,38 @@ def suggest(
     if close:
         return Suggestion("unknown-key", _either(sorted(p for c in close for p in leaves[c])))
     # Nothing in torchtitan is close: most likely a fork's own setting, which the project can
-    # declare once instead of seeing it rejected in every file (titan.schemas.project).
+    # declare once instead of seeing it rejected in every file (titan.schemas.project), unless
+    # the scaffold would refuse it.
+    from titan.schemas.extension_fields import refused
+
+    left_out = refused(parts, None if value is _NO_VALUE else value, known=len(parts) - 1)
+    if left_out:
+        return Suggestion("unknown-key", _refused_hint(left_out))
     return Suggestion("unknown-key", DECLARE_HINT)
+
+
+def _refused_hint(left_out: list[tuple[str, str]]) -> str:
+    """The hint of a fork's setting that ``--scaffold-extension`` cannot declare as written."""
+    from titan.schemas.extension_fields import DATE
+
+    (dotted, why), more = left_out[0], len(left_out) - 1
+    also = f" (and {more} more key{'s' if more > 1 else ''} of it)" if more else ""
+    change = "write the value as a string" if why == DATE else "rename it"
+    return (
+        f"{FORK_SETTING}titan-migrate --scaffold-extension cannot declare `{dotted}`{also}: {why}; "
+        f"{change} in the fork's TOMLs and code, then declare it with --scaffold-extension"
+    )
 
 
 TWICE_HINT = "looks like a misspelling of `{key}`, which the file sets already: keep one of the two"
 """The hint of a misspelt key whose correct spelling the file also writes."""
 
+FORK_SETTING = "a fork's own setting? "
+"""How the hint of an unknown key that nothing known is close to begins (the scaffold declares
+exactly those keys)."""
+
 DECLARE_HINT = (
-    "a fork's own setting? declare it: titan-migrate --scaffold-extension FILE.toml > "
+    f"{FORK_SETTING}declare it: titan-migrate --scaffold-extension FILE.toml > "
     'fork_ext.py, then [tool.titan] extensions = ["fork_ext.py"] in pyproject.toml'
 )
 """The hint of an unknown key or section that nothing known is close to (the scaffold skips

@@ -39,7 +39,7 @@ from titan.migrate.codegen.pyfmt.imports import sort_imports
 from titan.migrate.codegen.pyfmt.printer import format_module
 from titan.schemas.diagnostics import Diagnostic
 from titan.schemas.spec import SectionSpec
-from titan.schemas.suggest import DECLARE_HINT, schema_paths, suggest
+from titan.schemas.suggest import FORK_SETTING, schema_paths, suggest
 from titan.schemas.toml_check import CheckOptions, FileCheck, check_file
 
 WIDTH = 88
@@ -169,7 +169,7 @@ def _not_declared(
         document=check.document,
         schema=check.schema,
     )
-    if found.hint == DECLARE_HINT:
+    if (found.hint or "").startswith(FORK_SETTING):  # its own checks say what it leaves out
         return None
     typo = re.fullmatch(r"did you mean `([^`]+)`\?", found.hint or "") or re.match(
         r"looks like a misspelling of `([^`]+)`", found.hint or ""

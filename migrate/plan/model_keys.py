@@ -109,7 +109,8 @@ def model(draft: PlanDraft) -> None:
             "unsupported-model",
             keys[0] if keys else "model.name",
             f"{why}: the config records the model by name but titan cannot train it",
-            f"declare the family: titan-migrate --model-registry {name}=PACKAGE.MODULE (or "
+            fork.family_hint(name)  # a declared family misspelt: not one to declare
+            or f"declare the family: titan-migrate --model-registry {name}=PACKAGE.MODULE (or "
             "[tool.titan] model-registries in pyproject.toml); until then the generated config "
             "records it with titan.models.unsupported_model(name, flavor)",
         )
