@@ -222,7 +222,7 @@ def test_a_single_file_run_has_no_summary_table(tree):
     assert status == 0
     assert "module" not in err and "1 lossless" not in err
     status, out, err = run(tree / "llama3/debug_model.toml", "--format", "json")
-    assert set(json.loads(err)) == {"files", "lossless", "errors"}
+    assert set(json.loads(err)) == {"files", "lossless", "errors", "declarations", "executed"}
 
 
 # --------------------------------------------------------------------------- never over a file

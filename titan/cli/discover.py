@@ -21,25 +21,71 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 
-# Names of TOML files that are never torchtitan jobs when met while walking a directory.
+# Names of TOML files that are never torchtitan jobs when met while walking a directory: the
+# configs of Python, Rust and other tools. The pre-commit hooks exclude the same names
+# (.pre-commit-hooks.yaml holds hook_exclude(), and a test keeps the two equal).
 NOT_JOB_TOMLS = frozenset(
     {
+        # Python packaging and tools
         "pyproject.toml",
-        ".taplo.toml",
-        "taplo.toml",
-        "Cargo.toml",
-        "ruff.toml",
-        ".ruff.toml",
+        "poetry.toml",
         "poetry.lock",
+        "pdm.toml",
+        ".pdm.toml",
+        "hatch.toml",
+        "uv.toml",
         "uv.lock",
         "pixi.toml",
-        ".pre-commit-config.toml",
+        "ruff.toml",
+        ".ruff.toml",
+        "ty.toml",
+        "pyrefly.toml",
+        "pytest.toml",
+        ".pytest.toml",
+        "tox.toml",
+        "cz.toml",
+        ".cz.toml",
+        ".bumpversion.toml",
+        # Rust
+        "Cargo.toml",
+        "Cargo.lock",
         "rustfmt.toml",
+        ".rustfmt.toml",
+        "clippy.toml",
+        ".clippy.toml",
+        "rust-toolchain.toml",
+        "deny.toml",
+        "Cross.toml",
+        # formatters, linters and other tools
+        "taplo.toml",
+        ".taplo.toml",
+        "typos.toml",
+        "_typos.toml",
+        ".typos.toml",
+        "lychee.toml",
+        ".lychee.toml",
+        "stylua.toml",
+        ".stylua.toml",
+        "cliff.toml",
+        "book.toml",
+        "netlify.toml",
+        "wrangler.toml",
+        "fly.toml",
+        ".pre-commit-config.toml",
     }
 )
-SKIPPED_DIRS = frozenset(
-    {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache"}
-)
+SKIPPED_DIRS = frozenset({"venv", "node_modules", "__pycache__"})
+"""Folders a walk never enters, besides every hidden one (``.git``, ``.venv``, ``.tox`` ...)."""
+
+
+def hook_exclude() -> str:
+    """The ``exclude`` pattern of the pre-commit hooks: the files a folder walk leaves out (a
+    tool's TOML by name, anything in a hidden or skipped folder), as one regular expression."""
+    import re
+
+    names = "|".join(re.escape(name) for name in sorted(NOT_JOB_TOMLS))
+    folders = "|".join([r"\.[^/]*", *(re.escape(d) for d in sorted(SKIPPED_DIRS))])
+    return f"(^|/)(({names})$|({folders})/)"
 
 
 class Discovered:
@@ -122,6 +168,13 @@ def _walk(top: str, *, found: Discovered) -> Iterator[tuple[str, list[str]]]:
 
     for root, dirs, files in os.walk(top, onerror=unlisted):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        # A link to a folder is not followed (it may lead out of the project, or in a loop);
+        # it is said, as git and pre-commit never look inside one either.
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        for link in links:
+            path = os.path.join(root, link)
+            found.skipped.append((_posix_path(path) if os.name == "posix" else path, LINK))
+        dirs[:] = [d for d in dirs if d not in links]
         names = [
             f
             for f in files
@@ -130,6 +183,16 @@ def _walk(top: str, *, found: Discovered) -> Iterator[tuple[str, list[str]]]:
             or (f.endswith(".py") and declared_registry(os.path.join(root, f)))
         ]
         yield root, [f for f in names if _regular_or_missing(os.path.join(root, f), found=found)]
+
+
+LINK = "a link to a folder; folder walks do not follow links (name it to check it)"
+"""What a skipped link to a folder is, as the note says."""
+
+
+def skipped_note(name: str, kind: str) -> str:
+    """The note for a path a walk skipped: a link to a folder, or a ``.toml`` that is not a
+    regular file."""
+    return f"skipped {name}: it is {kind}" + ("" if kind == LINK else ", not a regular file")
 
 
 # What a file met while walking is, when it is not a regular file.

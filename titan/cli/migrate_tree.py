@@ -54,7 +54,7 @@ class Inputs:
 
 def find_inputs(paths: Sequence[str], *, prog: str, stderr: TextIO) -> Inputs:
     """The TOMLs ``paths`` name: files as given, folders walked (registry modules left out)."""
-    from titan.cli.discover import discover, is_registry
+    from titan.cli.discover import discover, is_registry, skipped_note
 
     found = Inputs()
     for name in paths:
@@ -65,7 +65,7 @@ def find_inputs(paths: Sequence[str], *, prog: str, stderr: TextIO) -> Inputs:
         walk = discover([name])
         found.findings += walk.findings()
         for skipped, kind in walk.skipped:
-            say(f"{prog}: note: skipped {skipped}: it is {kind}, not a regular file", stream=stderr)
+            say(f"{prog}: note: {skipped_note(skipped, kind)}", stream=stderr)
         tomls = [(path, shown) for path, shown in walk.files if not is_registry(path)]
         if not tomls and not walk.unlisted:
             say(f"{prog}: warning: no TOML job files found under {name}", stream=stderr)

@@ -94,8 +94,10 @@ def _validate(args: Args, stdout: TextIO, stderr: TextIO) -> int:
         _export_schema(args.export_json_schema, options=options, stderr=stderr)
         if not args.paths:
             return 0
+    from titan.cli.discover import skipped_note
+
     for name, kind in found.skipped:
-        say(f"{PROG}: note: skipped {name}: it is {kind}, not a regular file", stream=stderr)
+        say(f"{PROG}: note: {skipped_note(name, kind)}", stream=stderr)
     if not found.files and not found.unlisted:
         say(
             f"{PROG}: warning: no TOML files or registry modules found under "
