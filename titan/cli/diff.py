@@ -139,6 +139,7 @@ def _run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO | None = Non
     # the JSON report is a list of differences: which user files ran goes to stderr either way
     user_code.start(prog=PROG, stream=stderr)
     extensions, folders = tuple(args.extension), tuple(args.module_path)
+    before = set(sys.modules)  # a dump's --allow-module classes are the user's code too
     with importable(folders):  # registry operands and the models they call
         left, right = (
             load(
@@ -153,6 +154,7 @@ def _run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO | None = Non
             differences = compare_for_target(left, right, args.target)
         else:
             differences = compare(left, right, allow_import=args.allow_import)
+    user_code.record_modules(before)
     if args.format == "json":
         text = json.dumps([_as_json(d) for d in differences], indent=2) + "\n"
     else:

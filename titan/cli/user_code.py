@@ -17,6 +17,7 @@ and ``"executed"`` in a JSON report (:func:`executed`).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, TextIO
@@ -63,14 +64,28 @@ def record_modules(before: set[str]) -> None:
 
 def _users(file: str) -> bool:
     """Whether ``file`` is the user's code rather than titan's or an installed package's."""
+    full = os.path.abspath(file)
+    roots = _not_users()
+    if full.startswith(roots):
+        return False
+    return not os.path.realpath(full).startswith(roots)
+
+
+@functools.cache
+def _not_users() -> tuple[str, ...]:
+    """The folders (each ending in a separator, as written and resolved) whose modules are not
+    the user's: titan's own packages, the standard library, installed packages (the user site
+    too)."""
+    import site
     import sysconfig
 
-    full = os.path.realpath(file)
-    titan_root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    titan_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     checkout = os.path.dirname(titan_root)
-    own = [titan_root, *(os.path.join(checkout, d) for d in ("schemas", "migrate"))]
-    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return not any(full.startswith(os.path.realpath(p) + os.sep) for p in (*own, *installed))
+    folders = [titan_root, *(os.path.join(checkout, d) for d in ("schemas", "migrate"))]
+    folders += [sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    folders += [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
+    both = {form(f) for f in folders for form in (os.path.abspath, os.path.realpath)}
+    return tuple(f.rstrip(os.sep) + os.sep for f in sorted(both))
 
 
 def _shown(path: str) -> str:
