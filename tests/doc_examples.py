@@ -58,6 +58,7 @@ VOLATILE = (
     (re.compile(r"(tflops: +)[\d.]+"), r"\1N"),
     (re.compile(r"(mfu: +)[\d.]+%?"), r"\1N"),
     (re.compile(r"(memory: +)[\d.]+GiB"), r"\1N"),
+    (re.compile(r"(\bin )\d+(?:\.\d+)? s\b"), r"\1T s"),
     (re.compile(r'("(?:tps|tflops|mfu|memory_gib|elapsed_s|time)": )[^,}]+'), r"\1N"),
 )
 

@@ -130,6 +130,7 @@ def test_files_are_written_where_their_block_stands(tmp_path):
         ),
         (["step:  1  loss:   8.1461  tps: 1"], ["step:  1  loss:   8.1462  tps: 1"], False),
         (['{"loss": 8.1, "tps": 44.1}'], ['{"loss": 8.1, "tps": 12.5}'], True),
+        (["checkpoint -> step-1 in 0.98 s"], ["checkpoint -> step-1 in 12.40 s"], True),
         (
             ["[titan rank1] 08:00:01 WARNING w", "[titan rank0] 08:00:01 WARNING w", "done"],
             ["[titan rank0] 08:00:02 WARNING w", "[titan rank1] 08:00:02 WARNING w", "done"],
