@@ -94,7 +94,11 @@ class DatasetFacts(Frozen):
             return f'did you mean "{close[0]}"?'
         where = self.project or "pyproject.toml"
         listed = ", ".join(f'"{n}"' for n in self.registered)
+        from titan.schemas.fork_names import _toml_line
+
+        # the whole line, with the names already declared: following the hint keeps them
+        line = _toml_line("datasets", list(dict.fromkeys([*self.declared, name])))
         return (
             f"registered datasets: {listed}; if your code registers `{name}`, declare it in "
-            f'{where}: [tool.titan] datasets = ["{name}"]'
+            f"{where}: [tool.titan] {line}"
         )

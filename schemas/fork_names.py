@@ -160,8 +160,9 @@ class ForkNames(Frozen):
 
         # Stricter than for titan's dotted names: a fork's short names (npu_rope, npu_rms_norm)
         # share prefixes without being misspellings of each other.
-        close = difflib.get_close_matches(name, self.converter_names(), n=1, cutoff=0.8)
-        if close:
+        close = [n for n in self.converter_names() if n.lower() == name.lower()][:1]
+        close = close or difflib.get_close_matches(name, self.converter_names(), n=1, cutoff=0.8)
+        if close:  # another case or a typo of a declared name: that one, not a new declaration
             return f'did you mean `"{close[0]}"`?'
         if builtin_hint.startswith("did you mean"):
             return builtin_hint

@@ -96,11 +96,36 @@ def test_a_misspelt_declared_family_is_meant_not_to_be_declared(tmp_path, declar
     assert unsupported["hint"].startswith("did you mean `mymodel`?")
 
 
-def test_declaring_a_new_family_keeps_the_families_declared(tmp_path):
-    toml = _fork(tmp_path, 'model-registries = { mymodel = "forkpkg.models" }', "othermodel")
-    hint = _hints(validate(toml, "--format", "json"))["model.name"]
-    assert (
-        'model-registries = { mymodel = "forkpkg.models", othermodel = "yourpkg.models" }' in hint
+@pytest.mark.parametrize(
+    ("declaration", "toml", "path", "line"),
+    [
+        (
+            'model-registries = { mymodel = "forkpkg.models" }',
+            '[model]\nname = "othermodel"\nflavor = "small"\n',
+            "model.name",
+            'model-registries = { mymodel = "forkpkg.models", othermodel = "yourpkg.models" }',
+        ),
+        (
+            'datasets = ["my_corpus"]',
+            '[training]\ndataset = "zzzdata"\n',
+            "training.dataset",
+            'datasets = ["my_corpus", "zzzdata"]',
+        ),
+    ],
+)
+def test_a_declaration_line_keeps_what_the_project_declares(
+    tmp_path, declaration, toml, path, line
+):
+    _fork(tmp_path, declaration, "unused")
+    file = write(tmp_path, "new.toml", toml)
+    assert line in _hints(validate(file, "--format", "json"))[path]
+
+
+def test_another_case_of_a_declared_converter_is_meant(tmp_path):
+    _fork(tmp_path, 'converters = ["npu_rms_norm"]', "unused")
+    file = write(tmp_path, "new.toml", f'{DEBUG}converters = ["NPU_RMS_NORM"]\n')
+    assert _hints(validate(file, "--format", "json"))["model.converters"] == (
+        'did you mean `"npu_rms_norm"`?'
     )
 
 
