@@ -218,9 +218,11 @@ def _package_name(file: str) -> tuple[str | None, str]:
 def forget_project_modules(before: set[str]) -> list[str]:
     """Drop every module imported since ``before`` that is not installed code (titan's packages,
     the standard library, site-packages), so that another folder's module of the same name is
-    imported afresh; returns their files (the cache's dependencies)."""
-    installed = installed_roots()
-    deps = []
+    imported afresh; returns the files the cache's entry depends on
+    (``titan.cli.cache_files``: the user's own package installed with ``pip install -e`` too)."""
+    from titan.cli.cache_files import imported_dependencies, is_dependency
+
+    deps = imported_dependencies()
     for name in set(sys.modules) - before:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
@@ -228,15 +230,12 @@ def forget_project_modules(before: set[str]) -> list[str]:
             del sys.modules[name]  # the registry module itself: not a dependency
             continue
         if not file:  # a namespace package: the user's when none of its folders is installed
-            folders = [os.path.abspath(p) + os.sep for p in getattr(module, "__path__", None) or ()]
-            if folders and not any(f.startswith(root) for f in folders for root in installed):
+            folders = [os.path.join(p, "") for p in getattr(module, "__path__", None) or ()]
+            if folders and all(is_dependency(f) for f in folders):
                 del sys.modules[name]
             continue
-        file = os.path.abspath(file)
-        if any(file.startswith(root) for root in installed):
-            continue
-        deps.append(file)
-        del sys.modules[name]
+        if is_dependency(file):
+            del sys.modules[name]
     return deps
 
 
