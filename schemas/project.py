@@ -22,14 +22,11 @@ of names, or a table of NAME = "package.module.Class"); ``titan.schemas.fork_nam
 see them. ``datasets`` names the datasets the fork's code adds to the dataset registry, so a
 ``training.dataset`` titan does not ship is not reported as one the run cannot load.
 
-Which declaration applies to a file is found by walking up from the file's folder to the nearest
-``pyproject.toml``, stopping at the repository root (the folder holding ``.git``, a folder or a
-worktree's file), as ruff and pre-commit do: the nearest one wins even when it has no
-``[tool.titan]`` table, as each ``pyproject.toml`` is a project of its own. Outside any
-repository the walk goes no higher than the working folder, and looks only in the file's own
-folder when the file lies outside the working folder: a ``pyproject.toml`` left in a shared
-``/tmp`` or a home folder above the project never applies unasked. Commands that work on the
-working folder (the folder walk of ``titan-validate``) start there. The commands name the
+Which declaration applies to a file is the nearest ``pyproject.toml`` above the file's folder, up
+to the repository root, and outside any repository no higher than the working folder
+(``titan.schemas.project_search``): the nearest one wins even when it has no ``[tool.titan]``
+table, as each ``pyproject.toml`` is a project of its own. Commands that work on the working
+folder (the folder walk of ``titan-validate``) start there. The commands name the
 ``pyproject.toml`` whose ``[tool.titan]`` table they applied (:attr:`Declaration.declares`).
 
 This is the one reader of the declaration, with the one list of its keys (:data:`KEYS`). It never
@@ -49,6 +46,7 @@ import sys
 
 from titan.schemas._frozen import Frozen, _set
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
+from titan.schemas.project_search import PYPROJECT, applying, forget_search, passed_over
 
 KEYS = {
     "registry-files": "shell patterns of registry modules, relative to pyproject.toml",
@@ -61,8 +59,6 @@ KEYS = {
     "datasets": 'dataset names the fork registers: ["name", ...]',
 }
 """The keys ``[tool.titan]`` may hold, with what each means."""
-
-PYPROJECT = "pyproject.toml"
 
 _PATH = "tool.titan"
 
@@ -170,9 +166,6 @@ class Declaration(Frozen):
         _set(self, "declares", declares or bool(problems))
 
 
-_nearest: dict[str, tuple[str | None, bool]] = {}
-"""Folder -> the ``pyproject.toml`` nearest above it up to the repository root (None: none), and
-whether the folder is inside a repository."""
 _read: dict[tuple[str, int, int], Declaration] = {}
 """(file, mtime, size) -> its declaration: an edited file is read again."""
 
@@ -185,7 +178,7 @@ def for_file(path: str | os.PathLike[str]) -> Declaration:
 def for_folder(folder: str | os.PathLike[str]) -> Declaration:
     """The declaration that applies in ``folder``: its nearest ``pyproject.toml``'s."""
     start = os.path.abspath(os.fspath(folder))
-    file = _find(start)
+    file = applying(start)
     if file is None:
         return Declaration(root=start)
     try:
@@ -201,50 +194,8 @@ def for_folder(folder: str | os.PathLike[str]) -> Declaration:
 
 def forget() -> None:
     """Drop the cached lookups (for a long-lived process whose projects change layout)."""
-    _nearest.clear()
+    forget_search()
     _read.clear()
-
-
-def _find(start: str) -> str | None:
-    """The ``pyproject.toml`` that applies in ``start``: the nearest at or above it up to the
-    repository root; outside any repository, no higher than the working folder (only ``start``
-    itself when ``start`` is not inside the working folder)."""
-    found, in_repository = _nearest_above(start)
-    if found is None or in_repository:
-        return found
-    try:
-        here = os.getcwd()
-    except OSError:  # the working folder was removed: only the file's own folder
-        here = start
-    top = here if _inside(start, here) else start
-    return found if _inside(os.path.dirname(found), top) else None
-
-
-def _nearest_above(start: str) -> tuple[str | None, bool]:
-    """The nearest ``pyproject.toml`` at or above ``start`` (up to the repository root, or the
-    file system's root outside any), and whether ``start`` is inside a repository."""
-    if start in _nearest:
-        return _nearest[start]
-    folder, found = start, None
-    while True:
-        candidate = os.path.join(folder, PYPROJECT)
-        if found is None and os.path.isfile(candidate):
-            found = candidate
-        if os.path.exists(os.path.join(folder, ".git")):
-            answer = (found, True)
-            break
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            answer = (found, False)
-            break
-        folder = parent
-    _nearest[start] = answer
-    return answer
-
-
-def _inside(folder: str, top: str) -> bool:
-    """Whether ``folder`` is ``top`` or below it (both absolute)."""
-    return folder == top or folder.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _shown(file: str) -> str:
@@ -284,8 +235,8 @@ def not_applied(folders: object) -> list[str]:
     found: dict[str, None] = {}
     for folder in folders:  # type: ignore[attr-defined]
         start = os.path.abspath(folder)
-        nearest, _ = _nearest_above(start)
-        if nearest is None or _find(start) is not None:
+        nearest = passed_over(start)
+        if nearest is None:
             continue
         try:
             with open(nearest, "rb") as handle:
