@@ -48,9 +48,8 @@ ENDINGS = {
     ),
     "failed": (
         "the process running the registry code could not go on while {doing}: the module "
-        "closed or broke what titan talks to it through",
-        "do not close file descriptors the module did not open (os.closerange, "
-        "sys.stdout.close()): " + _OWN_PROCESS,
+        "closed or broke titan's private pipe to it",
+        "do not close file descriptors the module did not open (os.closerange): " + _OWN_PROCESS,
     ),
     "garbage": (
         "the registry code wrote to titan's private pipe while {doing}; its process was stopped",
