@@ -238,10 +238,17 @@ def _text_lines(diagnostics: Sequence[Diagnostic], *, files: int, sources: Mappi
     s = _summary(diagnostics, files)
     failing = len({d.span.file for d in diagnostics if d.span and d.severity is Severity.ERROR})
     plural = lambda n, word: f"{n} {word}{'s' if n != 1 else ''}"  # noqa: E731
+    # A finding may sit in a file that was read but not checked (the project's pyproject.toml):
+    # then the files with errors outnumber the files checked, and the count says both.
+    share = (
+        f"{failing} of {plural(files, 'file')} failing"
+        if failing <= files
+        else f"errors in {failing} files, {plural(files, 'file')} checked"
+    )
     yield [
         (
             f"Found {plural(s['errors'], 'error')} and {plural(s['warnings'], 'warning')} "
-            f"({failing} of {plural(files, 'file')} failing).",
+            f"({share}).",
             "bold",
         )
     ]

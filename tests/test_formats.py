@@ -314,3 +314,35 @@ def test_strict_agrees_across_formats(tmp_path):
     assert plain["code"] == 0 and strict["code"] == 1
     assert plain["report"] == strict["report"]
     assert [d["severity"] for d in strict["report"]["diagnostics"]] == ["warning"]
+
+
+@pytest.mark.parametrize(
+    ("files", "located", "share"),
+    [
+        (1, ["job.toml"], "1 of 1 file failing"),
+        (2, ["a.toml", "pyproject.toml"], "2 of 2 files failing"),
+        # a declaration's finding: more files with errors than files checked
+        (1, ["job.toml", "pyproject.toml"], "errors in 2 files, 1 file checked"),
+        (1, ["job.toml", "pyproject.toml", "ext.py"], "errors in 3 files, 1 file checked"),
+    ],
+)
+def test_the_summary_never_counts_more_failing_files_than_it_checked(files, located, share):
+    import io
+
+    from titan.schemas.diagnostics import Diagnostic, Severity, Span
+    from titan.schemas.render import render
+
+    found = [
+        Diagnostic(
+            code="unknown-key",
+            severity=Severity.ERROR,
+            path="x",
+            message="m",
+            hint=None,
+            span=Span(file=name, line=1, col=1, end_line=None, end_col=None),
+        )
+        for name in located
+    ]
+    out = io.StringIO()
+    render(found, format="text", files=files, out=out)
+    assert out.getvalue().rstrip().endswith(f"({share}).")
