@@ -233,6 +233,19 @@ def test_output_check_and_diff(tmp_path):
     assert status == 1 and "-# edited" in out
 
 
+def test_check_accepts_a_module_written_from_stdout(tmp_path):
+    """``titan-migrate X > FILE`` names no -o in its docstring; --check FILE still holds it up
+    to date, and still finds it stale once edited."""
+    target = tmp_path / "config_registry.py"
+    status, out, _ = run(DEBUG)
+    assert status == 0
+    target.write_text(out, encoding="utf-8")
+    assert run(DEBUG, "--check", str(target))[0] == 0
+    target.write_text(out.replace("Trainer.Config(", "Trainer.Config( ", 1), encoding="utf-8")
+    status, _, err = run(DEBUG, "--check", str(target))
+    assert status == 1 and "not what titan-migrate produces" in err
+
+
 def test_strict_and_json_report():
     toml = str(REPO / "legacy_configs" / "llama4" / "debug_model.toml")
     status, out, err = run(toml, "--format", "json", "--strict")

@@ -343,7 +343,10 @@ def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: Tex
         from titan.cli.migrate_tree import check_output
 
         check_output(target, force=args.force, prog=PROG, stderr=stderr)
-    status = _emit(code, args=args, stdout=stdout, stderr=stderr)
+    printed = None  # the module as printed to stdout: its docstring names no -o
+    if args.check:
+        printed = stamped(render_module(usable, command=_command(args, output=False)))
+    status = _emit(code, args=args, stdout=stdout, stderr=stderr, printed=printed)
     target.written = not (args.diff or args.check)
     return status
 
@@ -374,8 +377,9 @@ def _write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextI
     return 0
 
 
-def _command(args: argparse.Namespace) -> str:
-    """The command line that regenerates a module (written into its docstring)."""
+def _command(args: argparse.Namespace, *, output: bool = True) -> str:
+    """The command line that regenerates a module (written into its docstring); ``output``:
+    it names the ``-o``/``--check`` file (``False``: the module went to stdout)."""
     parts = [PROG, *args.files]
     if args.out_dir is not None:
         parts += ["--out-dir", args.out_dir]
@@ -387,7 +391,7 @@ def _command(args: argparse.Namespace) -> str:
         parts.append("--fix-stale-names")
     if args.target != "titan":
         parts += ["--target", args.target]
-    if args.output or args.check:
+    if output and (args.output or args.check):
         parts += ["-o", args.output or args.check]  # --check compares with what -o wrote
     if args.overrides:
         parts += ["--", *args.overrides]
@@ -396,13 +400,18 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(part) for part in parts)  # a name with a space stays one word
 
 
-def _emit(code: str, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    """Write, check or diff the module; returns 1 for a stale ``--check`` file."""
+def _emit(
+    code: str, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO, printed: str | None
+) -> int:
+    """Write, check or diff the module; returns 1 for a stale ``--check`` file. ``printed``:
+    the same module as stdout gets it, which ``--check`` accepts too (``> FILE`` wrote it)."""
     target = args.check or args.output
     if not (args.diff or args.check):
         report.deliver(code, output=args.output, stream=stdout)
         return 0
     current = _current(target)
+    if printed is not None and current == printed:
+        code = printed  # the file was written from stdout and is up to date
     if args.diff:
         import difflib
 
