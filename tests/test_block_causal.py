@@ -21,7 +21,7 @@ from tests.training_runs import REPO, SEED, SMALL, Launch, loss_bits, titan_trai
 from titan.config.configurable import NotBuildableError
 from titan.models import model_registry
 from titan.models.common.attention_masks import MaskSpec, build_attention_masks, document_ids
-from titan.training.setup import _document_eos_id
+from titan.training.run_checks import document_eos_id as _document_eos_id
 
 EOS = 0
 CPU = torch.device("cpu")

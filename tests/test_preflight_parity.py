@@ -276,6 +276,26 @@ CASES: dict[str, Case] = {
         "metrics.jsonl is a folder",
     ),
     # Settings refused by the components built after the config check.
+    "profiler warm-up longer than its cycle": (
+        [*REGISTRY, "--profiling.enable_profiling"],
+        lambda tmp, dump: ["--profiling.profiler_warmup", "20", "--profiling.profile_freq", "10"],
+        "must fit in profile_freq (10)",
+    ),
+    "profiler without an active step": (
+        [*REGISTRY, "--profiling.enable_profiling"],
+        lambda tmp, dump: ["--profiling.profiler_active", "0"],
+        "`profiling.profiler_active` is 0",
+    ),
+    "unknown compile backend": (
+        [*REGISTRY, "--compile.enable"],
+        lambda tmp, dump: ["--compile.backend", "nope"],
+        "compile.backend 'nope' is not a torch.compile backend",
+    ),
+    "unknown compile backend, loss compiled alone, legacy TOML": (
+        [*LEGACY, "--compile.enable", "--compile.components", "loss"],
+        lambda tmp, dump: ["--compile.backend", "inductorr"],
+        "compile.backend 'inductorr' is not a torch.compile backend",
+    ),
     "global batch that is not a multiple of the local batch": (
         REGISTRY,
         lambda tmp, dump: ["--training.global_batch_size", "3"],

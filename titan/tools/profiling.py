@@ -39,6 +39,19 @@ class _NoProfiler:
         pass
 
 
+def check_profiling(config: ProfilingConfig) -> None:
+    """Refuse a profiler schedule whose warm-up and active steps do not fit in its cycle."""
+    if not config.enable_profiling:
+        return
+    recorded = config.profiler_warmup + config.profiler_active
+    if config.profiler_active < 1 or config.profiler_warmup < 0 or recorded > config.profile_freq:
+        raise ValueError(
+            f"profiling.profiler_warmup ({config.profiler_warmup}) + profiler_active "
+            f"({config.profiler_active}) must fit in profile_freq ({config.profile_freq}), "
+            "with at least one active step"
+        )
+
+
 @contextlib.contextmanager
 def profiler_context(config: ProfilingConfig, *, dump_folder: str, rank: int) -> Iterator[Any]:
     """The torch profiler (and CUDA memory snapshots) as ``config`` asks; ``.step()`` per step.
@@ -57,13 +70,8 @@ def profiler_context(config: ProfilingConfig, *, dump_folder: str, rank: int) ->
     if not config.enable_profiling:
         yield _NoProfiler()
         return
+    check_profiling(config)
     recorded = config.profiler_warmup + config.profiler_active
-    if config.profiler_active < 1 or config.profiler_warmup < 0 or recorded > config.profile_freq:
-        raise ValueError(
-            f"profiling.profiler_warmup ({config.profiler_warmup}) + profiler_active "
-            f"({config.profiler_active}) must fit in profile_freq ({config.profile_freq}), "
-            "with at least one active step"
-        )
     folder = Path(dump_folder) / config.save_traces_folder
 
     def save_trace(profiler: Any) -> None:

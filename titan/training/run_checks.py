@@ -270,9 +270,31 @@ def _check_settings(config: Any, *, world_size: int, has_adapter: bool) -> None:
     """Settings refused by components built later (checkpointing's step choices, metrics)."""
     from titan.components.checkpoint import check_start
     from titan.components.metrics import check_metrics_settings
+    from titan.tools.profiling import check_profiling
 
     check_start(config.checkpoint, world_size=world_size)
     check_metrics_settings(config.metrics)
+    check_profiling(config.profiling)
+
+
+def check_compile_backend(backend: str) -> None:
+    """Refuse torch.compile where this torch cannot compile, or a backend it does not know (the
+    run would stop on torch's ``InvalidBackend`` when it compiles the model or the loss)."""
+    import torch._dynamo
+
+    if not torch._dynamo.is_dynamo_supported():
+        raise ValueError(
+            f"compile.enable is set, but torch.compile is not supported by this Python or torch "
+            f"({torch.__version__}); set compile.enable = false"
+        )
+    try:
+        torch._dynamo.lookup_backend(backend)
+    except torch._dynamo.exc.InvalidBackend:
+        known = ", ".join(torch._dynamo.list_backends())
+        raise ValueError(
+            f"compile.backend {backend!r} is not a torch.compile backend of this torch "
+            f"({torch.__version__}); choose one of {known}, or set compile.enable = false"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -298,6 +320,8 @@ def _check_model(
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
     )
     converters.convert(model)
+    if config.compile.enable:
+        check_compile_backend(config.compile.backend)
     refuse_unrunnable(
         spec,
         parallel_dims=parallel_dims,
