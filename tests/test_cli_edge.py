@@ -169,7 +169,8 @@ def test_a_fifo_as_output_is_written_directly(job, tmp_path):
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(job, tmp_path, monkeypatch):
     target = tmp_path / "config_registry.py"
-    target.write_text("# the previous module\n")
+    assert inproc("migrate", "job.toml", "-o", target)[0] == 0
+    previous = target.read_text()  # titan-migrate's own module: -o may replace it
 
     def disk_full(fd):
         raise OSError(28, "No space left on device")
@@ -177,7 +178,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(job, tmp_path
     monkeypatch.setattr(os, "fsync", disk_full)
     code, _, err = inproc("migrate", "job.toml", "-o", target)
     assert code == 74 and "cannot write" in err and "No space left on device" in err
-    assert target.read_text() == "# the previous module\n"
+    assert target.read_text() == previous
     only_these(tmp_path, "job.toml", "config_registry.py")
 
 
@@ -364,7 +365,9 @@ def test_a_reader_that_goes_away_is_not_an_error(workdir, command):
     process = subprocess.Popen(argv, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.close()  # `| head -0`: gone before the command writes
     err = process.stderr.read().decode()
-    assert process.wait(timeout=120) in (0, 1) and err == ""
+    assert process.wait(timeout=120) in (0, 1)
+    # nothing but the notes naming the user code that ran: no error, no traceback
+    assert all(": note: executed " in line for line in err.splitlines()), err
 
 
 @pytest.mark.parametrize("command", SLOW)

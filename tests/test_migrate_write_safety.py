@@ -183,6 +183,29 @@ def test_dash_o_keeps_an_edited_or_read_only_module(tree, tmp_path):
     assert status == 2 and state(target) == before and "it is read-only" in err
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"print('my own module')\n",
+        b'"""Registry functions of my team, written by hand."""\n',  # not titan's header
+        b"[training]\nsteps = 1\n",  # a TOML
+        b"\x00\xff\xfe binary",
+        b"\n",  # one blank line is still somebody's file
+    ],
+)
+def test_dash_o_never_replaces_a_file_titan_did_not_write_unless_forced(tree, tmp_path, content):
+    toml = tree / "a/job_a.toml"
+    target = tmp_path / "mine.py"
+    target.write_bytes(content)
+    status, out, err = run(toml, "-o", target)
+    assert status == 2 and target.read_bytes() == content
+    assert f"not writing -o {target}: titan-migrate did not write it" in err
+    assert "pass --force" in err
+    status, _, err = run(toml, "-o", target, "--force")
+    assert status == 0 and target.read_text().startswith(GENERATED_HEADER)
+    assert f"replacing {target} (--force), although titan-migrate did not write it" in err
+
+
 # --------------------------------------------------------------------------- one file, two names
 
 

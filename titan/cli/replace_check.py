@@ -8,16 +8,16 @@ the file there                                per-folder module      ``-o FILE``
 none yet, or an empty file                    written                written
 a device or FIFO (``/dev/null``)              refused                written in place
 an input, a folder                            refused                refused before any work
-not titan-migrate's (no generated header)     refused                written (the user named it)
+not titan-migrate's (no generated header)     refused                refused; ``--force``
 titan-migrate's, digest intact                written                written
 titan-migrate's, edited (digest off)          refused; ``--force``   refused; ``--force``
 titan-migrate's, no digest (older titan)      refused; ``--force``   refused; ``--force``
 read-only                                     refused; ``--force``   refused; ``--force``
 ============================================  =====================  ==========================
 
-``--force`` replaces a module titan-migrate wrote even when it was edited or is read-only, and
-the run says so; it never replaces an input or a file titan-migrate did not write in a folder
-walk. The digest is ``titan.cli.module_stamp``'s.
+``--force`` replaces a module titan-migrate wrote even when it was edited or is read-only, and a
+file of the user's that ``-o`` names, and the run says so; it never replaces an input, nor a
+file titan-migrate did not write in a folder walk. The digest is ``titan.cli.module_stamp``'s.
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ _STATES = {
 }
 """Why a module of titan-migrate's is kept, by what :func:`module_stamp.state` found."""
 
+NOT_OURS = "titan-migrate did not write it (it does not begin with titan-migrate's docstring)"
+
+FORCE_OTHER = "write the module to another file, or pass --force to replace it (its text is lost)"
+"""What to do about a file of the user's that ``-o`` names: replaced only with ``--force``."""
+
 READ_ONLY = "it is read-only"
 
 READ_ONLY_HINT = "make it writable, or pass --force to replace it"
@@ -71,7 +76,7 @@ class Verdict:
 def verdict(path: str, *, inputs: set[tuple[int, int]], force: bool, named: bool) -> Verdict:
     """May the module at ``path`` be written? ``inputs``: device and inode of every input;
     ``named``: the user named this file with ``-o`` (a file titan-migrate did not write is then
-    replaced, as a shell redirection would)."""
+    replaced with ``--force`` only)."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -96,20 +101,18 @@ def verdict(path: str, *, inputs: set[tuple[int, int]], force: bool, named: bool
         found = module_stamp.state(data)
         if found != module_stamp.INTACT:
             kept.append(_STATES[found])
-    elif not named and data:
-        return Verdict(
-            refused="titan-migrate did not write it (it does not begin with titan-migrate's "
-            "docstring)"
-        )
+    elif data:
+        if not named:
+            return Verdict(refused=NOT_OURS)
+        kept.append(NOT_OURS)
     if not stat.S_IMODE(info.st_mode) & 0o222:  # no write bit: root may write, but should not
         kept.append(READ_ONLY)
     if not kept:
         return Verdict()
     if force:
         return Verdict(forced=" and ".join(kept))
-    return Verdict(
-        refused=" and ".join(kept), hint=FORCE if kept[0] != READ_ONLY else READ_ONLY_HINT
-    )
+    hint = {READ_ONLY: READ_ONLY_HINT, NOT_OURS: FORCE_OTHER}.get(kept[0], FORCE)
+    return Verdict(refused=" and ".join(kept), hint=hint)
 
 
 def identities(path: str) -> set[tuple]:
