@@ -38,6 +38,7 @@ def debug() -> Trainer.Config:
 
 
 def _limit_memory() -> None:
+    """Run with at most ``MEMORY_GUARD`` bytes of address space."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_GUARD, MEMORY_GUARD))
 
 
@@ -78,11 +79,13 @@ def project(tmp_path: Path) -> Path:
 
 
 def entry_of(project: Path) -> Path:
+    """The one entry in the cache beside ``project``."""
     (entry,) = (project.parent / "cache" / "validate-registry").glob("*.json")
     return entry
 
 
 def check_again(project: Path) -> subprocess.CompletedProcess:
+    """``titan-validate config_registry.py`` in ``project`` with the cache beside it."""
     return run("config_registry.py", cwd=project, cache=project.parent / "cache")
 
 
@@ -96,6 +99,7 @@ def expect_fresh_answer(project: Path, *, imported: int) -> subprocess.Completed
 
 
 def stray_temporaries(project: Path) -> list[str]:
+    """Temporary files left in the cache folder (a write that failed half-way)."""
     folder = project.parent / "cache" / "validate-registry"
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
 
@@ -104,7 +108,10 @@ def stray_temporaries(project: Path) -> list[str]:
 
 
 def _diagnostic(change):
+    """A mutation of the entry's first finding."""
+
     def mutate(entry: dict) -> dict:
+        """The entry, mutated."""
         change(entry["diagnostics"][0])
         return entry
 
@@ -112,7 +119,10 @@ def _diagnostic(change):
 
 
 def _set(key: str, value):
+    """A mutation setting one field of the entry."""
+
     def mutate(entry: dict) -> dict:
+        """The entry, mutated."""
         entry[key] = value
         return entry
 
@@ -120,7 +130,10 @@ def _set(key: str, value):
 
 
 def _first_dependency(value):
+    """A mutation replacing the dependencies by one of another shape."""
+
     def mutate(entry: dict) -> dict:
+        """The entry, mutated."""
         entry["deps"] = [value]
         return entry
 
@@ -189,14 +202,17 @@ def test_another_modules_entry_under_this_name_is_a_miss(project, tmp_path):
 
 
 def _fifo(path: Path, tmp_path: Path, kept: bytes) -> None:
+    """A FIFO nobody writes to."""
     os.mkfifo(path)
 
 
 def _link_to_zeros(path: Path, tmp_path: Path, kept: bytes) -> None:
+    """A link to a device that never ends."""
     path.symlink_to("/dev/zero")
 
 
 def _link_to_fifo(path: Path, tmp_path: Path, kept: bytes) -> None:
+    """A link to a FIFO elsewhere."""
     os.mkfifo(tmp_path / "pipe")
     path.symlink_to(tmp_path / "pipe")
 
@@ -209,6 +225,7 @@ def _link_to_copy(path: Path, tmp_path: Path, kept: bytes) -> None:
 
 
 def _empty_folder(path: Path, tmp_path: Path, kept: bytes) -> None:
+    """An empty folder of the entry's name."""
     path.mkdir()
 
 
@@ -288,6 +305,7 @@ def test_a_full_disk_leaves_no_partial_entry(tmp_path, room):
     SIGXFSZ, so the write reports the error)."""
 
     def full_disk() -> None:
+        """Little room for files, as on a full disk."""
         _limit_memory()
         resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
 
@@ -379,6 +397,7 @@ def _install_editable(python: Path, checkout: Path, *, layout: str, mode: str | 
 
 
 def _site_packages(venv: Path) -> Path:
+    """The site-packages folder of a virtual environment (POSIX layout)."""
     version = sysconfig.get_python_version()
     return venv / "lib" / f"python{version}" / "site-packages"
 
@@ -414,6 +433,7 @@ def test_an_edited_module_of_an_editable_install_invalidates_the_entry(tmp_path,
     cache = tmp_path / "cache"
 
     def check() -> subprocess.CompletedProcess:
+        """The registry module checked with the environment's python."""
         return run("config_registry.py", cwd=configs, cache=cache, python=str(python))
 
     first, second = check(), check()

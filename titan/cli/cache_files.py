@@ -143,7 +143,7 @@ def installed_fingerprint() -> str:
     global _installed
     if _installed is None:
         names = []
-        for folder in _site_folders():
+        for folder in _site_folders(sysconfig_too=False):  # on every run: kept cheap
             try:
                 names += [f"{folder}/{n}" for n in os.listdir(folder) if n.endswith(".dist-info")]
             except OSError:
@@ -199,12 +199,17 @@ def titan_folders() -> list[str]:
     ]
 
 
-def _site_folders() -> list[str]:
-    """Every folder third-party distributions are installed in, for this interpreter."""
+def _site_folders(*, sysconfig_too: bool = True) -> list[str]:
+    """Every folder third-party distributions are installed in, for this interpreter
+    (``sysconfig_too=False``: those the ``site`` module names, without the few milliseconds
+    ``sysconfig`` takes to start, which nearly every interpreter's ``site`` names as well)."""
     import site
-    import sysconfig
 
-    folders = [sysconfig.get_paths().get(k) or "" for k in ("purelib", "platlib")]
+    folders = []
+    if sysconfig_too:
+        import sysconfig
+
+        folders += [sysconfig.get_paths().get(k) or "" for k in ("purelib", "platlib")]
     try:
         folders += site.getsitepackages()
     except AttributeError:  # an embedded or old virtualenv's site module

@@ -178,32 +178,39 @@ def _parse(raw: bytes, name: str) -> dict | None:
 
 
 def _text(value: object) -> bool:
+    """A string."""
     return type(value) is str
 
 
 def _optional_text(value: object) -> bool:
+    """A string or null."""
     return value is None or type(value) is str
 
 
 def _position(value: object) -> bool:
+    """A 1-based line or column."""
     return type(value) is int and value >= 1  # not a bool, which is an int too
 
 
 def _optional_position(value: object) -> bool:
+    """A 1-based line or column, or null."""
     return value is None or _position(value)
 
 
 def _list_of(value: object, check) -> bool:
+    """A list whose every item passes ``check``."""
     return type(value) is list and all(check(item) for item in value)
 
 
 def _severity(value: object) -> bool:
+    """One of the severities' names."""
     from titan.schemas.diagnostics import Severity
 
     return type(value) is str and value in {s.value for s in Severity}
 
 
 def _span(value: object) -> bool:
+    """Null or ``[file, line, col, end_line, end_col]``."""
     checks = (_text, _position, _position, _optional_position, _optional_position)
     return value is None or (
         type(value) is list
@@ -238,6 +245,7 @@ _ENTRY_KEYS = {"format", "key", "declared", "diagnostics", "deps"}
 
 
 def _diagnostic(value: object) -> bool:
+    """A finding as ``to_dict`` writes it: exactly its fields, each of its type."""
     return (
         type(value) is dict
         and set(value) == set(_DIAGNOSTIC_FIELDS)
