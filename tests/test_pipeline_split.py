@@ -254,7 +254,7 @@ def test_csv_builds_the_runtime_schedule():
 
 def test_import_does_not_load_torch():
     code = (
-        "import sys, titan.distributed.pipeline_split as p\n"
+        "import sys, titan.schemas.pipeline_split as p, titan.distributed.pipeline_split\n"
         "p.pipeline_layout(n_layers=32, pp=4, schedule='interleaved1f1b')\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
