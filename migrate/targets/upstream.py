@@ -21,7 +21,7 @@ from titan.migrate.plan.extension_classes import generate_classes
 from titan.migrate.plan.legacy_values import copy_value
 from titan.migrate.plan.migration_plan import KeyOutcome, Plan
 from titan.migrate.plan.model_keys import FAMILY_ALIASES
-from titan.migrate.targets import upstream_quantize, upstream_refusals
+from titan.migrate.targets import upstream_pp, upstream_quantize, upstream_refusals
 from titan.migrate.targets import upstream_spec_030 as spec
 from titan.migrate.targets.config_objects import (
     Call,
@@ -229,6 +229,7 @@ class _Upstream:
         self.profiler()
         self.gone_keys()
         self.validation_shape()
+        upstream_pp.convert_module_fqns(self)
         upstream_refusals.refusals(self)
         self.plan.root = self.root
         self.comments()
