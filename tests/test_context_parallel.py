@@ -2,7 +2,8 @@
 round trips), the sequence length check's messages, each rank's mask against the full-sequence
 mask for every mask kind, and (real ``torchrun`` over gloo, 2 ranks; 4 ranks marked slow)
 ``cp_attention``'s output and q/k/v gradients against one-process SDPA over the whole sequence,
-fp32, within 1e-6 of the largest reference value (measured at most 8.9e-7 on values up to 3.7).
+fp32, within 1e-6 of the largest reference value (measured at most 8.9e-7 on values up to 3.7),
+and ranks holding different token counts refused on every rank with each one's count.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.dist_scripts.context_parallel_check import SCENARIOS
+from tests.dist_scripts.context_parallel_check import CHECKS, SCENARIOS
 from tests.training_runs import REPO, parallel_check
 from titan.distributed.context_parallel import (
     balance,
@@ -211,11 +212,11 @@ def test_a_document_mask_needs_the_full_sequence_document_indices():
 
 
 def test_cp_attention_on_2_ranks_matches_one_process_sdpa():
-    output = parallel_check(SCRIPT, list(SCENARIOS), nproc=2)
-    assert output.count("cp 2,") == len(SCENARIOS)
+    output = parallel_check(SCRIPT, [*SCENARIOS, *CHECKS], nproc=2)
+    assert output.count("cp 2,") == len(SCENARIOS) + len(CHECKS)
 
 
 @pytest.mark.slow
 def test_cp_attention_on_4_ranks_matches_one_process_sdpa():
-    output = parallel_check(SCRIPT, list(SCENARIOS), nproc=4)
-    assert output.count("cp 4,") == len(SCENARIOS)
+    output = parallel_check(SCRIPT, [*SCENARIOS, *CHECKS], nproc=4)
+    assert output.count("cp 4,") == len(SCENARIOS) + len(CHECKS)

@@ -18,7 +18,13 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from titan.distributed.context_parallel import balance, cp_attention, cp_mask, unbalance
+from titan.distributed.context_parallel import (
+    balance,
+    check_local_lengths,
+    cp_attention,
+    cp_mask,
+    unbalance,
+)
 from titan.distributed.process_group import destroy_distributed
 from titan.models.common.attention_masks import MaskSpec, document_ids
 
@@ -130,11 +136,34 @@ def run(name: str) -> str:
     return ", ".join(f"{what} {d:.1e} (of {top:.1f})" for what, (d, top) in diffs.items())
 
 
+def uneven_lengths() -> str:
+    """Ranks holding different numbers of tokens: ``check_local_lengths`` refuses on every rank
+    with each rank's count (instead of a collective of mismatched sizes)."""
+    cp, rank = dist.get_world_size(), dist.get_rank()
+    local = 4 + 2 * (rank == cp - 1)
+    try:
+        check_local_lengths(local, group=None)
+    except ValueError as refused:
+        held = ", ".join(f"rank {r} {4 + 2 * (r == cp - 1)}" for r in range(cp))
+        assert f"hold different numbers of tokens ({held})" in str(refused), refused
+    else:
+        raise AssertionError("uneven token counts passed check_local_lengths")
+    check_local_lengths(4, group=None)  # equal counts pass
+    return "refused with every rank's count"
+
+
+# Checks other than an attention comparison, by name.
+CHECKS = {"uneven_lengths": uneven_lengths}
+
+
 def main() -> None:
     """Run every scenario named on the command line on every rank."""
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    lines = [f"OK {name}: cp {dist.get_world_size()}, {run(name)}" for name in sys.argv[1:]]
+    lines = [
+        f"OK {name}: cp {dist.get_world_size()}, {CHECKS[name]() if name in CHECKS else run(name)}"
+        for name in sys.argv[1:]
+    ]
     destroy_distributed()  # every rank past its last collective before any closes
     if rank == 0:
         print("\n".join(lines))

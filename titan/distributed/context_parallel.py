@@ -152,6 +152,24 @@ def all_gather_sequence(
     return _GatherSequence.apply(local, dim % local.dim(), group)
 
 
+def check_local_lengths(local_len: int, *, group: dist.ProcessGroup | None = None) -> None:
+    """Raise ``ValueError`` on every rank of the CP group unless all hold ``local_len`` tokens.
+
+    One small all-gather: call it once per batch (or once per run) before ``cp_attention``,
+    whose collectives need equal shapes on every rank (gloo aborts the process on a mismatch,
+    NCCL may wait for ever).
+    """
+    cp = dist.get_world_size(group)
+    lengths = torch.zeros(cp, dtype=torch.int64)
+    _ALL_GATHER(lengths, torch.tensor([local_len], dtype=torch.int64), group=group)
+    if len(set(lengths.tolist())) > 1:
+        held = ", ".join(f"rank {r} {n}" for r, n in enumerate(lengths.tolist()))
+        raise ValueError(
+            f"context parallel ranks hold different numbers of tokens ({held}); every rank must "
+            f"hold seq_len / cp tokens of the same batch, as balance cuts them"
+        )
+
+
 def cp_mask(
     mask_spec: MaskSpec,
     *,
@@ -247,6 +265,7 @@ def cp_attention(
 __all__ = [
     "all_gather_sequence",
     "balance",
+    "check_local_lengths",
     "check_sequence_split",
     "chunk_ids",
     "cp_attention",
