@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 # Hypothesis runs the same examples on every run and every worker: no per-example deadline and no
 # too-slow health check (both are wall-clock bounds, which fail on a loaded machine), and no
@@ -32,6 +35,7 @@ MULTI_PROCESS_MODULES = frozenset(
         "test_corpus_training.py",
         "test_deepseek_v3_train.py",
         "test_distributed_failures.py",
+        "test_dump_lock.py",
         "test_expert_parallel.py",
         "test_expert_parallel_tp.py",
         "test_gpt_oss_train.py",
@@ -48,6 +52,21 @@ MULTI_PROCESS_MODULES = frozenset(
 # Modules whose module-scoped fixture is costly (a copy of the repository): one group each, so
 # the fixture is built once, on one worker.
 ONE_WORKER_MODULES = frozenset({"test_fresh_clone.py"})
+
+
+def pytest_configure(config):
+    """Hypothesis keeps its caches (Unicode tables, collected constants) in a folder of this
+    process's own, never ``.hypothesis`` in the working tree, which parallel workers would share."""
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    config._titan_hypothesis_home = tempfile.mkdtemp(prefix=f"titan-hypothesis-{worker}-")
+    set_hypothesis_home_dir(config._titan_hypothesis_home)
+
+
+def pytest_unconfigure(config):
+    """Remove this process's Hypothesis folder."""
+    home = getattr(config, "_titan_hypothesis_home", None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -18,12 +18,11 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.training_runs import REPO, child_env
+from tests.training_runs import REPO, child_env, ranks_alone
 
 REGISTRY = Path(__file__).parent / "dist_scripts" / "rank_dependent_registry.py"
 # Short timeouts, for the cases that check what a timeout reports.
@@ -60,38 +59,11 @@ def torchrun(
 def ranks(
     config: str, tmp_path: Path, *, nproc: int = 2, timeouts: list[str] = PATIENT
 ) -> tuple[list[int], str]:
-    """``titan-train`` on a registry function in ``nproc`` processes started as torchrun's agent
-    starts its workers (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT, and a store the launcher
-    serves: here this test's), each left to end on its own: (every rank's exit code, every
-    rank's output in rank order)."""
-    import torch.distributed as dist
-
-    store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False, multi_tenant=True)
-    command = [sys.executable, "-m", "titan.train", "--registry", str(REGISTRY)]
-    command += ["--config", config, *timeouts, "--dump_folder", str(tmp_path / "run")]
-    started = []
-    try:
-        for rank in range(nproc):
-            output = tempfile.TemporaryFile("w+")
-            env = child_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port))
-            env.update(WORLD_SIZE=str(nproc), RANK=str(rank), LOCAL_RANK=str(rank))
-            env.update(LOCAL_WORLD_SIZE=str(nproc), TORCHELASTIC_USE_AGENT_STORE="True")
-            process = subprocess.Popen(
-                command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT, text=True
-            )
-            started.append((process, output))
-        codes = [process.wait(timeout=HANG_LIMIT) for process, _ in started]
-        texts = []
-        for _, output in started:
-            output.seek(0)
-            texts.append(output.read())
-        return codes, "".join(texts)
-    finally:
-        for process, output in started:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            output.close()
+    """``titan-train`` on a registry function in ``nproc`` processes launched as torchrun's
+    agent launches them, each left to end on its own (``ranks_alone``): (every rank's exit code,
+    every rank's output in rank order)."""
+    args = ["--registry", str(REGISTRY), "--config", config, *timeouts]
+    return ranks_alone([*args, "--dump_folder", str(tmp_path / "run")], nproc=nproc)
 
 
 def assert_titan_explained_itself(output: str) -> None:

@@ -140,6 +140,45 @@ def titan_train(
     return titan_trains([launch], timeout=timeout)[0]
 
 
+def ranks_alone(args: list[str], *, nproc: int, timeout: int = 600) -> tuple[list[int], str]:
+    """``titan-train ARGS`` on ``nproc`` processes started as torchrun's agent starts its workers
+    (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT, and a store the launcher serves: here this
+    process's), each left to end on its own: (every rank's exit code, every rank's output in rank
+    order). torchrun itself stops the other ranks as soon as one exits, which could cut a slower
+    rank's own message short: tests that read every rank's message launch this way."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False, multi_tenant=True)
+    started = []
+    try:
+        for rank in range(nproc):
+            output = tempfile.TemporaryFile("w+")
+            env = child_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port))
+            env.update(WORLD_SIZE=str(nproc), RANK=str(rank), LOCAL_RANK=str(rank))
+            env.update(LOCAL_WORLD_SIZE=str(nproc), TORCHELASTIC_USE_AGENT_STORE="True")
+            process = subprocess.Popen(
+                [sys.executable, "-m", "titan.train", *args],
+                cwd=REPO,
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            started.append((process, output))
+        codes = [process.wait(timeout=timeout) for process, _ in started]
+        texts = []
+        for _, output in started:
+            output.seek(0)
+            texts.append(output.read())
+        return codes, "".join(texts)
+    finally:
+        for process, output in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            output.close()
+
+
 def migrated(toml: Path, folder: Path, *, function: str) -> Path:
     """``titan-migrate TOML -o FOLDER/config_registry.py``; the registry defines ``function``."""
     target = folder / "config_registry.py"
