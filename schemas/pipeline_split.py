@@ -76,7 +76,7 @@ def stage_count(
     _check_counts(n_layers, first_stage_less_layers, last_stage_less_layers)
     _check_positive(pp, "parallelism.pipeline_parallel_degree")
     if layers_per_stage is None:
-        return pp * (1 if facts.kind == "single" else 2)
+        return pp * _PER_RANK[facts.kind, facts.style].least
     _check_positive(layers_per_stage, f"{_SETTING}layers_per_stage")
     units = n_layers + first_stage_less_layers + last_stage_less_layers
     stages = math.ceil(units / layers_per_stage)
@@ -91,47 +91,71 @@ def stage_count(
             f"{shape}, which {pp} pipeline ranks (pipeline_parallel_degree) cannot share "
             f"evenly: the stage count must be a multiple of {pp}",
             hint=f"set {key} so that the stage count is a multiple of {pp}"
-            f"{_suggest(units, _wanted(pp, facts.kind))}",
+            f"{_suggest(units, _wanted(pp, facts))}",
             key=key,
         )
     per_rank = stages // pp
-    if facts.kind == "single" and per_rank != 1:
+    rule = _PER_RANK[facts.kind, facts.style]
+    if per_rank < rule.least or (rule.most is not None and per_rank > rule.most):
         raise PipelineSplitError(
             f"{shape}, {per_rank} per rank on {pp} pipeline ranks, but schedule "
-            f"{facts.name!r} runs exactly 1 stage per rank",
-            hint=f"set {key}{_suggest(units, [pp])}, or choose a multi-stage "
-            "schedule such as Interleaved1F1B",
-            key=key,
-        )
-    if facts.kind == "multi" and per_rank < 2:
-        raise PipelineSplitError(
-            f"{shape}, {per_rank} per rank on {pp} pipeline ranks, but schedule "
-            f"{facts.name!r} runs at least 2 stages per rank",
-            hint=f"set {key}{_suggest(units, _wanted(pp, 'multi'))}, or choose a single-stage "
-            "schedule (1F1B or GPipe)",
-            key=key,
-        )
-    if facts.style == "v" and per_rank != 2:
-        raise PipelineSplitError(
-            f"{shape}, {per_rank} per rank on {pp} pipeline ranks, but the V-shaped "
-            f"schedule {facts.name!r} runs exactly 2 stages per rank",
-            hint=f"set {key} to give {2 * pp} stages{_suggest(units, [2 * pp])}, or choose "
-            "Interleaved1F1B",
+            f"{facts.name!r} runs {rule.words} per rank",
+            hint=f"set {key}{_suggest(units, _wanted(pp, facts))}, or {rule.instead}",
             key=key,
         )
     return stages
 
 
-def _wanted(pp: int, kind: ScheduleKind) -> list[int]:
-    """Stage counts a schedule of ``kind`` runs on ``pp`` ranks (the smallest few)."""
-    return [pp] if kind == "single" else [pp * k for k in range(2, 5)]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PerRank:
+    """How many stages a kind of schedule runs on each rank, and what to say when it cannot."""
+
+    least: int
+    """The fewest stages per rank it runs."""
+    most: int | None
+    """The most stages per rank it runs; ``None``: no bound."""
+    words: str
+    """That count in the message's words."""
+    instead: str
+    """The other schedules to offer in the hint."""
+
+
+_PER_RANK: dict[tuple[ScheduleKind, PlacementStyle], _PerRank] = {
+    ("single", "loop"): _PerRank(
+        least=1,
+        most=1,
+        words="exactly 1 stage",
+        instead="choose a multi-stage schedule such as Interleaved1F1B",
+    ),
+    ("multi", "loop"): _PerRank(
+        least=2,
+        most=None,
+        words="at least 2 stages",
+        instead="choose a single-stage schedule (1F1B or GPipe)",
+    ),
+    ("multi", "v"): _PerRank(
+        least=2,
+        most=2,
+        words="exactly 2 stages (a V)",
+        instead="choose Interleaved1F1B",
+    ),
+}
+"""Stages per rank by schedule kind and placement, as torchtitan and torch require them."""
+
+
+def _wanted(pp: int, facts: ScheduleFacts) -> list[int]:
+    """Stage counts the schedule runs on ``pp`` ranks (the smallest few)."""
+    rule = _PER_RANK[facts.kind, facts.style]
+    return [pp * n for n in range(rule.least, (rule.most or rule.least + 2) + 1)]
 
 
 def _suggest(units: int, wanted: list[int]) -> str:
     """The largest layers-per-stage value that gives one of the ``wanted`` stage counts, as
-    text for a hint (nothing when none does)."""
+    text for a hint; where none does, leaving it unset gives the first of them."""
     values = [per for per in range(1, units + 1) if math.ceil(units / per) in wanted]
-    return f" (for example {max(values)})" if values else ""
+    if values:
+        return f" (for example {max(values)})"
+    return f" (no value gives {wanted[0]} stages for {units} units: leave it unset for {wanted[0]})"
 
 
 def model_modules(n_layers: int, *, head: str = "output") -> list[str]:

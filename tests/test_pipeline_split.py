@@ -129,6 +129,8 @@ def test_stage_count_without_layers_per_stage(schedule, pp, stages):
         (32, 4, "1F1B", 9, 4),  # ceil(34 / 9) = 4
         (32, 2, "Interleaved1F1B", 6, 6),  # ceil(34 / 6) = 6
         (32, 4, "Interleaved1F1B", 3, 12),  # ceil(34 / 3) = 12
+        (38, 2, "Interleaved1F1B", 2, 20),  # ceil(40 / 2) = 20: 10 stages per rank
+        (30, 2, "LoopedBFS", 2, 16),  # ceil(32 / 2) = 16: 8 stages per rank
         (62, 4, "ZBVZeroBubble", 8, 8),  # ceil(64 / 8) = 8
         (14, 2, "DualPipeV", 4, 4),  # ceil(16 / 4) = 4
     ],
@@ -316,9 +318,17 @@ def test_stage_count_hints_give_a_working_value():
         dict(n_layers=32, pp=3, schedule="1F1B", layers_per_stage=8),
         dict(n_layers=32, pp=4, schedule="Interleaved1F1B", layers_per_stage=9),
         dict(n_layers=32, pp=2, schedule="ZBVZeroBubble", layers_per_stage=6),
+        dict(n_layers=32, pp=4, schedule="DualPipeV", layers_per_stage=2),  # 17 stages
+        dict(n_layers=32, pp=4, schedule="LoopedBFS", layers_per_stage=2),  # 17 stages
+        dict(n_layers=32, pp=4, schedule="GPipe", layers_per_stage=2),  # 17 stages
     ):
         hint = _error(stage_count, **kwargs).hint
-        value = int(hint.split("for example ")[1].split(")")[0])
+        if "for example" in hint:
+            value = int(hint.split("for example ")[1].split(")")[0])
+        else:  # 34 units: 4 per stage make 9 stages, 5 make 7; none makes DualPipeV's 8
+            assert kwargs["schedule"] == "DualPipeV"
+            assert "no value gives 8 stages for 34 units: leave it unset for 8" in hint
+            value = None
         stage_count(**{**kwargs, "layers_per_stage": value})
 
 
