@@ -503,3 +503,43 @@ def test_every_stage_on_exactly_one_rank(pp, per_rank, style):
     held = [stages_of_rank(r, pp=pp, stages=stages, style=style) for r in range(pp)]
     assert sorted(s for ranks in held for s in ranks) == list(range(stages))
     assert all(len(ranks) == per_rank for ranks in held)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 64),
+    st.integers(1, 8),
+    st.one_of(st.none(), st.integers(1, 20)),
+    st.sampled_from([facts.name for facts in SCHEDULES if not facts.base_class]),
+    st.integers(0, 2),
+    st.integers(0, 2),
+)
+def test_a_layout_is_whole_or_refused(n_layers, pp, per, schedule, first, last):
+    """Either every rule holds on the layout, or the refusal names the setting to change."""
+    try:
+        layout = pipeline_layout(
+            n_layers=n_layers,
+            pp=pp,
+            schedule=schedule,
+            layers_per_stage=per,
+            first_stage_less_layers=first,
+            last_stage_less_layers=last,
+        )
+    except PipelineSplitError as error:
+        assert error.key.startswith("parallelism.") and error.hint.strip()
+        return
+    facts = schedule_facts(schedule)
+    per_rank = layout.stages // pp
+    assert layout.stages % pp == 0
+    assert per_rank == 1 if facts.kind == "single" else per_rank >= 2
+    assert facts.style == "loop" or per_rank == 2
+    if per is not None:
+        assert layout.stages == -(-(n_layers + first + last) // per)
+    held = sorted(s for stages in layout.rank_stages for s in stages)
+    assert held == list(range(layout.stages))
+    assert [n for part in layout.modules for n in part] == [
+        "tok_embeddings",
+        *_layers(0, n_layers),
+        "norm",
+        "output",
+    ]
