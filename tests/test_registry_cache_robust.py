@@ -266,6 +266,18 @@ def test_a_folder_of_the_users_under_an_entry_name_is_left_alone(project):
 # -- a cache folder that cannot be used ----------------------------------------------------------
 
 
+def expect_no_cache(tmp_path: Path, cache: Path) -> None:
+    """A registry module checked twice with ``cache``: the right findings, quietly, and its code
+    run each time (nothing was kept)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "config_registry.py").write_text(REGISTRY)
+    for count in (1, 2):
+        done = run("config_registry.py", cwd=root, cache=cache)
+        assert done.returncode == 1 and "stpes" in done.stdout and quiet(done), done.stderr
+        assert imports(root) == count
+
+
 def test_a_cache_folder_that_is_a_link_is_not_written_through(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -273,13 +285,7 @@ def test_a_cache_folder_that_is_a_link_is_not_written_through(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "validate-registry").symlink_to(elsewhere, target_is_directory=True)
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "config_registry.py").write_text(REGISTRY)
-    for count in (1, 2):
-        done = run("config_registry.py", cwd=root, cache=cache)
-        assert done.returncode == 1 and "stpes" in done.stdout and quiet(done), done.stderr
-        assert imports(root) == count  # checked each time: no cache
+    expect_no_cache(tmp_path, cache)
     assert sorted(p.name for p in elsewhere.iterdir()) == ["data.txt"]
 
 
@@ -289,13 +295,7 @@ def test_a_cache_folder_of_another_user_is_not_used(tmp_path):
     cache = tmp_path / "cache"
     (cache / "validate-registry").mkdir(parents=True)
     os.chown(cache / "validate-registry", 65534, 65534)
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "config_registry.py").write_text(REGISTRY)
-    for count in (1, 2):
-        done = run("config_registry.py", cwd=root, cache=cache)
-        assert done.returncode == 1 and "stpes" in done.stdout and quiet(done), done.stderr
-        assert imports(root) == count
+    expect_no_cache(tmp_path, cache)
     assert list((cache / "validate-registry").iterdir()) == []
 
 

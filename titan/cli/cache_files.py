@@ -139,13 +139,16 @@ def imported_dependencies() -> list[str]:
 
 def installed_fingerprint() -> str:
     """A digest of the names of every distribution installed in a site-packages folder (their
-    versions are part of the names), so that an upgrade is a new cache key."""
+    versions are part of the names) and of its ``.pth`` files, so that an upgrade, an install or
+    an uninstall is a new cache key."""
     global _installed
     if _installed is None:
         names = []
         for folder in _site_folders(sysconfig_too=False):  # on every run: kept cheap
             try:
-                names += [f"{folder}/{n}" for n in os.listdir(folder) if n.endswith(".dist-info")]
+                names += [
+                    f"{folder}/{n}" for n in os.listdir(folder) if n.endswith(_INSTALL_RECORDS)
+                ]
             except OSError:
                 continue
         _installed = hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
@@ -153,6 +156,9 @@ def installed_fingerprint() -> str:
 
 
 _installed: str | None = None
+_INSTALL_RECORDS = (".dist-info", ".egg-info", ".egg-link", ".pth")
+"""What an installation leaves in site-packages, named after the distribution and its version
+(a ``.pth`` file adds folders to the import path)."""
 _cached_roots: list[tuple[str, int]] | None = None
 
 
