@@ -189,7 +189,7 @@ def stage_modules(
         raise PipelineSplitError(
             f"{what}: there are fewer units than stages, so a stage would be empty",
             hint=f"use at most {units} stages: raise {_SETTING}layers_per_stage or lower "
-            "pipeline_parallel_degree",
+            f"{_SETTING}degree",
             key=f"{_SETTING}layers_per_stage",
         )
     ends = (
@@ -230,7 +230,7 @@ def check_module_fqns(
         isinstance(part, list) and all(isinstance(n, str) for n in part) for part in parts
     ):
         raise PipelineSplitError(
-            f"{key} must be a list of lists of module names, not {parts!r}",
+            f"{key} must be a list of lists of module names, not {_brief(parts)}",
             hint='write one list per stage, e.g. [["tok_embeddings", "layers.0"], ...]',
             key=key,
         )
@@ -334,6 +334,12 @@ def pipeline_layout(
         )
     ranks = [stages_of_rank(r, pp=pp, stages=stages, style=facts.style) for r in range(pp)]
     return PipelineLayout(schedule=facts, stages=stages, modules=modules, rank_stages=ranks)
+
+
+def _brief(value: object) -> str:
+    """``repr(value)``, cut to a length a message can show."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _layer_names(start: int, stop: int) -> list[str]:

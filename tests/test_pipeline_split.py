@@ -425,6 +425,7 @@ def test_layout_too_few_layers_for_the_stages():
         ([["tok_embeddings", "layers.0", "layers.1", "norm", "output"], []], ["stage 1 empty"]),
         ("tok_embeddings", ["list of lists"]),
         ([["tok_embeddings", 3]], ["list of lists"]),
+        ([[f"layers.{i}" for i in range(500)] + [None]], ["list of lists", "..."]),
     ],
 )
 def test_module_fqns_errors(parts, words):
