@@ -22,7 +22,9 @@ warm-up runs (with bytecode writing on even where the environment sets
 ``PYTHONDONTWRITEBYTECODE``), i.e. what a user has after ``pip install``. Runs are interleaved
 (one of each command per round) so that a noisy spell hits every line alike. The bench exits
 non-zero when a check does not exit 0, and checks once, in a fresh process running
-``titan.cli.validate.run`` in-process, that a cold check never imports torch.
+``titan.cli.validate.run`` in-process and then the worker's part (``titan.cli.registry_run``,
+which runs the module's code in titan's worker process) in that same process, that a cold check
+never imports torch.
 
     .venv/bin/python bench/validate_registry.py [--repeat N] [--functions N] [--ngpu N] [--keep DIR]
 """
@@ -368,8 +370,20 @@ PROBE = (
     "from titan.cli import validate\n"
     "out, err = io.StringIO(), io.StringIO()\n"
     "status = validate.run(sys.argv[1:], stdout=out, stderr=err)\n"
-    "print('torch' in sys.modules, status)\n"
     "sys.stderr.write(out.getvalue() + err.getvalue())\n"
+    "# The module's code runs in titan's worker process: run the worker's part here too, so\n"
+    "# that what it imports is in this process's sys.modules.\n"
+    "from titan.cli.registry_run import ModuleRun\n"
+    "class Unwatched:\n"
+    "    def arm(self, doing): pass\n"
+    "    def disarm(self): pass\n"
+    "events = []\n"
+    "text = open('config_registry.py', encoding='utf-8').read()\n"
+    "request = {'path': 'config_registry.py', 'shown': 'config_registry.py', 'text': text,\n"
+    "           'ngpu': None, 'select': []}\n"
+    "ModuleRun(request, send=lambda **e: events.append(e), watchdog=Unwatched(), atexits=[]).run()\n"
+    "found = sum(len(e['diagnostics']) for e in events if e['ev'] == 'found')\n"
+    "print('torch' in sys.modules, status, found)\n"
 )
 
 
@@ -416,7 +430,7 @@ def _run(tmp: Path, args: argparse.Namespace) -> int:
         [sys.executable, "-c", PROBE, "config_registry.py", "--no-cache", *extra], env, big, None
     )
     answer = probe.stdout.decode().split()
-    if probe.returncode != 0 or answer[1:] != ["0"]:
+    if probe.returncode != 0 or answer[1:] != ["0", "0"]:
         print(_fail("in-process probe", probe), file=sys.stderr)
         return 1
     torch_imported = answer[0] == "True"

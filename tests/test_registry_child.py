@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -102,8 +101,9 @@ HOSTILE = [
     ),
     (
         "busy-loop-with-sigalrm-ignored",
-        "import signal\n" + HEAD + "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n\n\n"
-        "def spins() -> Trainer.Config:\n    while True:  # <-\n        pass  # <-\n" + FINE,
+        "import signal\n" + HEAD + "\n\ndef spins() -> Trainer.Config:\n"
+        "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+        "    while True:  # <-\n        pass  # <-\n" + FINE,
         "no answer after 2 s while running spins()",
         "look for a loop or a wait",
     ),
@@ -300,6 +300,7 @@ def test_a_module_that_forks_is_checked_once_and_the_run_ends(tmp_path, fork):
     done, found = check(tmp_path, source)
     (finding,) = found
     assert (finding["code"], finding["line"]) == ("unknown-key", 11)
+    assert done.stdout.count('"tool": "titan-validate"') == 1  # one report, by titan alone
 
 
 def test_garbage_written_to_standard_output_goes_to_stderr_not_the_report(tmp_path):
@@ -379,13 +380,33 @@ def test_what_titan_prints_is_unharmed_by_every_module_in_one_run(tmp_path):
     ]
 
 
-def test_the_worker_leaves_no_file_behind_and_imports_no_torch(tmp_path):
-    source = (
-        "import sys\n" + HEAD + "\n\ndef f() -> Trainer.Config:\n"
-        "    assert 'torch' not in sys.modules, 'torch was imported'\n"
-        '    return Trainer.Config(model_spec=model_registry("debugmodel"))\n'
+@pytest.mark.parametrize(
+    ("signum", "code", "said"), [(2, 130, "interrupted"), (15, 143, "terminated")]
+)
+def test_stopping_titan_stops_the_worker_too(tmp_path, signum, code, said):
+    (tmp_path / "config_registry.py").write_text(
+        "import os\nimport sys\n" + HEAD + "\n\ndef waits() -> Trainer.Config:\n"
+        "    print('worker', os.getpid(), file=sys.stderr, flush=True)\n"
+        "    while True:\n        try:\n            os.read(0, 1) or os.pause()\n"
+        "        except BaseException:  # noqa: BLE001\n            pass\n",
+        encoding="utf-8",
     )
-    (tmp_path / "config_registry.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    done = run("config_registry.py", "--no-cache", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert sorted(os.listdir(tmp_path)) == ["config_registry.py"]
+    titan_run = subprocess.Popen(
+        [sys.executable, "-m", "titan.cli.validate", "config_registry.py", "--no-cache"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = titan_run.stderr.readline()  # the module is running: its worker says so
+        assert line.startswith("worker "), line
+        worker = int(line.split()[1])
+        titan_run.send_signal(signum)
+        _, rest = titan_run.communicate(timeout=SAFETY_S)
+    finally:
+        titan_run.kill()
+    assert titan_run.returncode == code
+    assert f"titan-validate: {said}" in rest
+    with pytest.raises(ProcessLookupError):  # titan killed and reaped it before exiting
+        os.kill(worker, 0)

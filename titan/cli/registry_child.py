@@ -25,7 +25,7 @@ import time
 from typing import TextIO
 
 GRACE_S = 5.0
-"""How long past the time limit titan waits for the worker's own report of where the code was
+"""How long past its time limits titan waits for the worker's own report of where the code was
 before it stops the process without one (the report normally comes at the limit)."""
 
 
@@ -66,6 +66,9 @@ class Worker:
 
     def __init__(self, *, timeout: float, memory_limit: int | None, stderr: TextIO) -> None:
         self.timeout, self.memory_limit, self.stderr = timeout, memory_limit, stderr
+        # How long titan waits for the next event: a step may hold two timed parts (the call,
+        # then checking what it returned), each stopped by the worker's own watchdog first.
+        self.limit = 2 * timeout + GRACE_S
         self.process: subprocess.Popen | None = None
         self.threads: list[str] = []
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -114,11 +117,13 @@ class Worker:
         """Send one module and gather its events until it is done or the worker ends."""
         self.start()
         outcome, step = Outcome(), {"doing": f"importing {request['shown']}", "name": None}
+        data = (json.dumps(request) + "\n").encode()
         try:
-            os.write(self.requests, (json.dumps(request) + "\n").encode())
+            while data:  # the worker reads it whole: it waits for nothing else between modules
+                data = data[os.write(self.requests, data) :]
         except OSError:
             pass  # it ended already: reading says how
-        deadline = time.monotonic() + self.timeout + GRACE_S
+        deadline = time.monotonic() + self.limit
         ending: dict = {}
         while True:
             events, gone = self._read(deadline)
@@ -131,7 +136,7 @@ class Worker:
                         outcome.finished.append(step["name"])
                     step, ending = event, {}
                     outcome.imported = True
-                    deadline = time.monotonic() + self.timeout + GRACE_S
+                    deadline = time.monotonic() + self.limit
                 elif kind == "found":
                     outcome.found += event["diagnostics"]
                     outcome.declared += event["declared"]
@@ -249,7 +254,7 @@ class Worker:
             return
         try:
             os.write(self.requests, b'{"op": "bye"}\n')
-            deadline = time.monotonic() + self.timeout + GRACE_S
+            deadline = time.monotonic() + self.limit
             while time.monotonic() < deadline:
                 events, gone = self._read(deadline)
                 bye = [e for e in events if isinstance(e, dict) and e.get("ev") == "bye"]

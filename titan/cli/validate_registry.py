@@ -91,8 +91,10 @@ def check_modules(
             )
             for path, shown in files
         ]
-    finally:
-        worker.close()  # also on Ctrl-C: no process of the run outlives it
+    except BaseException:  # Ctrl-C, SIGTERM: the worker may be busy, so no goodbye
+        worker.kill()
+        raise
+    worker.close()
     if worker.threads:  # the worker did not wait for them, as titan would not have
         from titan.cli.exits import say
 
@@ -140,11 +142,17 @@ def check_module(
     if worker is None:
         from titan.cli.registry_child import Worker
 
-        with _own_worker(Worker(timeout=timeout, memory_limit=None, stderr=stderr)) as worker:
-            return check_module(
+        worker = Worker(timeout=timeout, memory_limit=None, stderr=stderr)
+        try:
+            checked = check_module(
                 path, shown, ngpu=ngpu, select=select, use_cache=use_cache, stderr=stderr,
                 timeout=timeout, module_path=module_path, worker=worker,
             )  # fmt: skip
+        except BaseException:
+            worker.kill()
+            raise
+        worker.close()
+        return checked
     worker.start()  # it imports titan's config tree while the module is parsed here
     run = _Run(path=path, shown=shown, text=text, ngpu=ngpu, select=select)
     run.check(worker, module_path=module_path)
@@ -152,19 +160,6 @@ def check_module(
         entry = {"diagnostics": [to_dict(d) for d in run.found], "declared": run.declared}
         registry_cache.store(key, entry, deps=run.deps)
     return Checked(run.found, text, run.declared, imported=run.imported)
-
-
-class _own_worker:
-    """A worker closed at the end of the block."""
-
-    def __init__(self, worker: Any) -> None:
-        self.worker = worker
-
-    def __enter__(self) -> Any:
-        return self.worker
-
-    def __exit__(self, *exc: object) -> None:
-        self.worker.close()
 
 
 def _decode(raw: bytes, *, shown: str) -> tuple[str | None, Diagnostic | None]:
