@@ -142,8 +142,19 @@ def test_the_table_names_every_corpus_file_of_the_families():
 def test_preflight_at_the_files_gpu_count(name, capsys, tmp_path, monkeypatch):
     expected = EXPECTED[name]
     monkeypatch.chdir(tmp_path)  # the files' relative dump folders land here, if anywhere
+    # Pre-flight reads the tokenizer and locates the dataset where it runs, as the run does:
+    # the files' own (a cluster's Hugging Face folder, C4 on the Hub) are not on this machine.
+    here = ["--model.hf_assets_path", str(REPO / "tests/assets/tokenizer")]
+    here += ["--training.dataset", "c4_test"]
     code = main(
-        ["--preflight", "--ngpu", str(expected.gpus), "--job.config_file", str(corpus_path(name))]
+        [
+            "--preflight",
+            "--ngpu",
+            str(expected.gpus),
+            "--job.config_file",
+            str(corpus_path(name)),
+            *here,
+        ]
     )
     out, err = capsys.readouterr()
     if expected.passed is not None:
