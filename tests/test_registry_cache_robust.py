@@ -322,6 +322,55 @@ def test_a_full_disk_leaves_no_partial_entry(tmp_path, room):
     assert imports(root) == 2
 
 
+# -- a neighbour saved while the module is checked -----------------------------------------------
+
+SAVING_REGISTRY = """\
+import os
+from pathlib import Path
+
+from common import STEPS
+from titan.config import TrainingConfig
+from titan.models.llama3 import model_registry
+from titan.trainer import Trainer
+
+# the neighbour is saved anew while titan checks this module (as an editor would, in place or
+# by renaming a new file over it)
+common = Path(__file__).with_name("common.py")
+if "{how}" == "in place":
+    common.write_text('STEPS = "ten"\\n')
+else:
+    common.with_name("common.py.new").write_text('STEPS = "ten"\\n')
+    os.replace(common.with_name("common.py.new"), common)
+
+
+def debug() -> Trainer.Config:
+    return Trainer.Config(model_spec=model_registry("debugmodel"), training=TrainingConfig(steps=STEPS))
+"""
+
+
+@pytest.mark.parametrize("how", ["in place", "by rename"])
+def test_a_neighbour_saved_during_the_check_is_not_trusted_to_its_new_hash(tmp_path, how):
+    """The check ran with the old neighbour; an entry keyed by the new one's hash would answer
+    for code that never ran."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "common.py").write_text("STEPS = 10\n")
+    (root / "config_registry.py").write_text(SAVING_REGISTRY.replace("{how}", how))
+    _backdate(root)
+    first = run("config_registry.py", cwd=root, cache=tmp_path / "cache")
+    assert first.returncode == 0, first.stdout + first.stderr  # it ran with STEPS = 10
+    second = run("config_registry.py", cwd=root, cache=tmp_path / "cache")
+    assert second.returncode == 1 and "wrong-type" in second.stdout, second.stdout
+
+
+def _backdate(folder: Path) -> None:
+    """Every file below ``folder`` as if saved an hour ago (not while a check runs)."""
+    an_hour_ago = os.stat(folder).st_mtime - 3600
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            os.utime(path, (an_hour_ago, an_hour_ago))
+
+
 # -- the user's package installed with pip install -e ---------------------------------------------
 
 NEIGHBOUR_REGISTRY = """\
@@ -430,6 +479,7 @@ def test_an_edited_module_of_an_editable_install_invalidates_the_entry(tmp_path,
     configs = checkout / "configs"
     configs.mkdir()
     (configs / "config_registry.py").write_text(NEIGHBOUR_REGISTRY)
+    _backdate(checkout / package_layout / "mypkg")
     cache = tmp_path / "cache"
 
     def check() -> subprocess.CompletedProcess:

@@ -8,7 +8,9 @@ modification time of each of its source files, so an edited checkout never reuse
 An entry also lists every other file the module imported from outside titan, the standard library
 and the normally installed distributions, with that file's size and hash: a neighbour
 ``common.py``, the user's own package installed with ``pip install -e`` (see
-``titan.cli.cache_files``). It is used only while they are all unchanged.
+``titan.cli.cache_files``). It is used only while they are all unchanged. No entry is written
+when one of those files was modified during the check (or less than a second before it began):
+its hash might not be of the version that ran.
 
 What titan cannot see is not keyed: a registry function that reads an environment variable or a
 file at call time gives cached answers until the module changes; ``--no-cache`` checks afresh.
@@ -47,6 +49,12 @@ MAX_AGE_S = 30 * 24 * 3600
 """Entries not used for this long are removed when a new one is written."""
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
 """An entry larger than this is not written, and a file larger than this is not read."""
+RACY_NS = 1_000_000_000
+"""A dependency modified after its check began, or this little before (file times are as coarse
+as a second on some file systems), may have changed while it was read: such a check's findings
+are not kept."""
+_began: dict[str, tuple[int, str]] = {}
+"""For each key made in this process: when, and for which module file."""
 
 
 def folder() -> str:
@@ -88,7 +96,9 @@ def key(*, path: str, shown: str, content: bytes, options: dict) -> str:
         "titan": __version__,
         "sources": _titan_fingerprint(),
     }
-    return digest(json.dumps(parts, sort_keys=True).encode())
+    name = digest(json.dumps(parts, sort_keys=True).encode())
+    _began[name] = (time.time_ns(), os.path.abspath(path))
+    return name
 
 
 _fingerprint: str | None = None
@@ -139,12 +149,18 @@ def load(name: str) -> dict | None:
 
 def store(name: str, entry: dict, *, deps: list[str]) -> None:
     """Write an entry atomically; ``deps`` are the files the module imported (those that are
-    dependencies, see ``titan.cli.cache_files``, are recorded with their size and hash)."""
+    dependencies, see ``titan.cli.cache_files``, are recorded with their size and hash). Nothing
+    is written when a dependency was modified while the check that began at :func:`key` ran
+    (``RACY_NS``)."""
+    began, own = _began.pop(name, (None, None))
     recorded = []
     for dep in sorted({os.path.abspath(d) for d in deps if cache_files.is_dependency(d)}):
         now = cache_files.stamp(dep)
         if now is None:
             return  # a dependency that cannot be read now cannot be checked later either
+        # the module's own file needs no such check: its bytes read before the check are keyed
+        if began is not None and dep != own and _modified_ns(dep) >= began - RACY_NS:
+            return  # it may have changed while the check read it: its hash says nothing
         recorded.append([dep, *now])
     try:
         data = json.dumps({**entry, "format": FORMAT, "key": name, "deps": recorded}).encode()
@@ -160,6 +176,14 @@ def store(name: str, entry: dict, *, deps: list[str]) -> None:
         _publish(where, name + ".json", data)
     finally:
         os.close(where)
+
+
+def _modified_ns(path: str) -> int:
+    """When ``path`` was last modified (the far future when that cannot be told)."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except (OSError, ValueError):
+        return sys.maxsize
 
 
 def _parse(raw: bytes, name: str) -> dict | None:
