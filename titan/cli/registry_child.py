@@ -19,10 +19,12 @@ import json
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    import subprocess
 
 GRACE_S = 5.0
 """How long past its time limits titan waits for the worker's own report of where the code was
@@ -77,6 +79,8 @@ class Worker:
         """Start a worker now (it imports titan's config tree while titan reads the files)."""
         if self.process is not None:
             return
+        import subprocess  # here: a run answered from the cache starts no process
+
         requests_r, self.requests = os.pipe()
         self.replies, replies_w = os.pipe()
         self.output, output_w = os.pipe()

@@ -28,6 +28,7 @@ not, and a registry module that does pays for its own import. Results are cached
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import io
 import os
@@ -39,7 +40,7 @@ from titan.cli.registry_errors import from_dict, selected, to_dict
 from titan.config.scan import Scan, scan
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
-__all__ = ["TIME_LIMIT_S", "Checked", "check_module", "check_modules", "selected"]
+__all__ = ["TIME_LIMIT_S", "Checked", "Workers", "check_module", "check_modules", "selected"]
 
 TIME_LIMIT_S = 60.0
 """How long importing a registry module, or one registry function call, may take by default
@@ -73,11 +74,9 @@ def check_modules(
     """Check each ``(path, shown)`` registry module, with the ``module_path`` folders first on
     ``sys.path`` while they are imported (``--module-path``); user code runs in one worker
     process for them all, limited to ``memory_limit`` bytes of address space when given."""
-    from titan.cli.registry_child import Worker
-
-    worker = Worker(timeout=timeout, memory_limit=memory_limit, stderr=stderr)
-    try:
-        checked = [
+    workers = Workers(timeout=timeout, memory_limit=memory_limit, stderr=stderr)
+    with workers:
+        return [
             check_module(
                 path,
                 shown,
@@ -87,24 +86,47 @@ def check_modules(
                 stderr=stderr,
                 timeout=timeout,
                 module_path=module_path,
-                worker=worker,
+                workers=workers,
             )
             for path, shown in files
         ]
-    except BaseException:  # Ctrl-C, SIGTERM: the worker may be busy, so no goodbye
-        worker.kill()
-        raise
-    worker.close()
-    if worker.threads:  # the worker did not wait for them, as titan would not have
-        from titan.cli.exits import say
 
-        names = ", ".join(worker.threads[:3])
-        say(
-            f"titan-validate: note: not waiting for {len(worker.threads)} thread(s) the checked "
-            f"code started ({names})",
-            stream=stderr,
-        )
-    return checked
+
+class Workers:
+    """A run's worker process, started when a module first needs its code run (a run answered
+    from the cache starts none), and ended with the run."""
+
+    def __init__(self, *, timeout: float, memory_limit: int | None, stderr: TextIO) -> None:
+        self.options = {"timeout": timeout, "memory_limit": memory_limit, "stderr": stderr}
+        self.worker: Any = None
+
+    def get(self) -> Any:
+        """The :class:`~titan.cli.registry_child.Worker`."""
+        if self.worker is None:
+            from titan.cli.registry_child import Worker
+
+            self.worker = Worker(**self.options)
+        return self.worker
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, kind: type | None, *_: object) -> None:
+        if self.worker is None:
+            return
+        if kind is not None:  # Ctrl-C, SIGTERM: the worker may be busy, so no goodbye
+            self.worker.kill()
+            return
+        self.worker.close()
+        threads = self.worker.threads
+        if threads:  # the worker did not wait for them, as titan would not have
+            from titan.cli.exits import say
+
+            say(
+                f"titan-validate: note: not waiting for {len(threads)} thread(s) the checked "
+                f"code started ({', '.join(threads[:3])})",
+                stream=self.options["stderr"],
+            )
 
 
 def check_module(
@@ -117,10 +139,10 @@ def check_module(
     stderr: TextIO,
     timeout: float = TIME_LIMIT_S,
     module_path: Sequence[str] = (),
-    worker: Any = None,
+    workers: Workers | None = None,
 ) -> Checked:
-    """The findings of one registry module (see the module docstring); ``worker`` is the
-    :class:`~titan.cli.registry_child.Worker` that runs its code (a new one when not given)."""
+    """The findings of one registry module (see the module docstring); ``workers`` holds the
+    run's worker process (one for this module alone when not given)."""
     from titan.schemas.toml_source import read_bytes
 
     raw, problem = read_bytes(path, shown=shown)
@@ -139,23 +161,13 @@ def check_module(
         if entry is not None:
             found = [from_dict(d) for d in entry["diagnostics"]]
             return Checked(found, text, list(entry["declared"]))
-    if worker is None:
-        from titan.cli.registry_child import Worker
-
-        worker = Worker(timeout=timeout, memory_limit=None, stderr=stderr)
-        try:
-            checked = check_module(
-                path, shown, ngpu=ngpu, select=select, use_cache=use_cache, stderr=stderr,
-                timeout=timeout, module_path=module_path, worker=worker,
-            )  # fmt: skip
-        except BaseException:
-            worker.kill()
-            raise
-        worker.close()
-        return checked
-    worker.start()  # it imports titan's config tree while the module is parsed here
-    run = _Run(path=path, shown=shown, text=text, ngpu=ngpu, select=select)
-    run.check(worker, module_path=module_path)
+    own = workers is None
+    workers = workers or Workers(timeout=timeout, memory_limit=None, stderr=stderr)
+    with workers if own else contextlib.nullcontext():
+        worker = workers.get()
+        worker.start()  # it imports titan's config tree while the module is parsed here
+        run = _Run(path=path, shown=shown, text=text, ngpu=ngpu, select=select)
+        run.check(worker, module_path=module_path)
     if key is not None and run.cacheable:
         entry = {"diagnostics": [to_dict(d) for d in run.found], "declared": run.declared}
         registry_cache.store(key, entry, deps=run.deps)
