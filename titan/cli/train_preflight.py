@@ -18,13 +18,16 @@ refuse the same config with the same message. In the order a run meets them:
 4. the output folders: each can be created and written, no other run holds its lock, the
    files the run writes are files (not links, FIFOs or folders), and the checkpoint folder is
    a folder whose ``step-N`` entries are checkpoint folders, holding ``checkpoint.load_step``
-   when one is set, or else the initial load's source.
+   when one is set, or else the initial load's source;
+5. the batches data-parallel rank 0 reads before its first step, when the dataset is local
+   files (a record the loader cannot parse); a Hub dataset is located, not streamed.
 
 Checks that depend on the hardware (float8's GPU, async tensor parallel's CUDA) judge this
 machine, as a run here would: run pre-flight where the job will run to have them judged there.
 
 Nothing is started or written: no process group, no device mesh, no dump folder, no lock, no
-log file; no model weights and no batch are read.
+log file; no model weights are read, and no data beyond the first step's batches of a local
+dataset.
 A pass prints one line on stdout, e.g. ``pre-flight passed: qwen3 32B, 8 GPUs (FSDP 8),
 32.8B parameters``, and exits 0; a finding or refusal prints the message a run would print and
 exits 1; a malformed command line exits 2.
@@ -149,11 +152,12 @@ def preflight(args: list[str], *, ngpu: int, stdout: TextIO, stderr: TextIO) -> 
 def _check_run(config: Any, *, ngpu: int) -> str:
     """The checks a run makes before its first step (``titan.training.run_checks``, which the
     run's setup calls too); the summary. Raises what the run would raise."""
-    from titan.training.run_checks import check_config, check_folders
+    from titan.training.run_checks import check_config, check_first_batches, check_folders
     from titan.training.setup import degrees_in_words
 
     checked = check_config(config, world_size=ngpu)
     check_folders(config, sd_adapter=checked.sd_adapter, probe_locks=True)
+    check_first_batches(checked)  # last, as the run reads them: after its setup
     gpus = f"{ngpu} GPU" if ngpu == 1 else f"{ngpu} GPUs"
     # The degrees in the words of the run's own summary line.
     return (

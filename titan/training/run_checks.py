@@ -158,6 +158,21 @@ def check_folders(config: Any, *, sd_adapter: Any, probe_locks: bool) -> None:
     check_folder(config.checkpoint, dump_folder=config.dump_folder, sd_adapter=sd_adapter)
 
 
+def check_first_batches(checked: CheckedRun) -> None:
+    """Pre-flight's last check: read what data-parallel rank 0 reads before its first step (one
+    step's micro-batches) when its dataset is local files, so that a record the loader cannot
+    parse is refused as the run refuses it. A Hub dataset is not streamed; the run never reads
+    these batches from this loader (its own position starts at the beginning)."""
+    from titan.hf_datasets.documents import LocalDocuments
+
+    if not isinstance(getattr(checked.dataloader, "source", None), LocalDocuments):
+        return
+    batches = iter(checked.dataloader)
+    for _ in range(checked.accumulation_steps):
+        if next(batches, None) is None:
+            return  # a finite set that runs out: the run stops there, with a warning
+
+
 def check_creatable_folders(config: Any) -> list[str]:
     """:func:`check_creatable` for each output folder (the dump folder, an absolute checkpoint
     folder); returns them as the lock names them."""

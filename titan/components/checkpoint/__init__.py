@@ -5,8 +5,9 @@ this package, imported only when a manager is built, so reading configs stays to
 go one way: ``errors`` (the error types) <- ``folders`` (the on-disk layout and atomic
 publishing) <- ``resume`` (which step a run resumes from) and ``state`` (what a checkpoint holds,
 ``ModelState``, loading with clear errors) <- ``writer`` (foreground and background DCP saves)
-and ``hf`` (Hugging Face safetensors) <- ``initial`` (a new run's starting weights) <- this
-module.
+and ``hf`` (Hugging Face safetensors) <- ``initial`` (a new run's starting weights) <- ``checks``
+(the refusals a run meets before its first step, shared with ``titan-train --preflight``) <-
+this module.
 """
 
 from __future__ import annotations
@@ -18,10 +19,25 @@ import time
 from dataclasses import field
 from typing import Any, Literal
 
+from titan.components.checkpoint.checks import (
+    SEED_NEEDS_SAVING,
+    check_folder,
+    check_settings,
+    check_start,
+    load_when_disabled,
+)
 from titan.components.checkpoint.errors import CheckpointError, DamagedCheckpoint
 from titan.config.configurable import Configurable, NotBuildableError
 
-__all__ = ["CheckpointError", "CheckpointManager", "DamagedCheckpoint", "ModelState"]
+__all__ = [
+    "CheckpointError",
+    "CheckpointManager",
+    "DamagedCheckpoint",
+    "ModelState",
+    "check_folder",
+    "check_settings",
+    "check_start",
+]
 
 log = logging.getLogger("titan")
 
@@ -112,7 +128,7 @@ class CheckpointManager(Configurable):
         """The checkpoint folder ``load`` restored the run from (its own or the initial one)."""
         if not config.enable:
             return
-        _check(config, states=self.states, sd_adapter=sd_adapter)
+        check_settings(config, states=self.states, sd_adapter=sd_adapter)
         if not config.load_only:
             from titan.components.checkpoint.writer import CheckpointWriter
 
@@ -194,7 +210,7 @@ class CheckpointManager(Configurable):
         config = self.config
         if not config.enable:
             if step != -1:
-                raise CheckpointError(_load_when_disabled(step))
+                raise CheckpointError(load_when_disabled(step))
             return False
         from titan.components.checkpoint.resume import recover_and_choose
 
@@ -322,107 +338,6 @@ class CheckpointManager(Configurable):
             return f"model only, in {config.export_dtype}"
         self.writer.save(saved_states(self.states, model_only=False), step=step, purge=False)
         return "full checkpoint"
-
-
-SEED_NEEDS_SAVING = (
-    "a seed checkpoint needs checkpoint.enable = true and checkpoint.load_only = false"
-)
-
-
-def _load_when_disabled(step: int) -> str:
-    return (
-        f"checkpoint.load_step = {step}, but checkpoint.enable is false; enable checkpointing "
-        "to load a checkpoint"
-    )
-
-
-def seed_world_size_problem(world_size: int) -> str | None:
-    """Why a seed checkpoint cannot be made by ``world_size`` processes, else None."""
-    if world_size == 1:
-        return None
-    return (
-        "checkpoint.create_seed_checkpoint builds the unsharded model: run it as one process, "
-        f"not {world_size}"
-    )
-
-
-def check_start(config: CheckpointManager.Config, *, world_size: int) -> None:
-    """The refusals a run meets when it starts (``load``, the seed checkpoint) that depend on
-    the settings alone: a ``load_step`` with checkpointing off, a seed checkpoint made by
-    several processes or by a run that does not save."""
-    if not config.enable and config.load_step != -1:
-        raise CheckpointError(_load_when_disabled(config.load_step))
-    if config.create_seed_checkpoint:
-        problem = seed_world_size_problem(world_size)
-        if problem is not None:
-            raise ValueError(problem)
-        if not config.enable or config.load_only:
-            raise CheckpointError(SEED_NEEDS_SAVING)
-
-
-def check_folder(config: CheckpointManager.Config, *, dump_folder: str, sd_adapter: Any) -> None:
-    """What ``load`` would refuse in the checkpoint folder, read-only: a checkpoint folder
-    that is a file, a ``step-N`` entry that is not a checkpoint folder, a ``load_step`` it does
-    not hold, an initial load source that is missing. The checkpoint itself is not read."""
-    if not config.enable:
-        return
-    from titan.components.checkpoint.folders import CheckpointFolders
-    from titan.components.checkpoint.initial import check_initial_source
-    from titan.components.checkpoint.resume import choose
-
-    folders = CheckpointFolders(os.path.join(dump_folder, config.folder))
-    problem = folders.root_problem()
-    if problem is not None:
-        raise CheckpointError(problem)
-    if any(path.endswith(".replaced") for path in folders.incomplete_paths()):
-        # A publish cut short by a crash: which steps exist is settled when ``load`` finishes
-        # it, so only what does not depend on that is checked here.
-        from titan.components.checkpoint.resume import _not_checkpoints, _not_folders
-
-        if folders.not_folders():
-            raise CheckpointError(_not_folders(folders, folders.not_folders()))
-        if folders.unloadable_steps():
-            raise CheckpointError(_not_checkpoints(folders, folders.unloadable_steps()))
-        return
-    point = choose(folders, load_step=config.load_step)
-    if point.error is not None:
-        raise CheckpointError(point.error)
-    if point.step is None and (config.initial_load_path or config.initial_load_in_hf):
-        check_initial_source(config, sd_adapter=sd_adapter)
-
-
-def check_settings(config: CheckpointManager.Config, *, states: Any, sd_adapter: Any) -> None:
-    """Refuse checkpoint settings that cannot work together, as building the manager does;
-    ``states`` names the checkpointed states."""
-    _check(config, states=dict.fromkeys(states), sd_adapter=sd_adapter)
-
-
-def _check(config: CheckpointManager.Config, *, states: dict[str, Any], sd_adapter: Any) -> None:
-    """Refuse settings that cannot work together (torchtitan's checks, as CheckpointErrors)."""
-    problems = []
-    if config.keep_latest_k == 1 or config.keep_latest_k < 0:
-        problems.append("checkpoint.keep_latest_k must be 0 (keep all) or at least 2")
-    if config.interval < 1:
-        problems.append("checkpoint.interval must be at least 1")
-    unknown = sorted(set(config.exclude_from_loading) - set(states))
-    if unknown:
-        problems.append(
-            f"checkpoint.exclude_from_loading names {unknown}, which are not checkpointed; "
-            f"choose from {sorted(states)}"
-        )
-    if config.initial_load_in_hf and not config.initial_load_model_only:
-        problems.append("checkpoint.initial_load_in_hf loads the model only")
-    if config.initial_load_in_hf and sd_adapter is None:
-        problems.append("checkpoint.initial_load_in_hf needs a model with a state-dict adapter")
-    if config.initial_load_in_hf_quantized:
-        problems.append("checkpoint.initial_load_in_hf_quantized is not supported by titan-train")
-    if config.last_save_in_hf and not config.load_only:
-        if sd_adapter is None:
-            problems.append("checkpoint.last_save_in_hf needs a model with a state-dict adapter")
-        if not config.last_save_model_only:
-            problems.append("checkpoint.last_save_in_hf saves the model only")
-    if problems:
-        raise CheckpointError("; ".join(problems))
 
 
 def _from_rank0(compute: Any) -> Any:

@@ -47,10 +47,10 @@ def choose(folders: CheckpointFolders, *, load_step: int) -> ResumePoint:
         return ResumePoint(error=problem)
     strays = folders.not_folders()
     if strays:
-        return ResumePoint(error=_not_folders(folders, strays))
+        return ResumePoint(error=not_folders(folders, strays))
     unloadable = folders.unloadable_steps()
     if unloadable:
-        return ResumePoint(error=_not_checkpoints(folders, unloadable))
+        return ResumePoint(error=not_checkpoints(folders, unloadable))
     resumable = folders.resumable_steps()
     if load_step == -1:
         chosen = resumable[-1] if resumable else None
@@ -78,7 +78,8 @@ def damaged_hint(folders: CheckpointFolders, point: ResumePoint) -> str:
     )
 
 
-def _not_folders(folders: CheckpointFolders, paths: list[str]) -> str:
+def not_folders(folders: CheckpointFolders, paths: list[str]) -> str:
+    """The refusal of entries named like step folders that are not folders."""
     from titan.components.run_files import what_is
 
     listed = "; ".join(f"{path} ({what_is(path) or 'a file'})" for path in paths)
@@ -89,7 +90,8 @@ def _not_folders(folders: CheckpointFolders, paths: list[str]) -> str:
     )
 
 
-def _not_checkpoints(folders: CheckpointFolders, steps: list[int]) -> str:
+def not_checkpoints(folders: CheckpointFolders, steps: list[int]) -> str:
+    """The refusal of ``step-N`` folders that are not checkpoints titan wrote."""
     listed = "; ".join(f"{folders.step_path(step)} ({folders.describe(step)})" for step in steps)
     return (
         f"{listed}: not a checkpoint titan can load, so this run would silently resume from an "
