@@ -127,6 +127,7 @@ CODES: dict[str, str] = {
     "batch-size": "Batch sizes that do not divide as gradient accumulation needs.",
     "seq-len": "A sequence length that tensor/context parallel cannot split.",
     "tp-heads": "A tensor parallel degree that does not divide the attention heads.",
+    "pipeline-layout": "A pipeline the model cannot be split into: an unknown schedule, stages the pipeline ranks cannot share, too few layers, a bad module_fqns_per_model_part.",
     "keep-latest-k": "checkpoint.keep_latest_k = 1, which torchtitan refuses.",
     "hf-model-only": "Hugging Face checkpoint I/O without model-only loading or saving.",
     "unknown-converter": "A model converter name that is not registered.",

@@ -89,6 +89,12 @@ SHARED_FACT_PATHS: dict[str, str] = {
     "compile_enable": "compile.enable",
     "async_tp": "parallelism.enable_async_tensor_parallel",
     "cp_load_balancer": "parallelism.context_parallel_load_balancer",
+    "pp_schedule": "parallelism.pipeline_parallel_schedule",
+    "pp_schedule_csv": "parallelism.pipeline_parallel_schedule_csv",
+    "pp_layers_per_stage": "parallelism.pipeline_parallel_layers_per_stage",
+    "pp_first_less": "parallelism.pipeline_parallel_first_stage_less_layers",
+    "pp_last_less": "parallelism.pipeline_parallel_last_stage_less_layers",
+    "pp_module_fqns": "parallelism.module_fqns_per_model_part",
 }
 """Facts read from the same dotted path in a legacy TOML and in a ``Trainer.Config``; each side
 builds the remaining facts (converters, optimizer, validation, model) in its own words."""
@@ -138,6 +144,13 @@ class ConfigFacts(Frozen):
         "dataset",
         "validation_dataset",
         "datasets",
+        "pp_schedule",
+        "pp_schedule_csv",
+        "pp_layers_per_stage",
+        "pp_first_less",
+        "pp_last_less",
+        "pp_module_fqns",
+        "n_layers",
     )
     __match_args__ = ()
 
@@ -193,6 +206,16 @@ class ConfigFacts(Frozen):
     datasets: Any
     """The names the run can load (``titan.schemas.dataset_names.DatasetFacts``); ``None`` skips the
     check (a model whose loader titan does not know)."""
+    pp_schedule: Setting | None
+    """The pipeline schedule's name; ``None`` (with the other ``pp_`` facts) skips the pipeline
+    layout rule."""
+    pp_schedule_csv: Setting | None
+    pp_layers_per_stage: Setting | None
+    pp_first_less: Setting | None
+    pp_last_less: Setting | None
+    pp_module_fqns: Setting | None
+    n_layers: int | None
+    """Transformer blocks of the model as it will be built, when known."""
 
     def __init__(
         self,
@@ -237,6 +260,13 @@ class ConfigFacts(Frozen):
         dataset: Setting | None = None,
         validation_dataset: Setting | None = None,
         datasets: Any = None,
+        pp_schedule: Setting | None = None,
+        pp_schedule_csv: Setting | None = None,
+        pp_layers_per_stage: Setting | None = None,
+        pp_first_less: Setting | None = None,
+        pp_last_less: Setting | None = None,
+        pp_module_fqns: Setting | None = None,
+        n_layers: int | None = None,
     ) -> None:
         _set(self, "ngpu", ngpu)
         _set(self, "dp_replicate", dp_replicate)
@@ -278,3 +308,13 @@ class ConfigFacts(Frozen):
         _set(self, "dataset", dataset)
         _set(self, "validation_dataset", validation_dataset)
         _set(self, "datasets", datasets)
+        for name, value in (
+            ("pp_schedule", pp_schedule),
+            ("pp_schedule_csv", pp_schedule_csv),
+            ("pp_layers_per_stage", pp_layers_per_stage),
+            ("pp_first_less", pp_first_less),
+            ("pp_last_less", pp_last_less),
+            ("pp_module_fqns", pp_module_fqns),
+            ("n_layers", n_layers),
+        ):
+            _set(self, name, value)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from titan.schemas._frozen import Frozen, _set
 from titan.schemas.diagnostics import Diagnostic, Severity
 from titan.schemas.moved_keys import STALE_CONVERTER_NAMES  # re-exported: one table, read here
+from titan.schemas.pipeline_rules import pipeline_layout_rule
 from titan.schemas.rule_facts import ConfigFacts, Setting
 
 CONVERTER_NAMES = (
@@ -769,6 +770,7 @@ RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     global_batch,
     sequence_length,
     tensor_parallel_heads,
+    pipeline_layout_rule,
     checkpoint_keep,
     hf_model_only,
     converters,

@@ -343,6 +343,20 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
             ),
         )
     ],
+    "pipeline-layout": [
+        (
+            "schedule",
+            _v(
+                '[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = "1F2B"\n'
+            ),
+        ),
+        (
+            "fqns",
+            _v(
+                '[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = [["norm"]]\n'
+            ),
+        ),
+    ],
     "keep-latest-k": [("one", _v("[checkpoint]\nkeep_latest_k = 1\n"))],
     "hf-model-only": [
         ("load", _v("[checkpoint]\ninitial_load_in_hf = true\ninitial_load_model_only = false\n")),

@@ -339,6 +339,8 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rule_facts
         # A count below 1 is the range check's finding, not a head count to divide.
         n_heads=_positive(heads.n_heads) if heads is not None else None,
         n_kv_heads=_positive(heads.n_kv_heads) if heads is not None else None,
+        # a family without blocks to count (or a project's own model) skips the pipeline rule
+        n_layers=_positive(getattr(spec.model, "n_layers", None)) if spec is not None else None,
         moe=spec.model.has_moe() if spec is not None else None,
         experts=_expert_routings(spec, locate),
         **_dataset_facts(config, get),

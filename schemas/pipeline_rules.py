@@ -1,0 +1,152 @@
+"""The pipeline layout rule: the stages a config cuts its model into can be built and shared.
+
+Reads the pipeline facts of :class:`~titan.schemas.rule_facts.ConfigFacts` (both config forms
+fill them) and asks :mod:`titan.schemas.pipeline_split` -- the same rules the trainer applies --
+whether the schedule exists, the stage count suits the schedule and the pipeline ranks, the
+model has enough layers for the stages, and a ``module_fqns_per_model_part`` list names every
+module once, in order. Each refusal becomes one finding at the line of the key it is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from titan.schemas.diagnostics import Diagnostic, Severity
+from titan.schemas.pipeline_split import PipelineSplitError, pipeline_layout, schedule_facts
+from titan.schemas.rule_facts import ConfigFacts, Setting
+
+CODE = "pipeline-layout"
+"""The finding code of every pipeline layout problem."""
+
+MAX_LAYERS = 2_000
+"""Deeper models get only the schedule checked: comparing a module list against every module
+of the model costs the product of the two lengths."""
+
+_HEAD = "output"
+"""The output projection's module name in titan's models (and torchtitan v0.2.2)."""
+
+
+def pipeline_layout_rule(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """With pipeline parallel on, the schedule is one torch runs and the model splits into
+    stages its ranks can share; without it, a ``module_fqns_per_model_part`` list is ignored."""
+    if not _readable(facts):
+        return
+    pp = facts.pp.value
+    fqns = facts.pp_module_fqns
+    if pp == 1:
+        if fqns.written and fqns.value:
+            yield _finding(
+                fqns,
+                f"{fqns.path} is ignored: pipeline_parallel_degree is 1, so the model is not "
+                "split into stages",
+                "remove it, or set pipeline_parallel_degree above 1",
+                severity=Severity.WARNING,
+            )
+        return
+    csv = bool(facts.pp_schedule_csv.value)
+    n_layers = facts.n_layers
+    modules = n_layers + 3 if n_layers is not None else 0  # embeddings, norm, head
+    listed = sum(len(part) for part in fqns.value or ())
+    if n_layers is not None and listed > 2 * modules:
+        # so long a list repeats or invents modules; said here, before a quadratic search
+        yield _finding(
+            fqns,
+            f"{fqns.path} names {listed} modules, but this {n_layers}-layer model has {modules}",
+            "give every module of the model to one stage, once",
+        )
+        return
+    try:
+        if n_layers is None or n_layers > MAX_LAYERS:
+            # a model titan cannot size (a project's own family) or too deep to list: only the
+            # schedule, which does not depend on the model, is checked
+            schedule_facts(facts.pp_schedule.value, csv=csv)
+            return
+        pipeline_layout(
+            n_layers=n_layers,
+            pp=pp,
+            schedule=facts.pp_schedule.value,
+            layers_per_stage=facts.pp_layers_per_stage.value,
+            first_stage_less_layers=facts.pp_first_less.value,
+            last_stage_less_layers=facts.pp_last_less.value,
+            module_fqns_per_model_part=fqns.value or None,
+            csv=csv,
+            head=_HEAD,
+        )
+    except PipelineSplitError as error:
+        yield _finding(_setting_of(facts, error.key), error.message, error.hint)
+
+
+def _readable(facts: ConfigFacts) -> bool:
+    """Whether every pipeline setting has a type and range the rule can read (a wrong type or
+    range is the type and range checks' finding, not this one's)."""
+    pp = facts.pp
+    pipeline = (
+        facts.pp_schedule,
+        facts.pp_schedule_csv,
+        facts.pp_layers_per_stage,
+        facts.pp_first_less,
+        facts.pp_last_less,
+        facts.pp_module_fqns,
+    )
+    if any(setting is None for setting in pipeline):
+        return False  # a caller that builds no pipeline facts
+    schedule, csv, per_stage, first, last, fqns = pipeline
+    layers = facts.n_layers
+    return bool(
+        _count(pp.value, least=1)
+        and isinstance(schedule.value, str)
+        and (csv.value is None or isinstance(csv.value, str))
+        and (per_stage.value is None or _count(per_stage.value, least=1))
+        and _count(first.value, least=0)
+        and _count(last.value, least=0)
+        and (fqns.value is None or _names(fqns.value))
+        and (layers is None or _count(layers, least=1))
+    )
+
+
+def _count(value: object, *, least: int) -> bool:
+    """Whether ``value`` is a whole number (not a bool) of at least ``least``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _names(value: object) -> bool:
+    """Whether ``value`` is a list of lists of strings (the key's type)."""
+    return isinstance(value, list) and all(
+        isinstance(part, list) and all(isinstance(name, str) for name in part) for part in value
+    )
+
+
+def _setting_of(facts: ConfigFacts, key: str) -> Setting:
+    """The setting a refusal's ``key`` names, where the user wrote it; else the degree (or the
+    schedule) that asked for the pipeline, so the finding has a line to stand on."""
+    by_path = {
+        setting.path: setting
+        for setting in (
+            facts.pp,
+            facts.pp_schedule,
+            facts.pp_layers_per_stage,
+            facts.pp_first_less,
+            facts.pp_last_less,
+            facts.pp_module_fqns,
+        )
+    }
+    keyed = by_path.get(key)
+    if keyed is None:
+        # the registry form may spell the path otherwise: match its last component
+        tail = key.rpartition(".")[2]
+        keyed = next((s for p, s in by_path.items() if p.rpartition(".")[2] == tail), facts.pp)
+    return next((s for s in (keyed, facts.pp, facts.pp_schedule) if s.written), keyed)
+
+
+def _finding(
+    setting: Setting, message: str, hint: str, *, severity: Severity = Severity.ERROR
+) -> Diagnostic:
+    """A pipeline-layout finding at ``setting``."""
+    return Diagnostic(
+        code=CODE,
+        severity=severity,
+        path=setting.path,
+        message=message,
+        hint=hint,
+        span=setting.span,
+    )
