@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from titan.schemas.diagnostics import Diagnostic, Severity
-from titan.schemas.pipeline_split import PipelineSplitError, pipeline_layout, schedule_facts
+from titan.schemas.pipeline_split import (
+    PipelineSplitError,
+    check_module_fqns,
+    pipeline_layout,
+    schedule_facts,
+)
 from titan.schemas.rule_facts import ConfigFacts, Setting
 
 CODE = "pipeline-layout"
@@ -54,6 +59,17 @@ def pipeline_layout_rule(facts: ConfigFacts) -> Iterator[Diagnostic]:
             f"{fqns.path} names {listed} modules, but this {n_layers}-layer model has {modules}",
             "give every module of the model to one stage, once",
         )
+        return
+    try:
+        schedule_facts(facts.pp_schedule.value, csv=csv)
+    except PipelineSplitError as error:
+        # no stage count without a schedule; the list's names are still checked, in one pass
+        yield _finding(_setting_of(facts, error.key), error.message, error.hint)
+        if fqns.value and n_layers is not None and n_layers <= MAX_LAYERS:
+            try:
+                check_module_fqns(fqns.value, n_layers=n_layers, stages=len(fqns.value), head=_HEAD)
+            except PipelineSplitError as names:
+                yield _finding(_setting_of(facts, names.key), names.message, names.hint)
         return
     try:
         if n_layers is None or n_layers > MAX_LAYERS:

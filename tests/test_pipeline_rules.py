@@ -561,3 +561,47 @@ def test_a_huge_module_list_is_answered(tmp_path):
         "parallelism.module_fqns_per_model_part names 200000 modules, but this 6-layer model has 9"
     )
     assert found[0]["hint"] == "give every module of the model to one stage, once"
+
+
+@pytest.mark.parametrize("form", ["toml", "as-registry"])
+@pytest.mark.parametrize(
+    ("schedule", "parts", "named"),
+    [
+        (
+            "1f1b_interleaved",
+            [
+                ["tok_embeddings", "layers.0", "layers.1", "layers.2"],
+                ["layers.3", "layers.4", "layers.5", "norm", "outptu"],
+            ],
+            "'outptu'",
+        ),
+        (
+            "nope",
+            [
+                ["tok_embeddings", "layers.0", "layers.1"],
+                ["layers.1", "layers.2", "layers.3", "layers.4", "layers.5", "norm", "output"],
+            ],
+            "layers.1",
+        ),
+    ],
+)
+def test_an_unknown_schedule_does_not_hide_a_bad_module_list(
+    tmp_path, form, schedule, parts, named
+):
+    """Every problem in one pass: without a schedule there is no stage count, but the list's
+    names are still checked."""
+    import json
+
+    path = _toml(
+        tmp_path,
+        f'[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = "{schedule}"\n'
+        f"module_fqns_per_model_part = {json.dumps(parts)}\n",
+    )
+    args = ("--as-registry", path) if form == "as-registry" else (path,)
+    found = _pipeline(_findings(*args))
+    assert [f["line"] for f in found] == [
+        _line_of(path, "pipeline_parallel_schedule"),
+        _line_of(path, "module_fqns_per_model_part"),
+    ], found
+    assert f"unknown pipeline schedule '{schedule}'" in found[0]["message"]
+    assert named in found[1]["message"]
