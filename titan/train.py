@@ -103,7 +103,13 @@ def _load_and_run(args: list[str], *, failure: RunFailure) -> int:
     # by any rank whose findings differ from rank 0's), so they are collected first.
     findings = _Findings()
     try:
-        loaded = load(args, world_size=failure.world_size, stdout=sys.stdout, stderr=findings)
+        loaded = load(
+            args,
+            world_size=failure.world_size,
+            stdout=sys.stdout,
+            stderr=findings,
+            notes=sys.stderr,  # now, not in the findings every rank compares with rank 0's
+        )
     except UsageError as error:
         failure.report(str(error))
         return 2

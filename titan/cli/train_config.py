@@ -72,8 +72,17 @@ def split_legacy(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     return path, rest
 
 
-def load(argv: Sequence[str], *, world_size: int, stdout: TextIO, stderr: TextIO) -> LoadedConfig:
-    """The config ``argv`` names, checked for a run on ``world_size`` processes.
+def load(
+    argv: Sequence[str],
+    *,
+    world_size: int,
+    stdout: TextIO,
+    stderr: TextIO,
+    notes: TextIO | None = None,
+) -> LoadedConfig:
+    """The config ``argv`` names, checked for a run on ``world_size`` processes. Findings go to
+    ``stderr``; the notes naming the user files executed go to ``notes`` (default ``stderr``),
+    so that they stay out of findings the ranks compare.
 
     :class:`UsageError` for a malformed command line, and for a ``debug.save_config_file`` that
     would overwrite the TOML or registry file the config was read from.
@@ -81,7 +90,8 @@ def load(argv: Sequence[str], *, world_size: int, stdout: TextIO, stderr: TextIO
     from titan.cli import module_path
 
     # Which user files ran is said once, by the first rank (every rank runs them).
-    user_code.start(prog=PROG, stream=stderr if os.environ.get("RANK", "0") == "0" else None)
+    first = os.environ.get("RANK", "0") == "0"
+    user_code.start(prog=PROG, stream=(notes or stderr) if first else None)
     folders, argv = module_path.split(argv)
     # For the whole run: the model is built, and its registry's functions imported, long after
     # the config is read.
