@@ -194,6 +194,12 @@ def agree_on_locks(refusal: BaseException | None) -> None:
     if dist.is_available() and dist.is_initialized() and dist.get_backend() != "fake":
         verdict = [None if refusal is None else describe(refusal)]
         dist.broadcast_object_list(verdict, src=0)
+        if verdict[0] is not None:
+            from titan.distributed.process_group import destroy_distributed
+
+            # Every rank knows the verdict and stops here: none may close its connections while
+            # the broadcast is still arriving at another (gloo aborts that process at exit).
+            destroy_distributed(wait_for_peers=True)
         if refusal is None and verdict[0] is not None:
             raise DumpFolderInUse(f"rank 0 refused the run: {verdict[0]}")
     if refusal is not None:
