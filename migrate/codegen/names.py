@@ -155,17 +155,6 @@ _IDENTIFIER_PROBLEMS = (
 """Why a name is not public as it is, the first that applies."""
 
 
-def field_name_problem(name: str) -> str | None:
-    """Why ``name`` (a key of a custom section) cannot be a field of a generated dataclass."""
-    if keyword.iskeyword(name) or name == "__debug__":
-        return "Python does not allow it as an attribute name"
-    if name.startswith("__") and name.endswith("__"):
-        return "Python reserves names of the form __x__ for itself"
-    if name.startswith("__"):
-        return "Python renames (mangles) a __name inside a class body"
-    return None
-
-
 def free_name(wanted: str, *, taken: set[str] | frozenset[str] = frozenset()) -> str:
     """``wanted``, or the first of ``wanted_``, ``wanted_2``... (``Wanted2``... for a class name)
     that is neither reserved nor in ``taken``."""

@@ -38,6 +38,7 @@ from titan.migrate.codegen.pyfmt import nodes as py
 from titan.migrate.codegen.pyfmt.imports import sort_imports
 from titan.migrate.codegen.pyfmt.printer import format_module
 from titan.schemas.diagnostics import Diagnostic
+from titan.schemas.extension_fields import field_name_problem
 from titan.schemas.spec import SectionSpec
 from titan.schemas.suggest import FORK_SETTING, schema_paths, suggest
 from titan.schemas.toml_check import CheckOptions, FileCheck, check_file
@@ -277,9 +278,7 @@ class _Writer:
             name = self.section((*path, key))
             return None if name is None else py.AnnAssign(key, name, self.factory(py.Ref(name)))
         dotted = ".".join((*path, key))
-        problem = names.field_name_problem(key) or (
-            None if key.isidentifier() else "it is not a Python name"
-        )
+        problem = field_name_problem(key)
         if problem is not None:
             places = _capped([_where(s.check, (*path, key)) for s in found.keys[key]])
             self.left_out.append(

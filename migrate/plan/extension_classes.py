@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from titan.migrate.codegen.names import field_name_problem, free_name, rename_reason
+from titan.migrate.codegen.names import free_name, rename_reason
 from titan.migrate.plan import homes as homes_table
 from titan.migrate.targets.config_objects import (
     ClassInfo,
@@ -41,6 +41,7 @@ from titan.migrate.targets.config_objects import (
     register,
     same,
 )
+from titan.schemas.extension_fields import field_name_problem
 from titan.schemas.legacy_spec import LEGACY_SPEC
 from titan.schemas.spec import MISSING, ExtensionSpec, FieldSpec, SectionSpec
 

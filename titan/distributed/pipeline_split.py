@@ -8,41 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from titan.schemas.pipeline_split import (
-    SCHEDULES,
-    PipelineLayout,
-    PipelineSplitError,
-    PlacementStyle,
-    ScheduleFacts,
-    ScheduleKind,
-    canonical_schedule_name,
-    check_module_fqns,
-    model_modules,
-    pipeline_layout,
-    schedule_facts,
-    stage_count,
-    stage_modules,
-    stages_of_rank,
-)
+from titan.schemas import pipeline_split as _split
+from titan.schemas.pipeline_split import *  # noqa: F403  (the split rules, re-exported)
+from titan.schemas.pipeline_split import schedule_facts
 
-__all__ = [
-    "SCHEDULES",
-    "SCHEDULE_KWARGS",
-    "PipelineLayout",
-    "PipelineSplitError",
-    "PlacementStyle",
-    "ScheduleFacts",
-    "ScheduleKind",
-    "canonical_schedule_name",
-    "check_module_fqns",
-    "model_modules",
-    "pipeline_layout",
-    "schedule_class",
-    "schedule_facts",
-    "stage_count",
-    "stage_modules",
-    "stages_of_rank",
-]
+__all__ = [*_split.__all__, "SCHEDULE_KWARGS", "schedule_class"]
 
 SCHEDULE_KWARGS: dict[str, Any] = {"scale_grads": False}
 """Keyword arguments every schedule is built with, as torchtitan builds them: torch must not
