@@ -18,6 +18,7 @@ from titan.schemas.pipeline_split import (
     pipeline_layout,
     schedule_facts,
 )
+from titan.schemas.ranges import is_int64
 from titan.schemas.rule_facts import ConfigFacts, Setting
 
 CODE = "pipeline-layout"
@@ -122,7 +123,7 @@ def _readable(facts: ConfigFacts) -> bool:
 
 def _count(value: object, *, least: int) -> bool:
     """Whether ``value`` is a whole number (not a bool) of at least ``least``."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    return is_int64(value) and value >= least
 
 
 def _names(value: object) -> bool:

@@ -19,12 +19,25 @@ become tensor shapes and C++ integers, where a larger number overflows.
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 from titan.schemas._frozen import Frozen, _set
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def is_int64(value: Any) -> bool:
+    """Whether ``value`` is a whole number (not a bool) that fits a signed 64-bit integer.
+
+    Cross-field checks compute only with such numbers: a larger one is the range check's finding,
+    and products of it could not even be printed (Python refuses to format integers of more
+    than 4,300 digits).
+    """
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
+    )
 
 
 class Range(Frozen):
@@ -129,6 +142,38 @@ def _number(value: float) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
+def shown_number(value: int | float) -> str:
+    """``value`` as a message shows it: whole below 31 digits, else its first digits and length."""
+    if isinstance(value, float):
+        return repr(value)
+    if -(10**30) < value < 10**30:
+        return str(value)
+    magnitude = abs(value)
+    digits = int(magnitude.bit_length() * math.log10(2))  # str() refuses past 4,300 digits
+    while magnitude >= 10**digits:
+        digits += 1
+    head = magnitude // 10 ** (digits - 6)
+    return f"{'-' if value < 0 else ''}{head}… ({digits} digits)"
+
+
+class _Shown(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        return shown_number(x)
+
+
+_SHOWN = _Shown()
+_SHOWN.maxstring = _SHOWN.maxother = 120
+
+
+def shown_value(value: Any) -> str:
+    """``repr(value)`` for a message: long strings, lists and numbers shortened, and never
+    refused (``repr`` of an integer past 4,300 digits raises, here inside any list or dict)."""
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # a user object whose __repr__ raises
+        return f"<{type(value).__qualname__}>"
+
+
 def problem(value: Any, bounds: Range | None) -> str | None:
     """What is wrong with a number that has the right type (``None`` when nothing is)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -147,12 +192,11 @@ def out_of_range(
     why = problem(value, bounds)
     if why is None:
         return None
-    shown = repr(value) if isinstance(value, float) else str(value)
     return Diagnostic(
         code="out-of-range",
         severity=Severity.ERROR,
         path=path,
-        message=f"`{path}` is {shown}; it {why}",
+        message=f"`{path}` is {shown_number(value)}; it {why}",
         hint=why,
         span=span,
     )

@@ -15,6 +15,7 @@ from titan.schemas._frozen import Frozen, _set
 from titan.schemas.diagnostics import Diagnostic, Severity
 from titan.schemas.moved_keys import STALE_CONVERTER_NAMES  # re-exported: one table, read here
 from titan.schemas.pipeline_rules import pipeline_layout_rule
+from titan.schemas.ranges import is_int64
 from titan.schemas.rule_facts import ConfigFacts, Setting
 
 CONVERTER_NAMES = (
@@ -138,7 +139,7 @@ def _degrees(facts: ConfigFacts) -> list[Setting]:
 
 
 def _ints(*settings: Setting) -> bool:
-    return all(isinstance(s.value, int) and not isinstance(s.value, bool) for s in settings)
+    return all(is_int64(s.value) for s in settings)
 
 
 def parallel_degrees(facts: ConfigFacts) -> Iterator[Diagnostic]:

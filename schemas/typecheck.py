@@ -16,6 +16,8 @@ import types
 import typing
 from typing import Any, Literal, Union
 
+from titan.schemas.ranges import shown_number
+
 _SCALARS: dict[type, str] = {
     int: "an integer",
     float: "a number",
@@ -73,7 +75,7 @@ def value_name(value: Any) -> str:
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
     if isinstance(value, int):
-        return f"integer {value}"
+        return f"integer {shown_number(value)}"
     if isinstance(value, float):
         return f"float {value!r}"
     if isinstance(value, str):

@@ -148,6 +148,47 @@ def test_registry_flags_are_checked_too():
     assert code == 1 and "`optimizer.lr` is nan; it must be a finite number ≥ 0" in out
 
 
+def test_numbers_too_long_to_print_are_shown_by_their_first_digits():
+    """Python refuses ``str()`` of an integer past 4,300 digits: messages never call it."""
+    assert ranges.shown_number(10**30 - 1) == "9" * 30
+    assert ranges.shown_number(10**30) == "100000… (31 digits)"
+    assert ranges.shown_number(-(123456789 * 10**5000)) == "-123456… (5009 digits)"
+    assert ranges.shown_number(1.5) == "1.5"
+    assert ranges.shown_value([10**5000, "x" * 500]).startswith("[100000… (5001 digits), 'xxx")
+    assert len(ranges.shown_value("x" * 10_000)) < 200
+
+
+def test_cross_field_checks_skip_numbers_past_64_bits(in_tmp):
+    """Out-of-range numbers are the range check's findings; the batch-size and degree checks do
+    not multiply them (the product of two 4,300-digit numbers cannot even be printed)."""
+    huge = "9" * 4300
+    (in_tmp / "job.toml").write_text(
+        f"[training]\nglobal_batch_size = {2**76}\nlocal_batch_size = {huge}\ndtype = {huge}\n"
+        f"[parallelism]\ndata_parallel_shard_degree = {2**76}\n",
+        encoding="utf-8",
+    )
+    code, out, err = run("job.toml")
+    assert code == 1 and "internal error" not in out + err, out + err
+    assert out.count("error[out-of-range]") == 3 and "999999… (4300 digits)" in out, out
+    assert "got integer 999999… (4300 digits)" in out and "batch-size" not in out
+    registry(
+        in_tmp,
+        """\
+        def mine():
+            return Trainer.Config(
+                model_spec=model_registry("debugmodel"),
+                training=TrainingConfig(
+                    local_batch_size=10**5000, global_batch_size=10**5000, dtype=[10**5000]
+                ),
+            )
+        """,
+    )
+    code, out, err = run("--config", "mine")
+    assert code == 1 and "internal error" not in out + err, out + err
+    assert "`training.local_batch_size` is 100000… (5001 digits); it must fit" in out, out
+    assert "`training.dtype` is [100000… (5001 digits)]" in out, out
+
+
 def test_sentinels_upstream_gives_a_meaning_pass(in_tmp):
     (in_tmp / "job.toml").write_text(
         textwrap.dedent(

@@ -28,7 +28,8 @@ Locate = Callable[[str], Span | None]
 
 
 def check_config(config: Any, *, ngpu: int | None, locate: Locate) -> list[Diagnostic]:
-    """Every problem of ``config``: types and structure first, then the cross-field rules."""
+    """Every problem of ``config``: types, structure and ranges (a field's type error stands
+    for its range), then, when every value is well typed, the cross-field rules."""
     found = list(_structure(config, "", locate))
     if getattr(config, "model_spec", None) is None:
         found.append(
@@ -40,9 +41,11 @@ def check_config(config: Any, *, ngpu: int | None, locate: Locate) -> list[Diagn
                 "set model_spec=model_registry(flavor) from the model family's package",
             )
         )
-    if any(d.severity is Severity.ERROR for d in found):
-        return found  # the ranges and rules assume well-typed values
-    found += _out_of_range(config, locate)
+    wrong = {d.path for d in found}
+    well_typed = not any(d.severity is Severity.ERROR for d in found)
+    found += (d for d in _out_of_range(config, locate) if d.path not in wrong)
+    if not well_typed:
+        return found  # the cross-field rules assume well-typed values
     return found + rules.check(config_facts(config, ngpu=ngpu, locate=locate))
 
 
@@ -221,7 +224,7 @@ def _value(value: Any, annotation: Any, path: str, locate: Locate) -> Iterator[D
         yield _diag(
             "wrong-type",
             path,
-            f"`{path}` must be a {expected}, not {value!r}",
+            f"`{path}` must be a {expected}, not {ranges.shown_value(value)}",
             locate,
             f"build it with {classes[0].__qualname__}(...)",
         )
@@ -236,7 +239,7 @@ def _value(value: Any, annotation: Any, path: str, locate: Locate) -> Iterator[D
         yield _diag(
             "invalid-choice" if first["type"] == "literal_error" else "wrong-type",
             path + where,
-            f"`{path}` is {value!r}: {first['msg'][0].lower()}{first['msg'][1:]}",
+            f"`{path}` is {ranges.shown_value(value)}: {first['msg'][0].lower()}{first['msg'][1:]}",
             locate,
             f"`{path.rpartition('.')[2]}` takes {_describe(annotation)} (no conversion is done)",
         )
