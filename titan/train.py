@@ -40,14 +40,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from titan.cli.console import console
 
     code = console(_main, argv=argv, prog="titan-train")
-    if _abandoned:
+    if _abandoned or _one_of_several_ranks():
         # A second signal abandoned a save: torch's checkpoint writer threads may still be
         # writing, and tearing the interpreter down under them aborts the process (SIGABRT)
-        # instead of exiting with the signal's code. The message is out; leave now.
-        sys.stdout.flush()
-        sys.stderr.flush()
+        # instead of exiting with the signal's code. A rank of a multi-process job has closed
+        # everything it wrote, but gloo's and the store's C++ threads can still abort the
+        # interpreter's teardown, turning a finished run's exit 0 into a crash. The messages
+        # are out; leave now.
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # closed or full: console() has said so already
+                pass
         os._exit(code)
     return code
+
+
+def _one_of_several_ranks() -> bool:
+    """Whether this process joined a multi-process job (torchrun's ranks), imported only if it
+    did: a single process never loads torch.distributed here."""
+    module = sys.modules.get("titan.distributed.roll_call")
+    return module is not None and module.joined() is not None
 
 
 _abandoned = False

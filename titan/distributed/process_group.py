@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _set_pg_timeout
 
-from titan.distributed.roll_call import roll_call
+from titan.distributed.roll_call import joined, roll_call
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -33,6 +33,8 @@ SKIP_CLEANUP = "3"
 TRACE_BUFFER_SIZE = "TORCH_FR_BUFFER_SIZE"
 TRACE_FILE = "TORCH_FR_DUMP_TEMP_FILE"
 DUMP_ON_TIMEOUT = "TORCH_NCCL_DUMP_ON_TIMEOUT"
+# After the last barrier every rank is seconds from leaving; one that is not has died since.
+LEAVE_TIMEOUT_SECONDS = 60.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,8 +129,13 @@ def destroy_distributed(*, wait_for_peers: bool = True) -> None:
         if wait_for_peers:
             # Every rank must be done with its last collective before any rank closes its
             # connections: gloo work still in flight on a peer aborts that process at exit
-            # ("terminate called without an active exception").
+            # ("terminate called without an active exception"). The barrier's own last
+            # message may still be in flight when it returns here, so the ranks then also
+            # agree through the store that every barrier has returned.
             dist.barrier()
+            ranks = joined()
+            if ranks is not None:
+                ranks.leave(timeout_s=LEAVE_TIMEOUT_SECONDS)
         dist.destroy_process_group()
 
 

@@ -17,6 +17,8 @@ Keys, under ``titan/<torchrun restart count>`` (a restarted job starts a fresh r
     reason/<rank>   text                  the first line of a failed rank's message
     findings        "<verdict> <digest>"  rank 0's config findings: "accepted" or "rejected", and
                                           a digest of the findings text
+    left            "1,0,"                ranks whose last collective has returned, so that it
+                                          may close its connections
 
 Every rank only appends to and reads whole lists, so a poll costs a few requests whatever the
 number of ranks.
@@ -136,6 +138,23 @@ class RollCall:
             )
         return "\n".join(said)
 
+    def leave(self, *, timeout_s: float) -> None:
+        """Say that this rank's last collective has returned, and wait (up to ``timeout_s``)
+        until every rank has said so. Never raises.
+
+        A collective can return on one rank while a peer is still reading that rank's last
+        message; a rank that closed its connections then would abort the peer at its exit
+        (gloo's SIGABRT). Once every rank is here, nothing is in flight anywhere.
+        """
+        deadline = time.monotonic() + timeout_s
+        try:
+            self.keys.append("left", f"{self.rank},")
+            for _ in _polls():
+                if len(self._ranks("left")) >= self.world_size or time.monotonic() >= deadline:
+                    return
+        except Exception as error:  # noqa: BLE001 - a store served by a rank that already left
+            logger.debug("could not wait for the other ranks to leave: %s", error)
+
     def share_findings(self, digest: str, *, rejected: bool) -> None:
         """Rank 0 publishes what its config check found, so other ranks can tell whether their
         own findings are the ones rank 0 printed."""
@@ -184,6 +203,11 @@ def _polls() -> Iterator[None]:
         yield
         time.sleep(pause)
         pause = min(pause * 1.5, LONGEST_POLL_SECONDS)
+
+
+def joined() -> RollCall | None:
+    """This process's ``RollCall`` if it has connected to one (never connects)."""
+    return _connection
 
 
 def roll_call(*, timeout_s: float) -> RollCall | None:
