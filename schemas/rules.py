@@ -170,6 +170,11 @@ def _resolved_dp_shard(facts: ConfigFacts) -> int | None:
     return facts.ngpu // others
 
 
+def _gpus(count: int) -> str:
+    """``1 GPU``, ``8 GPUs``."""
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
 def world_size(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """The parallel degrees multiply to the number of GPUs (``--ngpu``)."""
     if facts.ngpu is None or not _ints(*_degrees(facts)):
@@ -185,9 +190,11 @@ def world_size(facts: ConfigFacts) -> Iterator[Diagnostic]:
             yield _diag(
                 "world-size",
                 worst,
-                f"{facts.ngpu} GPUs cannot be split by {shown} = {others}: "
+                f"{_gpus(facts.ngpu)} cannot be split by {shown}"
+                f"{f' = {others}' if len(named) > 1 else ''}: "
                 f"{facts.ngpu} is not divisible by {others}",
-                f"choose degrees whose product divides {facts.ngpu}, or run on a multiple of {others} GPUs",
+                f"choose degrees whose product divides {facts.ngpu}, or run on a multiple of "
+                f"{_gpus(others)}",
             )
         return
     total = others * facts.dp_shard.value

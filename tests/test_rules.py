@@ -103,7 +103,7 @@ CASES = {
     "world-size-inferred": """
         # flags: --ngpu 8
         [parallelism]
-        pipeline_parallel_degree = 3  # error[world-size] parallelism.pipeline_parallel_degree: 8 GPUs cannot be split by pipeline_parallel_degree=3 = 3: 8 is not divisible by 3
+        pipeline_parallel_degree = 3  # error[world-size] parallelism.pipeline_parallel_degree: 8 GPUs cannot be split by pipeline_parallel_degree=3: 8 is not divisible by 3
     """,
     "world-size-without-ngpu": "[parallelism]\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = 2\n",
     "world-size-fits": "# flags: --ngpu 8\n[parallelism]\ndata_parallel_shard_degree = 4\ntensor_parallel_degree = 2\n",
@@ -433,7 +433,7 @@ def test_rules_check_reports_the_paths_it_is_given():
         ("keep-latest-k", "registry.keep_latest_k", None),
     ]
     assert [d.message for d in diagnostics] == [
-        "8 GPUs cannot be split by tensor_parallel_degree=3 = 3: 8 is not divisible by 3",
+        "8 GPUs cannot be split by tensor_parallel_degree=3: 8 is not divisible by 3",
         "sequence length 2048 is not divisible by tp × 2·cp = 6",
         "tensor parallel degree 3 does not divide the 16 attention heads of `llama3` flavor `debugmodel`",
         "keep_latest_k = 1 is not allowed",

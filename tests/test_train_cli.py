@@ -141,7 +141,7 @@ CONFIG_REFUSALS = [
         ["--job.config_file", TOML, "--parallelism.tensor_parallel_degree", "4"],
         1,
         [
-            "<command line>:1:1: error[world-size] 1 GPUs cannot be split by "
+            "<command line>:1:1: error[world-size] 1 GPU cannot be split by "
             "tensor_parallel_degree=4",
             "run on a multiple of 4 GPUs",
         ],
