@@ -148,6 +148,16 @@ def test_registry_flags_are_checked_too():
     assert code == 1 and "`optimizer.lr` is nan; it must be a finite number ≥ 0" in out
 
 
+@pytest.mark.parametrize("spelling", ["separate", "equals"])
+def test_a_flag_with_more_digits_than_python_reads_is_a_usage_error(spelling):
+    digits = "9" * 5000
+    flags = [f"--training.steps={digits}"] if spelling == "equals" else ["--training.steps", digits]
+    code, out, err = run("--config", "llama3_debugmodel", *flags)
+    assert code == 2, out + err
+    assert "--training.steps is a whole number of 5000 digits" in err
+    assert "set_int_max_str_digits" not in out + err  # Python's advice is not the user's fix
+
+
 def test_numbers_too_long_to_print_are_shown_by_their_first_digits():
     """Python refuses ``str()`` of an integer past 4,300 digits: messages never call it."""
     assert ranges.shown_number(10**30 - 1) == "9" * 30

@@ -387,4 +387,19 @@ def apply_overrides(config: Any, args: Sequence[str], *, prog: str) -> Any:
     """
     import tyro
 
+    from titan.cli.exits import UsageError
+
+    for before, arg in zip(["", *args], args, strict=False):
+        flag, _, value = arg.partition("=") if arg.startswith("--") else (before, "", arg)
+        digits = value.lstrip("+-").replace("_", "")
+        if len(digits) > MAX_INT_DIGITS and digits.isdigit():
+            raise UsageError(
+                f"{flag or 'an argument'} is a whole number of {len(digits)} digits; every "
+                "integer setting must fit in a signed 64-bit integer (at most 19 digits)"
+            )
     return tyro.cli(type(config), args=list(args), default=config, prog=prog)
+
+
+MAX_INT_DIGITS = 4300
+"""Python refuses to read an integer of more digits (``sys.get_int_max_str_digits``): tyro would
+pass its advice to raise that limit on to the user."""
