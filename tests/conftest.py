@@ -26,9 +26,10 @@ settings.register_profile(
 settings.load_profile("titan-tests")
 
 # Test modules whose slow tests launch several processes (torchrun over gloo). Under
-# pytest-xdist (`make test` runs two workers with --dist loadgroup) they share one group, so
-# they run one after another on one worker: two of them at once would put four busy processes
-# on the two cores CI has, and stretch their collectives towards their timeouts.
+# pytest-xdist (`make test` runs two workers with --dist loadgroup) each module's slow tests form
+# one group, run one after another on one worker: a module-scoped fixture (the runs several tests
+# compare) is built once, never once per worker. One group for all of them would queue every slow
+# run of the suite on one worker while the other ran out of work.
 MULTI_PROCESS_MODULES = frozenset(
     {
         "test_checkpoint.py",
@@ -70,15 +71,37 @@ def pytest_unconfigure(config):
         shutil.rmtree(home, ignore_errors=True)
 
 
+def xdist_group_of(item) -> str | None:
+    """The xdist group of a test: its module's name for the slow tests of
+    ``MULTI_PROCESS_MODULES`` and every test of ``ONE_WORKER_MODULES``, else None."""
+    module = item.path.name
+    if module in MULTI_PROCESS_MODULES and item.get_closest_marker("slow"):
+        return module
+    if module in ONE_WORKER_MODULES:
+        return module
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
-    """Put each multi-process slow test in the ``multi-process`` xdist group, and each module of
-    ``ONE_WORKER_MODULES`` in a group of its own (groups only matter under ``--dist loadgroup``)."""
+    """Mark each grouped test with its ``xdist_group`` (see ``xdist_group_of``), and, on an xdist
+    worker under ``--dist loadgroup``, end its node id with the ``@group`` the scheduler reads."""
+    loadgroup = getattr(config.option, "loadgroup", False)
     for item in items:
-        module = item.path.name
-        if module in MULTI_PROCESS_MODULES and item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("multi-process"))
-        elif module in ONE_WORKER_MODULES:
-            item.add_marker(pytest.mark.xdist_group(module))
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+            if loadgroup:
+                suffix_node_id(item, f"@{group}")
+
+
+def suffix_node_id(item, suffix: str) -> None:
+    """Append ``suffix`` to ``item``'s node id. pytest-xdist's loadgroup schedules by that
+    suffix, and pytest-xdist 3.8 writes it to ``item._nodeid``, which pytest 9.2 no longer reads
+    (the id is the NodeId ``item._id``): without this every grouped test ran wherever a worker
+    was free, and each worker built the module-scoped fixtures again."""
+    node_id = getattr(item, "_id", None)
+    if hasattr(type(node_id), "parse") and not item.nodeid.endswith(suffix):
+        item._id = type(node_id).parse(item.nodeid + suffix)
 
 
 @pytest.fixture(autouse=True, scope="session")
