@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from titan.schemas.rules import expert_layout_problem
+from titan.schemas.expert_rules import expert_layout_problem
 
 from tests.test_qwen3_train import SMALL_MOE
 from tests.training_runs import REPO, SEED, Run, child_env, loss_bits, titan_train

@@ -271,7 +271,7 @@ def test_routing_the_model_cannot_run_is_refused(
 
 
 def test_the_model_build_refuses_with_the_same_words():
-    """The one rule (``titan.schemas.rules.moe_routing_problem``) is what the MoE module raises."""
+    """The one rule (``titan.schemas.expert_rules.moe_routing_problem``) is what the MoE module raises."""
     import torch
 
     from titan.models.common.moe import MoE

@@ -12,7 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from titan.schemas import rules
+from titan.schemas import expert_rules, layout_rules, pipeline_rules, rules
+from titan.schemas.rule_facts import ConfigFacts, Setting
 from titan.schemas.toml_check import CheckOptions, check_text
 
 from tests.helpers import validate, write
@@ -421,10 +422,10 @@ def test_rules_check_reports_the_paths_it_is_given():
     # fmt: on
     paths = {"tp": "parallelism.tensor_parallel_degree", "seq_len": "trainer.training.seq_len"}
     settings = {
-        name: rules.Setting(value=value, path=paths.get(name, f"registry.{name}"))
+        name: Setting(value=value, path=paths.get(name, f"registry.{name}"))
         for name, value in values.items()
     }
-    facts = rules.ConfigFacts(ngpu=8, n_heads=16, n_kv_heads=16, moe=False, **settings)
+    facts = ConfigFacts(ngpu=8, n_heads=16, n_kv_heads=16, moe=False, **settings)
     diagnostics = rules.check(facts)
     assert [(d.code, d.path, d.span) for d in diagnostics] == [
         ("world-size", "parallelism.tensor_parallel_degree", None),
@@ -441,7 +442,12 @@ def test_rules_check_reports_the_paths_it_is_given():
 
 
 def test_every_code_the_rules_emit_has_a_case():
-    emitted = set(re.findall(r'_diag\(\s*"([\w-]+)"', Path(rules.__file__).read_text()))
+    modules = [rules, layout_rules, expert_rules, pipeline_rules]
+    emitted = {
+        code
+        for module in modules
+        for code in re.findall(r'\bdiag\(\s*"([\w-]+)"', Path(module.__file__).read_text())
+    }
     covered = {e[0] for case in CASES for e in expected(source(case))}
     # A TOML names a flavor, whose routing is fixed: moe-routing is a registry function's
     # finding (tests/test_moe_checks.py).
@@ -474,3 +480,75 @@ def test_the_tp_heads_hint_is_instant_for_a_huge_degree(tmp_path):
     checked = check_text(text, file="job.toml", base_dir=tmp_path, options=CheckOptions(ngpu=8))
     (finding,) = [d for d in checked.diagnostics if d.code == "tp-heads"]
     assert finding.hint == "use a tensor parallel degree that divides 40 and the 8 GPUs, e.g. 8"
+
+
+PRIME = 2**61 - 1  # a Mersenne prime: its only divisors are 1 and itself
+
+
+@pytest.mark.parametrize(
+    ("degrees", "code", "suggested"),
+    [
+        # EP must divide dp_shard; the largest divisor of a prime below it is 1.
+        (
+            {"data_parallel_shard_degree": PRIME, "expert_parallel_degree": PRIME - 1},
+            "expert-parallel",
+            "e.g. 1",
+        ),
+        # A shard degree of 2 × the prime: its largest divisor below 2 × prime - 1 is the prime.
+        (
+            {"data_parallel_shard_degree": 2 * PRIME, "expert_parallel_degree": 2 * PRIME - 1},
+            "expert-parallel",
+            f"e.g. {PRIME}",
+        ),
+    ],
+)
+def test_hints_for_hostile_degrees_are_found_without_counting_down(
+    tmp_path, degrees, code, suggested
+):
+    """A hint's example degree is looked for among bounded candidates: counting down from a
+    degree near 2**61 never ended."""
+    text = '[model]\nname = "qwen3"\nflavor = "debugmodel_moe"\n[parallelism]\n'
+    text += "".join(f"{key} = {value}\n" for key, value in degrees.items())
+    checked = check_text(text, file="job.toml", base_dir=tmp_path, options=CheckOptions())
+    (finding,) = [d for d in checked.diagnostics if d.code == code]
+    assert finding.hint.endswith(suggested), finding.hint
+
+
+def test_the_largest_divisor_is_exact_where_the_candidates_reach():
+    from titan.schemas.rule_helpers import largest_divisor
+
+    for n in range(1, 200):
+        for at_most in range(1, 40):
+            want = max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+            assert largest_divisor(n, at_most=at_most) == want
+    assert largest_divisor(12, at_most=12, multiple_of=5) == 5  # none: the multiple itself
+    assert largest_divisor(3 * PRIME, at_most=3 * PRIME - 1) == PRIME
+
+
+@pytest.mark.parametrize(
+    ("option", "accepted"),
+    [
+        ("op", True),
+        ("2", True),
+        ("007", True),
+        (str(2**63 - 1), True),
+        ("0", False),
+        ("-1", False),
+        (str(2**63), False),  # past 64 bits
+        ("9" * 5000, False),  # past the 4,300 digits Python reads: never int()'d
+        ("٣", False),  # a digit, but not an ASCII one
+        ("", False),
+    ],
+)
+def test_the_selective_option_rule_is_the_one_the_trainer_applies(tmp_path, option, accepted):
+    from titan.distributed.activation_checkpoint import _selective_interval
+
+    text = f'[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "{option}"\n'
+    checked = check_text(text, file="job.toml", base_dir=tmp_path, options=CheckOptions())
+    found = [d for d in checked.diagnostics if d.code == "activation-checkpoint"]
+    assert (not found) is accepted, found
+    if accepted:
+        _selective_interval(option)
+    else:
+        with pytest.raises(ValueError, match="must be 'op' or a positive integer N"):
+            _selective_interval(option)

@@ -17,6 +17,8 @@ from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
+from titan.schemas.layout_rules import selective_interval
+
 if TYPE_CHECKING:
     from titan.config.configs import ActivationCheckpointConfig
 
@@ -110,14 +112,13 @@ def apply_activation_checkpointing(
 
 def _selective_interval(option: str) -> int | None:
     """Every how many blocks selective AC wraps one; None for per-op SAC ("op") on every block."""
-    if option == "op":
-        return None
-    if option.isdigit() and int(option) > 0:
-        return int(option)
-    raise ValueError(
-        f"activation_checkpoint.selective_ac_option must be 'op' or a positive integer N "
-        f"(checkpoint every N-th block), got {option!r}; for every block use mode = 'full'"
-    )
+    try:
+        return selective_interval(option)
+    except ValueError:
+        raise ValueError(
+            f"activation_checkpoint.selective_ac_option must be 'op' or a positive integer N "
+            f"(checkpoint every N-th block), got {option[:40]!r}; for every block use mode = 'full'"
+        ) from None
 
 
 def _wrap(block: nn.Module, *, config: ActivationCheckpointConfig, **extra: Any) -> nn.Module:

@@ -40,7 +40,7 @@ from torch.distributed.tensor import (
 )
 from torch.distributed.tensor.parallel import ParallelStyle, parallelize_module
 
-from titan.schemas.rules import experts_per_rank_problem
+from titan.schemas.expert_rules import experts_per_rank_problem
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh

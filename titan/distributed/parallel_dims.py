@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Literal
 
-from titan.schemas.rules import expert_borrowed_degree, expert_layout_problem
+from titan.schemas.expert_rules import expert_borrowed_degree, expert_layout_problem
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -84,7 +84,7 @@ class ParallelDims:
 
         Pipeline and context parallel degrees are not read: the model's capability check
         (``ModelSpec.refusals``) refuses them before a run is built. An expert-parallel layout is
-        checked with the rule ``titan-validate`` reports (``titan.schemas.rules.expert_layout_problem``).
+        checked with the rule ``titan-validate`` reports (``titan.schemas.expert_rules.expert_layout_problem``).
         """
         if world_size < 1:
             raise ValueError(f"the world size must be at least 1, got {world_size}")

@@ -22,7 +22,7 @@ class MoE(Module):
 
         _owner_path = "titan.models.common.moe_model:MoE"
         # num_limited_groups has no range of its own: it lies in 1..num_expert_groups, a
-        # cross-field rule (titan.schemas.rules.moe_routing_problem).
+        # cross-field rule (titan.schemas.expert_rules.moe_routing_problem).
         _ranges = {
             "hidden_dim": POSITIVE,
             "num_experts": POSITIVE,

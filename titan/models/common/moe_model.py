@@ -24,7 +24,7 @@ from torch.distributed.tensor import DTensor
 from titan.models.common import feed_forward as feed_forward_config
 from titan.models.common import moe as moe_config
 from titan.models.common.model import BASE_INIT_STD, FeedForward
-from titan.schemas.rules import moe_routing_problem
+from titan.schemas.expert_rules import moe_routing_problem
 
 # Each expert's group of rows is padded to a multiple of this before a grouped GEMM, the
 # alignment torchtitan uses for bf16 (16 bytes); empty experts get one padded group too.
@@ -115,7 +115,7 @@ class TokenChoiceTopKRouter(nn.Module):
 
 def check_expert_groups(config: moe_config.MoE.Config) -> None:
     """Raise ``ValueError`` for a routing setup the router cannot run, with the finding
-    titan-validate reports (``titan.schemas.rules.moe_routing_problem``)."""
+    titan-validate reports (``titan.schemas.expert_rules.moe_routing_problem``)."""
     problem = moe_routing_problem(
         num_experts=config.num_experts,
         top_k=config.top_k,

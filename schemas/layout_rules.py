@@ -1,0 +1,206 @@
+"""The layout rules: which parallel degrees, batch and sequence sizes, and compile, checkpointing
+and offload switches can run together. One implementation, read by ``titan-validate`` (both config
+forms, ``--ngpu N``), ``titan-train --preflight`` and the trainer itself before it builds anything
+(``titan.training.run_checks``), so the three accept and refuse the same layouts with the same
+code and hint. Each rule is a function over :class:`ConfigFacts`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from titan.schemas.diagnostics import Diagnostic
+from titan.schemas.ranges import INT64_MAX
+from titan.schemas.rule_facts import ConfigFacts
+from titan.schemas.rule_helpers import blame, degrees, diag, ints, largest_divisor
+
+
+def parallel_degrees(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The FSDP shard degree is -1 (use what is left) or at least 1; the range check
+    (``titan.schemas.ranges``) refuses the values below -1 and every other degree below 1."""
+    shard = facts.dp_shard
+    if ints(shard) and shard.value == 0:
+        yield diag(
+            "parallel-degree",
+            shard,
+            f"`{shard.path}` is 0; it must be -1 or at least 1",
+            "-1 uses every GPU the other degrees leave",
+        )
+
+
+def resolved_dp_shard(facts: ConfigFacts) -> int | None:
+    """The FSDP shard degree, inferring -1 from the world size when that is known and exact."""
+    if not ints(*degrees(facts)):
+        return None
+    shard = facts.dp_shard.value
+    if shard != -1:
+        return shard
+    if facts.ngpu is None:
+        return None
+    others = facts.dp_replicate.value * facts.tp.value * facts.pp.value * facts.cp.value
+    if others < 1 or facts.ngpu % others:
+        return None
+    return facts.ngpu // others
+
+
+def _gpus(count: int) -> str:
+    """``1 GPU``, ``8 GPUs``."""
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
+def world_size(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The parallel degrees multiply to the number of GPUs (``--ngpu``)."""
+    if facts.ngpu is None or not ints(*degrees(facts)):
+        return
+    if any(s.value < 1 and not (s is facts.dp_shard and s.value == -1) for s in degrees(facts)):
+        return  # reported by parallel_degrees and the range check
+    named = [s for s in degrees(facts) if s is not facts.dp_shard and s.value > 1]
+    others = math.prod(s.value for s in named)
+    shown = " × ".join(f"{s.path.rsplit('.', 1)[-1]}={s.value}" for s in named) or "1"
+    if facts.dp_shard.value == -1:
+        if facts.ngpu % others:
+            worst = max(named, key=lambda s: s.value)
+            yield diag(
+                "world-size",
+                worst,
+                f"{_gpus(facts.ngpu)} cannot be split by {shown}"
+                f"{f' = {others}' if len(named) > 1 else ''}: "
+                f"{facts.ngpu} is not divisible by {others}",
+                f"choose degrees whose product divides {facts.ngpu}, or run on a multiple of "
+                f"{_gpus(others)}",
+            )
+        return
+    total = others * facts.dp_shard.value
+    if total != facts.ngpu:
+        yield diag(
+            "world-size",
+            facts.dp_shard,
+            f"the parallel degrees multiply to {total} ({shown} × dp_shard={facts.dp_shard.value}) "
+            f"but --ngpu is {facts.ngpu}",
+            "set data_parallel_shard_degree = -1 to use every remaining GPU",
+        )
+
+
+def global_batch(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """global_batch_size (when set) is a positive multiple of local_batch_size × data-parallel degree."""
+    gbs, lbs = facts.global_batch_size, facts.local_batch_size
+    if not ints(gbs, lbs):
+        return
+    if lbs.value < 1:
+        return  # refused by the range check
+    if gbs.value < 0:
+        return  # v0.2.2 treats any negative value as local batch size x DP degree
+    if gbs.value == 0:
+        yield diag(
+            "batch-size",
+            gbs,
+            f"global batch size {gbs.value} must be -1 or positive",
+            "use -1 (local batch size × data-parallel degree), or a positive multiple of it",
+        )
+        return
+    shard = resolved_dp_shard(facts)
+    dp = (
+        facts.dp_replicate.value * shard if shard is not None and ints(facts.dp_replicate) else None
+    )
+    unit, what = (
+        (lbs.value * dp, f"local_batch_size × data-parallel degree = {lbs.value} × {dp}")
+        if dp
+        else (lbs.value, "local_batch_size")
+    )
+    if gbs.value % unit:
+        yield diag(
+            "batch-size",
+            gbs,
+            f"global batch size {gbs.value} is not a multiple of {what} = {unit}",
+            f"use a multiple of {unit}, e.g. {max(unit, gbs.value // unit * unit)}",
+        )
+
+
+def sequence_length(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """With TP or CP, seq_len is divisible by tp × 2·cp."""
+    seq, tp, cp = facts.seq_len, facts.tp, facts.cp
+    if not ints(seq, tp, cp) or (tp.value <= 1 and cp.value <= 1) or tp.value < 1 or cp.value < 1:
+        return
+    unit = tp.value * 2 * cp.value
+    if seq.value % unit:
+        yield diag(
+            "seq-len",
+            blame(seq, tp, cp),
+            f"sequence length {seq.value} is not divisible by tp × 2·cp = {unit}",
+            f"use a sequence length divisible by {unit}, e.g. {max(unit, seq.value // unit * unit)}, "
+            "or other tensor/context parallel degrees",
+        )
+
+
+def tensor_parallel_heads(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The TP degree divides the attention heads and the key/value heads."""
+    tp = facts.tp
+    if not ints(tp) or tp.value <= 1:
+        return
+    for heads, kind in ((facts.n_heads, "attention heads"), (facts.n_kv_heads, "key/value heads")):
+        if heads is not None and heads % tp.value:
+            yield diag(
+                "tp-heads",
+                tp,
+                f"tensor parallel degree {tp.value} does not divide the {heads} {kind} of "
+                f"`{facts.model_name.value}` flavor `{facts.flavor.value}`",
+                f"use a tensor parallel degree that divides {heads}"
+                f"{'' if facts.ngpu is None else f' and the {facts.ngpu} GPUs'}, e.g. "
+                f"{_heads_tp_degree(facts, at_most=tp.value)}",
+            )
+            return
+
+
+def _heads_tp_degree(facts: ConfigFacts, *, at_most: int) -> int:
+    """The largest TP degree not above ``at_most`` that divides both head counts and, with
+    ``--ngpu``, the GPU count (1 when none does)."""
+    counts = [count for count in (facts.n_heads, facts.n_kv_heads, facts.ngpu) if count]
+    return largest_divisor(math.gcd(*counts), at_most=at_most) if counts else 1
+
+
+def selective_interval(option: str) -> int | None:
+    """Every how many blocks selective activation checkpointing wraps one: ``None`` for "op"
+    (a per-op policy on every block); ``ValueError`` unless ``option`` is "op" or a positive
+    whole number that fits 64 bits (the trainer applies what this accepts)."""
+    if option == "op":
+        return None
+    if option.isascii() and option.isdigit() and len(option) <= 19:
+        every = int(option)
+        if 0 < every <= INT64_MAX:
+            return every
+    raise ValueError(option)
+
+
+def activation_checkpointing(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The selective option is "op" or a positive integer; memory_budget mode needs compile."""
+    mode, option = facts.ac_mode.value, facts.selective_ac_option.value
+    if mode == "selective" and isinstance(option, str):
+        try:
+            selective_interval(option)
+        except ValueError:
+            shown = option if len(option) <= 40 else option[:37] + "..."
+            yield diag(
+                "activation-checkpoint",
+                facts.selective_ac_option,
+                f'selective_ac_option "{shown}" must be "op" or a positive integer such as "2"',
+                'use "op" (a per-op policy) or "N" to checkpoint every N-th layer',
+            )
+    if mode == "memory_budget" and facts.compile_enable.value is not True:
+        yield diag(
+            "activation-checkpoint",
+            facts.ac_mode,
+            "memory_budget activation checkpointing needs compile.enable = true",
+            'enable compile, or use activation checkpointing mode "selective" or "full"',
+        )
+
+
+def async_tensor_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Async TP needs torch.compile (checked only when TP is on, as v0.2.2 does)."""
+    tp_on = ints(facts.tp) and facts.tp.value > 1
+    if tp_on and facts.async_tp.value is True and facts.compile_enable.value is not True:
+        yield diag(
+            "async-tp",
+            facts.async_tp,
+            "enable_async_tensor_parallel needs compile.enable = true",
+            "enable compile, or turn enable_async_tensor_parallel off",
+        )
