@@ -30,8 +30,9 @@ $(UPSTREAM_STAMP): requirements-upstream.txt
 demo: $(STAMP)
 	$(PY) -m titan.demo
 
-# Two pytest-xdist workers, a fixed number (CI has two cores); --dist loadgroup keeps the
-# multi-process tests, which tests/conftest.py puts in one group, on one worker, one at a time.
+# Two pytest-xdist workers, a fixed number (CI has two cores); --dist loadgroup keeps each
+# module's multi-process tests, which tests/conftest.py groups by module, on one worker, one at a
+# time.
 PARALLEL := -n 2 --dist loadgroup
 
 test: $(STAMP)
