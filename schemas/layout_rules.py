@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from titan.schemas.diagnostics import Diagnostic
+from titan.schemas.diagnostics import Diagnostic, Severity
 from titan.schemas.ranges import INT64_MAX
 from titan.schemas.rule_facts import ConfigFacts
 from titan.schemas.rule_helpers import blame, degrees, diag, ints, largest_divisor
@@ -28,19 +28,36 @@ def parallel_degrees(facts: ConfigFacts) -> Iterator[Diagnostic]:
         )
 
 
-def resolved_dp_shard(facts: ConfigFacts) -> int | None:
-    """The FSDP shard degree, inferring -1 from the world size when that is known and exact."""
-    if not ints(*degrees(facts)):
-        return None
-    shard = facts.dp_shard.value
+def resolve_dp_shard(
+    shard: int, *, world_size: int | None, replicate: int, tp: int, pp: int, cp: int
+) -> int | None:
+    """The FSDP shard degree of a layout: ``shard`` itself, or for -1 the ranks of
+    ``world_size`` the other degrees leave over. ``None`` when -1 cannot be resolved: the world
+    size is unknown, or not a multiple of the other degrees (the ``world-size`` finding).
+
+    The one resolution of -1: the rules, the trainer's ``ParallelDims`` and the capability
+    check (``titan.protocols.model_spec``) all call it.
+    """
     if shard != -1:
         return shard
-    if facts.ngpu is None:
+    others = replicate * tp * pp * cp
+    if world_size is None or others < 1 or world_size % others:
         return None
-    others = facts.dp_replicate.value * facts.tp.value * facts.pp.value * facts.cp.value
-    if others < 1 or facts.ngpu % others:
+    return world_size // others
+
+
+def resolved_dp_shard(facts: ConfigFacts) -> int | None:
+    """The FSDP shard degree of ``facts`` (``resolve_dp_shard``); None when unknown."""
+    if not ints(*degrees(facts)):
         return None
-    return facts.ngpu // others
+    return resolve_dp_shard(
+        facts.dp_shard.value,
+        world_size=facts.ngpu,
+        replicate=facts.dp_replicate.value,
+        tp=facts.tp.value,
+        pp=facts.pp.value,
+        cp=facts.cp.value,
+    )
 
 
 def _gpus(count: int) -> str:
@@ -185,22 +202,84 @@ def activation_checkpointing(facts: ConfigFacts) -> Iterator[Diagnostic]:
                 f'selective_ac_option "{shown}" must be "op" or a positive integer such as "2"',
                 'use "op" (a per-op policy) or "N" to checkpoint every N-th layer',
             )
-    if mode == "memory_budget" and facts.compile_enable.value is not True:
+    if mode == "memory_budget" and not model_compiled(facts):
         yield diag(
             "activation-checkpoint",
             facts.ac_mode,
-            "memory_budget activation checkpointing needs compile.enable = true",
-            'enable compile, or use activation checkpointing mode "selective" or "full"',
+            "memory_budget activation checkpointing needs the model compiled",
+            f'{COMPILE_THE_MODEL}, or use activation checkpointing mode "selective" or "full"',
         )
 
 
+def model_compiled(facts: ConfigFacts) -> bool:
+    """Whether the model's blocks are compiled: compile.enable with "model" in
+    compile.components (compiling only the loss does not compile the model)."""
+    components = facts.compile_components.value
+    return (
+        facts.compile_enable.value is True
+        and isinstance(components, list)
+        and "model" in components
+    )
+
+
+COMPILE_THE_MODEL = 'set compile.enable = true with "model" in compile.components'
+
+
 def async_tensor_parallel(facts: ConfigFacts) -> Iterator[Diagnostic]:
-    """Async TP needs torch.compile (checked only when TP is on, as v0.2.2 does)."""
-    tp_on = ints(facts.tp) and facts.tp.value > 1
-    if tp_on and facts.async_tp.value is True and facts.compile_enable.value is not True:
+    """Async TP needs the model compiled; without TP it does nothing (v0.2.2 only reads it when
+    TP is on), which is said rather than passed over."""
+    if facts.async_tp.value is not True or not ints(facts.tp):
+        return
+    if facts.tp.value <= 1:
         yield diag(
             "async-tp",
             facts.async_tp,
-            "enable_async_tensor_parallel needs compile.enable = true",
-            "enable compile, or turn enable_async_tensor_parallel off",
+            "enable_async_tensor_parallel has no effect: tensor_parallel_degree is "
+            f"{facts.tp.value}",
+            "turn enable_async_tensor_parallel off, or set tensor_parallel_degree > 1",
+            severity=Severity.WARNING,
+        )
+    elif not model_compiled(facts):
+        yield diag(
+            "async-tp",
+            facts.async_tp,
+            "enable_async_tensor_parallel needs the model compiled",
+            f"{COMPILE_THE_MODEL}, or turn enable_async_tensor_parallel off",
+        )
+
+
+def replication_layout(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """DDP (replicas that are not sharded) runs alone: v0.2.2 refuses it with any other
+    parallelism ("DDP has not supported > 1D parallelism"), and so does titan-train."""
+    replicate, tp, pp, cp = facts.dp_replicate, facts.tp, facts.pp, facts.cp
+    if not ints(replicate, tp, pp, cp) or replicate.value <= 1:
+        return
+    if resolved_dp_shard(facts) != 1:
+        return  # HSDP (sharded replicas), or a shard degree still unknown
+    others = [s for s in (tp, pp, cp) if s.value > 1]
+    if others:
+        named = " and ".join(f"{s.path.rsplit('.', 1)[-1]} = {s.value}" for s in others)
+        yield diag(
+            "ddp-layout",
+            replicate,
+            f"DDP (data_parallel_replicate_degree = {replicate.value} with "
+            f"data_parallel_shard_degree = 1) cannot be combined with {named}",
+            "shard the replicas (HSDP: data_parallel_shard_degree > 1), or use FSDP "
+            "(data_parallel_replicate_degree = 1)",
+        )
+
+
+def cpu_offload(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """CPU offload moves FSDP's shards to the CPU: without FSDP there is nothing to offload."""
+    if facts.cpu_offload.value is not True or not ints(facts.cp):
+        return
+    shard = resolved_dp_shard(facts)
+    if shard == 1 and facts.cp.value == 1:
+        yield diag(
+            "cpu-offload",
+            facts.cpu_offload,
+            "training.enable_cpu_offload offloads FSDP shards, and this layout has none "
+            "(data_parallel_shard_degree is 1)",
+            "set data_parallel_shard_degree > 1 (or -1 on several GPUs), or turn "
+            "enable_cpu_offload off",
         )

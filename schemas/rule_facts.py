@@ -87,6 +87,8 @@ SHARED_FACT_PATHS: dict[str, str] = {
     "ac_mode": "activation_checkpoint.mode",
     "selective_ac_option": "activation_checkpoint.selective_ac_option",
     "compile_enable": "compile.enable",
+    "compile_components": "compile.components",
+    "cpu_offload": "training.enable_cpu_offload",
     "async_tp": "parallelism.enable_async_tensor_parallel",
     "cp_load_balancer": "parallelism.context_parallel_load_balancer",
     "pp_schedule": "parallelism.pipeline_parallel_schedule",
@@ -128,6 +130,8 @@ class ConfigFacts(Frozen):
         "ac_mode",
         "selective_ac_option",
         "compile_enable",
+        "compile_components",
+        "cpu_offload",
         "async_tp",
         "cp_load_balancer",
         "validation_steps",
@@ -181,6 +185,10 @@ class ConfigFacts(Frozen):
     ac_mode: Setting
     selective_ac_option: Setting
     compile_enable: Setting
+    compile_components: Setting
+    """What compile.enable compiles ("model", "loss")."""
+    cpu_offload: Setting
+    """FSDP's CPU offload of parameters, gradients and optimizer states."""
     async_tp: Setting
     cp_load_balancer: Setting
     validation_steps: Setting
@@ -244,6 +252,8 @@ class ConfigFacts(Frozen):
         ac_mode: Setting,
         selective_ac_option: Setting,
         compile_enable: Setting,
+        compile_components: Setting,
+        cpu_offload: Setting,
         async_tp: Setting,
         cp_load_balancer: Setting,
         validation_steps: Setting,
@@ -292,6 +302,8 @@ class ConfigFacts(Frozen):
         _set(self, "ac_mode", ac_mode)
         _set(self, "selective_ac_option", selective_ac_option)
         _set(self, "compile_enable", compile_enable)
+        _set(self, "compile_components", compile_components)
+        _set(self, "cpu_offload", cpu_offload)
         _set(self, "async_tp", async_tp)
         _set(self, "cp_load_balancer", cp_load_balancer)
         _set(self, "validation_steps", validation_steps)

@@ -16,8 +16,10 @@ from titan.schemas.expert_rules import expert_parallel, moe_routing
 from titan.schemas.layout_rules import (
     activation_checkpointing,
     async_tensor_parallel,
+    cpu_offload,
     global_batch,
     parallel_degrees,
+    replication_layout,
     sequence_length,
     tensor_parallel_heads,
     world_size,
@@ -385,6 +387,8 @@ RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     optimizer_in_backward,
     activation_checkpointing,
     async_tensor_parallel,
+    replication_layout,
+    cpu_offload,
     value_constraints,
 )
 """Every cross-field rule, in the order their findings are reported."""

@@ -49,7 +49,6 @@ def prepared_model(*, compiled: bool) -> DeepSeekV3Model:
     apply_activation_checkpointing(
         model,
         config=ActivationCheckpointConfig(selective_ac_option="op"),
-        model_compile_enabled=compiled,
     )
     if compiled:
         # A fresh compilation: graphs another test traced must not be reused here.

@@ -408,6 +408,40 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         (
             "compile",
             _v("[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"),
+        ),
+        (
+            "loss only",
+            _v(
+                "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"
+                '[compile]\nenable = true\ncomponents = ["loss"]\n'
+            ),
+        ),
+        ("no tp", _v("[parallelism]\nenable_async_tensor_parallel = true\n")),
+    ],
+    "ddp-layout": [
+        (
+            "tp",
+            _v(
+                "[parallelism]\ndata_parallel_replicate_degree = 2\n"
+                "data_parallel_shard_degree = 1\ntensor_parallel_degree = 2\n"
+            ),
+        ),
+        (
+            "pp on 4 GPUs",
+            _v(
+                "[parallelism]\ndata_parallel_replicate_degree = 2\n"
+                "data_parallel_shard_degree = -1\npipeline_parallel_degree = 2\n",
+                "--ngpu",
+                "4",
+            ),
+        ),
+    ],
+    "cpu-offload": [
+        (
+            "one gpu",
+            _v(
+                "[training]\nenable_cpu_offload = true\n[parallelism]\ndata_parallel_shard_degree = 1\n"
+            ),
         )
     ],
     "unknown-model": [

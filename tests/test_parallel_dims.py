@@ -1,4 +1,4 @@
-"""``ParallelDims``: degree resolution, refusals and their messages, mesh names (no processes)."""
+"""``ParallelDims``: degree resolution, what it refuses to build, mesh names (no processes)."""
 
 from __future__ import annotations
 
@@ -55,38 +55,33 @@ def test_what_is_enabled():
     assert single.dp_rank(None) == 0 and single.mesh(None, "dp") is None
 
 
-def test_a_product_other_than_the_world_size_names_every_degree():
-    with pytest.raises(ValueError) as raised:
-        dims(8, data_parallel_replicate_degree=2, data_parallel_shard_degree=3)
-    message = str(raised.value)
-    for part in (
-        "data_parallel_replicate_degree (2)",
-        "data_parallel_shard_degree (3)",
-        "tensor_parallel_degree (1)",
-        "= 6",
-        "world size is 8",
-        "hint",
-    ):
-        assert part in message
-
-
-def test_leftover_shard_degree_must_divide_evenly():
-    with pytest.raises(ValueError, match=r"world size 6 is not a multiple of .* = 4"):
-        dims(6, tensor_parallel_degree=4)
-
-
 @pytest.mark.parametrize(
-    ("degrees", "match"),
+    ("world_size", "degrees", "code"),
     [
-        ({"tensor_parallel_degree": 0}, "tensor_parallel_degree must be at least 1, got 0"),
-        ({"data_parallel_replicate_degree": -1}, "replicate_degree must be at least 1"),
-        ({"data_parallel_shard_degree": 0}, r"must be -1 \(all ranks left over\) or at least 1"),
-        ({"data_parallel_shard_degree": -2}, "got -2"),
+        (8, {"data_parallel_replicate_degree": 2, "data_parallel_shard_degree": 3}, "world-size"),
+        (6, {"tensor_parallel_degree": 4}, "world-size"),
+        (4, {"tensor_parallel_degree": 0}, "out-of-range"),
+        (4, {"data_parallel_replicate_degree": -1}, "out-of-range"),
+        (4, {"data_parallel_shard_degree": 0}, "parallel-degree"),
+        (4, {"data_parallel_shard_degree": -2}, "out-of-range"),
+        (4, {"expert_parallel_degree": 3}, "expert-parallel"),
     ],
 )
-def test_degrees_below_one_are_refused(degrees, match):
-    with pytest.raises(ValueError, match=match):
-        dims(4, **degrees)
+def test_a_layout_the_rules_refuse_is_never_built(world_size, degrees, code):
+    """The rules decide (the run's checks apply them first, naming the change); a layout they
+    refuse that reaches ParallelDims anyway raises instead of becoming a mesh."""
+    from titan.models.qwen3 import model_registry
+    from titan.trainer import Trainer
+    from titan.training.run_checks import ConfigFindings, refuse_findings
+
+    with pytest.raises(ValueError, match="titan-validate --ngpu N names what to change"):
+        dims(world_size, **degrees)
+    config = Trainer.Config(
+        model_spec=model_registry("debugmodel_moe"), parallelism=ParallelismConfig(**degrees)
+    )
+    with pytest.raises(ConfigFindings) as raised:
+        refuse_findings(config, world_size=world_size)
+    assert code in {finding.code for finding in raised.value.findings}
 
 
 def test_mesh_names_are_checked():

@@ -147,47 +147,26 @@ def test_full_checkpointing_and_eager_compile_keep_the_math_and_the_names():
 
 
 @pytest.mark.parametrize(
-    ("world_size", "parallelism", "ac", "compile", "training", "match"),
+    ("world_size", "parallelism", "ac", "compile", "training", "code"),
     [
-        (
-            3,
-            {"tensor_parallel_degree": 3},
-            None,
-            None,
-            None,
-            r"tensor_parallel_degree \(3\) must divide the model's n_heads \(4\)",
-        ),
-        (
-            4,
-            {"tensor_parallel_degree": 4},
-            None,
-            None,
-            None,
-            r"must divide the model's n_kv_heads \(2\)",
-        ),
-        (
-            2,
-            {"tensor_parallel_degree": 2},
-            None,
-            None,
-            {"seq_len": 15},
-            r"seq_len \(15\) must be a multiple of tensor_parallel_degree \(2\)",
-        ),
+        (3, {"tensor_parallel_degree": 3}, None, None, None, "tp-heads"),  # 4 heads
+        (4, {"tensor_parallel_degree": 4}, None, None, None, "tp-heads"),  # 2 key/value heads
+        (2, {"tensor_parallel_degree": 2}, None, None, {"seq_len": 15}, "seq-len"),
         (
             2,
             {"tensor_parallel_degree": 2, "enable_async_tensor_parallel": True},
             None,
             None,
             None,
-            "async tensor parallel needs torch.compile",
+            "async-tp",
         ),
         (
             2,
             {"tensor_parallel_degree": 2, "enable_async_tensor_parallel": True},
             None,
-            {"enable": True},
+            {"enable": True, "components": ["loss"]},
             None,
-            "async tensor parallel needs CUDA",
+            "async-tp",
         ),
         (
             4,
@@ -199,36 +178,58 @@ def test_full_checkpointing_and_eager_compile_keep_the_math_and_the_names():
             None,
             None,
             None,
-            "DDP .* cannot be combined with tensor parallel",
+            "ddp-layout",
         ),
-        (1, {}, {"mode": "memory_budget"}, None, None, "'memory_budget' needs a compiled model"),
+        (1, {}, {"mode": "memory_budget"}, None, None, "activation-checkpoint"),
         (
             1,
             {},
             {"mode": "selective", "selective_ac_option": "0"},
             None,
             None,
-            "'op' or a positive integer N",
+            "activation-checkpoint",
         ),
-        (1, {}, {"mode": "selective", "selective_ac_option": "every"}, None, None, "got 'every'"),
-        (1, {}, None, None, {"enable_cpu_offload": True}, "needs data_parallel_shard_degree > 1"),
+        (
+            1,
+            {},
+            {"mode": "selective", "selective_ac_option": "every"},
+            None,
+            None,
+            "activation-checkpoint",
+        ),
+        (1, {}, None, None, {"enable_cpu_offload": True}, "cpu-offload"),
     ],
 )
-def test_unrunnable_combinations_are_refused_before_the_model_changes(
-    world_size, parallelism, ac, compile, training, match
+def test_unrunnable_layouts_are_refused_by_the_rules_titan_validate_reports(
+    world_size, parallelism, ac, compile, training, code
 ):
-    model = build_on_meta()
-    names_before = [name for name, _ in model.named_parameters()]
-    with pytest.raises(ValueError, match=match):
-        parallelize(
-            model,
-            world_size=world_size,
-            parallelism=ParallelismConfig(**parallelism),
-            ac=ActivationCheckpointConfig(**ac) if ac else None,
-            compile=CompileConfig(**compile) if compile else None,
-            training=TrainingConfig(**{"seq_len": SEQ, **(training or {})}),
-        )
-    assert [name for name, _ in model.named_parameters()] == names_before
+    """The run's checks refuse what titan-validate reports, with its code (one implementation:
+    titan.schemas.layout_rules), before anything is built."""
+    from titan.trainer import Trainer
+    from titan.training.run_checks import ConfigFindings, refuse_findings
+
+    config = Trainer.Config(
+        model_spec=tiny_spec(),
+        parallelism=ParallelismConfig(**parallelism),
+        activation_checkpoint=ActivationCheckpointConfig(**ac)
+        if ac
+        else ActivationCheckpointConfig(),
+        compile=CompileConfig(**compile) if compile else CompileConfig(),
+        training=TrainingConfig(**{"seq_len": SEQ, **(training or {})}),
+    )
+    with pytest.raises(ConfigFindings) as raised:
+        refuse_findings(config, world_size=world_size)
+    assert code in [f.code for f in raised.value.findings]
+    assert f"error[{code}]" in str(raised.value) and "hint: " in str(raised.value)
+
+
+def test_async_tensor_parallel_off_cuda_is_refused_before_the_model_changes():
+    from titan.distributed.parallelize import refuse_unrunnable
+
+    parallelism = ParallelismConfig(tensor_parallel_degree=2, enable_async_tensor_parallel=True)
+    with pytest.raises(ValueError, match="async tensor parallel needs CUDA"):
+        refuse_unrunnable(parallelism=parallelism, device_type="cpu")
+    refuse_unrunnable(parallelism=parallelism, device_type="cuda")
 
 
 def test_amp_context_autocasts_only_when_nothing_else_handles_precision():

@@ -253,7 +253,14 @@ CASES = {
     """,
     "memory-budget-without-compile": """
         [activation_checkpoint]
-        mode = "memory_budget"  # error[activation-checkpoint] activation_checkpoint.mode: memory_budget activation checkpointing needs compile.enable = true
+        mode = "memory_budget"  # error[activation-checkpoint] activation_checkpoint.mode: memory_budget activation checkpointing needs the model compiled
+    """,
+    "memory-budget-compiling-only-the-loss": """
+        [activation_checkpoint]
+        mode = "memory_budget"  # error[activation-checkpoint] activation_checkpoint.mode: memory_budget activation checkpointing needs the model compiled
+        [compile]
+        enable = true
+        components = ["loss"]
     """,
     "selective-superscript-digit": """
         [activation_checkpoint]
@@ -266,8 +273,36 @@ CASES = {
     "async-tp-without-compile": """
         [parallelism]
         tensor_parallel_degree = 2
-        enable_async_tensor_parallel = true  # error[async-tp] parallelism.enable_async_tensor_parallel: enable_async_tensor_parallel needs compile.enable = true
+        enable_async_tensor_parallel = true  # error[async-tp] parallelism.enable_async_tensor_parallel: enable_async_tensor_parallel needs the model compiled
     """,
+    "async-tp-without-tp": """
+        [parallelism]
+        enable_async_tensor_parallel = true  # warning[async-tp] parallelism.enable_async_tensor_parallel: enable_async_tensor_parallel has no effect: tensor_parallel_degree is 1
+    """,
+    # replication_layout, cpu_offload
+    "ddp-with-tp": """
+        [parallelism]
+        data_parallel_replicate_degree = 2  # error[ddp-layout] parallelism.data_parallel_replicate_degree: DDP (data_parallel_replicate_degree = 2 with data_parallel_shard_degree = 1) cannot be combined with tensor_parallel_degree = 2
+        data_parallel_shard_degree = 1
+        tensor_parallel_degree = 2
+    """,
+    "ddp-with-pp-and-cp": """
+        [parallelism]
+        data_parallel_replicate_degree = 2  # error[ddp-layout] parallelism.data_parallel_replicate_degree: DDP (data_parallel_replicate_degree = 2 with data_parallel_shard_degree = 1) cannot be combined with pipeline_parallel_degree = 2 and context_parallel_degree = 2
+        data_parallel_shard_degree = 1
+        pipeline_parallel_degree = 2
+        context_parallel_degree = 2
+    """,
+    "hsdp-with-tp": "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = 2\n",
+    "ddp-alone": "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 1\n",
+    "cpu-offload-without-fsdp": """
+        [training]
+        enable_cpu_offload = true  # error[cpu-offload] training.enable_cpu_offload: training.enable_cpu_offload offloads FSDP shards, and this layout has none (data_parallel_shard_degree is 1)
+        [parallelism]
+        data_parallel_shard_degree = 1
+    """,
+    "cpu-offload-with-fsdp": "[training]\nenable_cpu_offload = true\n[parallelism]\ndata_parallel_shard_degree = 2\n",
+    "cpu-offload-shard-unknown": "[training]\nenable_cpu_offload = true\n",
     "async-tp-compiled": "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n[compile]\nenable = true\n",
     # value_constraints
     "empty-load-balancer-zero-steps": """
@@ -415,7 +450,8 @@ def test_rules_check_reports_the_paths_it_is_given():
         "initial_load_in_hf_quantized": False, "last_save_in_hf": False,
         "last_save_model_only": True, "converters": [], "early_step_in_backward": False,
         "fault_tolerance": False, "ac_mode": "selective", "selective_ac_option": "2",
-        "compile_enable": False, "async_tp": False, "cp_load_balancer": "headtail",
+        "compile_enable": False, "compile_components": ["model"], "cpu_offload": False,
+        "async_tp": False, "cp_load_balancer": "headtail",
         "validation_steps": -1, "float8_recipe": None, "float8_all_gather": False,
         "float8_precompute": False, "model_name": "llama3", "flavor": "debugmodel",
     }
@@ -451,7 +487,7 @@ def test_every_code_the_rules_emit_has_a_case():
     covered = {e[0] for case in CASES for e in expected(source(case))}
     # A TOML names a flavor, whose routing is fixed: moe-routing is a registry function's
     # finding (tests/test_moe_checks.py).
-    assert len(emitted) == 19 and emitted - {"moe-routing"} <= covered
+    assert len(emitted) == 21 and emitted - {"moe-routing"} <= covered
 
 
 @pytest.mark.parametrize(

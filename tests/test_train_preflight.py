@@ -144,8 +144,8 @@ REFUSALS = [
             "2",
         ],
         [
-            "titan-train: error: DDP (data_parallel_replicate_degree > 1 with "
-            "data_parallel_shard_degree = 1) cannot be combined with tensor parallel"
+            "error[ddp-layout] DDP (data_parallel_replicate_degree = 2 with "
+            "data_parallel_shard_degree = 1) cannot be combined with tensor_parallel_degree = 2"
         ],
     ),
     (

@@ -22,8 +22,6 @@ from titan.schemas.layout_rules import selective_interval
 if TYPE_CHECKING:
     from titan.config.configs import ActivationCheckpointConfig
 
-MODES = ("none", "full", "selective", "memory_budget")
-
 
 def saved_ops_under_op_sac() -> set[Any]:
     """Ops whose outputs per-op SAC keeps (torchtitan's llama3 list): matmuls, attention kernels
@@ -49,40 +47,20 @@ def saved_ops_under_op_sac() -> set[Any]:
     }
 
 
-def check_activation_checkpoint(
-    config: ActivationCheckpointConfig, *, model_compile_enabled: bool
-) -> None:
-    """``ValueError`` for a config ``apply_activation_checkpointing`` cannot honour."""
-    if config.mode not in MODES:
-        raise ValueError(
-            f"activation_checkpoint.mode {config.mode!r} is unknown; use one of {', '.join(MODES)}"
-        )
-    if config.mode == "memory_budget":
-        if not model_compile_enabled:
-            raise ValueError(
-                "activation_checkpoint.mode = 'memory_budget' needs a compiled model; set "
-                "compile.enable = true with 'model' in compile.components, or use 'selective'"
-            )
-        if not 0.0 <= config.memory_budget <= 1.0:
-            raise ValueError(
-                f"activation_checkpoint.memory_budget must be in [0, 1], got {config.memory_budget}"
-            )
-    if config.mode == "selective":
-        _selective_interval(config.selective_ac_option)
-
-
 def apply_activation_checkpointing(
     model: nn.Module,
     *,
     config: ActivationCheckpointConfig,
-    model_compile_enabled: bool,
     saved_ops: set[Any] | None = None,
     dump_folder: str = ".",
 ) -> None:
     """Wrap ``model.layers`` in place as ``config.mode`` says (``saved_ops``: per-op SAC's list,
     default ``saved_ops_under_op_sac()``; ``dump_folder``: where a budget pareto plot goes).
+
+    The config was checked by the rules every command shares (the mode's type, the budget's
+    range, the selective option, a compiled model for "memory_budget":
+    ``titan.schemas.layout_rules``), before anything was built.
     """
-    check_activation_checkpoint(config, model_compile_enabled=model_compile_enabled)
     if config.mode == "none":
         return
     if config.mode == "memory_budget":

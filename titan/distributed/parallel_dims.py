@@ -10,6 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Literal
 
 from titan.schemas.expert_rules import expert_borrowed_degree, expert_layout_problem
+from titan.schemas.layout_rules import resolve_dp_shard
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -79,46 +80,38 @@ class ParallelDims:
 
     @classmethod
     def from_config(cls, parallelism: ParallelismConfig, *, world_size: int) -> ParallelDims:
-        """The degrees of ``parallelism`` for ``world_size`` processes; ``ValueError`` if they
-        cannot run (a degree < 1, or a product other than the world size).
+        """The degrees of ``parallelism`` for ``world_size`` processes.
 
-        Pipeline and context parallel degrees are not read: the model's capability check
-        (``ModelSpec.refusals``) refuses them before a run is built. An expert-parallel layout is
-        checked with the rule ``titan-validate`` reports (``titan.schemas.expert_rules.expert_layout_problem``).
+        Whether a layout can run is decided by the layout rules every command shares
+        (``titan.schemas.layout_rules``, ``expert_rules``), which the run's checks apply before
+        this is called (``titan.training.run_checks.refuse_findings``); the shard degree -1 is
+        resolved by the same function the rules use. A layout the rules would refuse raises
+        ``ValueError`` here instead of becoming a wrong mesh.
         """
-        if world_size < 1:
-            raise ValueError(f"the world size must be at least 1, got {world_size}")
         replicate = parallelism.data_parallel_replicate_degree
-        shard = parallelism.data_parallel_shard_degree
         tp = parallelism.tensor_parallel_degree
-        for field_name, degree in (
-            ("data_parallel_replicate_degree", replicate),
-            ("tensor_parallel_degree", tp),
-            ("expert_parallel_degree", parallelism.expert_parallel_degree),
-            ("expert_tensor_parallel_degree", parallelism.expert_tensor_parallel_degree),
-        ):
-            if degree < 1:
-                raise ValueError(f"parallelism.{field_name} must be at least 1, got {degree}")
-        if shard == -1:
-            shard = _leftover_shard_degree(replicate=replicate, tp=tp, world_size=world_size)
-        elif shard < 1:
-            raise ValueError(
-                f"parallelism.data_parallel_shard_degree must be -1 (all ranks left over) or "
-                f"at least 1, got {shard}"
-            )
-        product = replicate * shard * tp
-        if product != world_size:
-            raise ValueError(
-                "the parallel degrees do not multiply to the world size: "
-                f"data_parallel_replicate_degree ({replicate}) x data_parallel_shard_degree "
-                f"({shard}) x tensor_parallel_degree ({tp}) = {product}, but the world size is "
-                f"{world_size}; hint: set data_parallel_shard_degree = -1 to take the ranks left "
-                "over, or launch a matching number of processes"
-            )
         ep = parallelism.expert_parallel_degree
         etp = parallelism.expert_tensor_parallel_degree
-        if ep > 1:
-            _check_expert_layout(ep=ep, etp=etp, tp=tp, dp_shard=shard)
+        # Pipeline and context parallel are refused earlier, by the family's capability record.
+        shard = resolve_dp_shard(
+            parallelism.data_parallel_shard_degree,
+            world_size=world_size,
+            replicate=replicate,
+            tp=tp,
+            pp=1,
+            cp=1,
+        )
+        degrees = (replicate, tp, ep, etp)
+        if shard is None or min(shard, *degrees) < 1 or replicate * shard * tp != world_size:
+            raise ValueError(
+                f"parallelism {_layout_words(parallelism)} cannot run on {world_size} "
+                "processes; titan-validate --ngpu N names what to change"
+            )
+        if ep > 1 and expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=1, dp_shard=shard):
+            raise ValueError(
+                f"parallelism {_layout_words(parallelism)} cannot lay out expert parallel; "
+                "titan-validate --ngpu N names what to change"
+            )
         return cls(
             dp_replicate=replicate,
             dp_shard=shard,
@@ -340,25 +333,15 @@ def _flat_name(dims: tuple[str, ...]) -> str:
     return "dp_shard"
 
 
-def _check_expert_layout(*, ep: int, etp: int, tp: int, dp_shard: int) -> None:
-    """Raise ``ValueError`` when expert parallel cannot be laid out on these degrees, with the
-    rule titan-validate reports."""
-    problem = expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=1, dp_shard=dp_shard)
-    if problem is not None:
-        fact, message, hint = problem
-        raise ValueError(f"parallelism.{_EXPERT_FIELDS[fact]}: {message}; hint: {hint}")
-
-
-_EXPERT_FIELDS = {"ep": "expert_parallel_degree", "etp": "expert_tensor_parallel_degree"}
-
-
-def _leftover_shard_degree(*, replicate: int, tp: int, world_size: int) -> int:
-    """``data_parallel_shard_degree = -1``: every rank the other degrees leave over."""
-    others = replicate * tp
-    if world_size % others != 0:
-        raise ValueError(
-            f"cannot resolve data_parallel_shard_degree = -1: the world size {world_size} is not "
-            f"a multiple of data_parallel_replicate_degree ({replicate}) x tensor_parallel_degree "
-            f"({tp}) = {others}"
+def _layout_words(parallelism: ParallelismConfig) -> str:
+    """The degrees of ``parallelism`` as a config writes them."""
+    return ", ".join(
+        f"{name} = {getattr(parallelism, name)}"
+        for name in (
+            "data_parallel_replicate_degree",
+            "data_parallel_shard_degree",
+            "tensor_parallel_degree",
+            "expert_parallel_degree",
+            "expert_tensor_parallel_degree",
         )
-    return world_size // others
+    )

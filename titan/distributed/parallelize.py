@@ -15,10 +15,7 @@ import torch
 from torch import nn
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-from titan.distributed.activation_checkpoint import (
-    apply_activation_checkpointing,
-    check_activation_checkpoint,
-)
+from titan.distributed.activation_checkpoint import apply_activation_checkpointing
 from titan.distributed.amp import DTYPE_OF_NAME
 from titan.distributed.expert_parallel import apply_expert_parallel, shard_experts_with_fsdp
 
@@ -66,12 +63,7 @@ def parallelize_model(
     """
     model_compile_enabled = compile.enable and "model" in compile.components
     refuse_unrunnable(
-        spec,
-        parallel_dims=parallel_dims,
-        training=training,
         parallelism=parallelism,
-        activation_checkpoint=activation_checkpoint,
-        model_compile_enabled=model_compile_enabled,
         device_type=None if world_mesh is None else world_mesh.device_type,
     )
     if parallel_dims.tp_enabled:
@@ -96,7 +88,6 @@ def parallelize_model(
     apply_activation_checkpointing(
         model,
         config=activation_checkpoint,
-        model_compile_enabled=model_compile_enabled,
         dump_folder=dump_folder,
     )
     if model_compile_enabled:
@@ -124,63 +115,13 @@ def parallelize_model(
     return model
 
 
-def refuse_unrunnable(
-    spec: ModelSpec,
-    *,
-    parallel_dims: ParallelDims,
-    training: TrainingConfig,
-    parallelism: ParallelismConfig,
-    activation_checkpoint: ActivationCheckpointConfig,
-    model_compile_enabled: bool,
-    device_type: str | None,
-) -> None:
-    """Raise ``ValueError`` for a combination of settings that cannot run on this model."""
-    check_activation_checkpoint(activation_checkpoint, model_compile_enabled=model_compile_enabled)
-    tp = parallel_dims.tp
-    if parallel_dims.tp_enabled:
-        heads = spec.model.attention_heads()
-        counts = (
-            () if heads is None else (("n_heads", heads.n_heads), ("n_kv_heads", heads.n_kv_heads))
-        )
-        for field_name, count in counts:
-            if count % tp:
-                raise ValueError(
-                    f"tensor_parallel_degree ({tp}) must divide the model's {field_name} "
-                    f"({count}): each TP rank holds whole heads"
-                )
-        if training.seq_len % tp:
-            raise ValueError(
-                f"training.seq_len ({training.seq_len}) must be a multiple of "
-                f"tensor_parallel_degree ({tp}): sequence parallel splits the sequence across it"
-            )
-    if parallelism.enable_async_tensor_parallel:
-        if not parallel_dims.tp_enabled:
-            raise ValueError(
-                "parallelism.enable_async_tensor_parallel needs tensor_parallel_degree > 1"
-            )
-        if not model_compile_enabled:
-            raise ValueError(
-                "async tensor parallel needs torch.compile: set compile.enable = true with "
-                "'model' in compile.components, or turn enable_async_tensor_parallel off"
-            )
-        if device_type != "cuda":
-            raise ValueError(
-                "async tensor parallel needs CUDA (symmetric memory); it is off on CPU"
-            )
-    if (
-        parallel_dims.dp_replicate_enabled
-        and not parallel_dims.fsdp_enabled
-        and parallel_dims.tp_enabled
-    ):
-        raise ValueError(
-            "DDP (data_parallel_replicate_degree > 1 with data_parallel_shard_degree = 1) cannot be "
-            "combined with tensor parallel; hint: use HSDP (data_parallel_shard_degree > 1) or FSDP"
-        )
-    if training.enable_cpu_offload and not parallel_dims.fsdp_enabled:
-        raise ValueError(
-            "training.enable_cpu_offload offloads FSDP shards, so it needs "
-            "data_parallel_shard_degree > 1"
-        )
+def refuse_unrunnable(*, parallelism: ParallelismConfig, device_type: str | None) -> None:
+    """Raise ``ValueError`` for what cannot run on this machine although the config's layout is
+    sound. The layout itself (degrees, heads, sequence, compile, DDP, offload) is decided by the
+    rules every command shares (``titan.schemas.layout_rules``), which the run's checks apply
+    before anything is built (``titan.training.run_checks.refuse_findings``)."""
+    if parallelism.enable_async_tensor_parallel and device_type not in (None, "cuda"):
+        raise ValueError("async tensor parallel needs CUDA (symmetric memory); it is off on CPU")
 
 
 def _enable_async_tp(tp_mesh: DeviceMesh) -> None:

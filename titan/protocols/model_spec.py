@@ -14,6 +14,7 @@ from typing import Any
 
 from titan.config.configurable import NotBuildableError
 from titan.protocols.module import BaseModel
+from titan.schemas.layout_rules import resolve_dp_shard
 
 
 # Not frozen: it is a field of the config tree, whose classes refuse unknown attributes with
@@ -96,13 +97,18 @@ def _degree(field: str) -> Callable[[Any, int | None], Any]:
 
 
 def _shard_degree(config: Any, world_size: int | None) -> int | None:
-    """The FSDP degree when > 1: -1 takes the ranks the other degrees leave over."""
+    """The FSDP degree when > 1: -1 takes the ranks the other degrees leave over
+    (``titan.schemas.layout_rules.resolve_dp_shard``, as the rules resolve it)."""
     parallelism = config.parallelism
-    shard = parallelism.data_parallel_shard_degree
-    if shard == -1 and world_size is not None:
-        others = parallelism.data_parallel_replicate_degree * parallelism.tensor_parallel_degree
-        shard = world_size // others if others > 0 and world_size % others == 0 else 1
-    return shard if shard > 1 else None
+    shard = resolve_dp_shard(
+        parallelism.data_parallel_shard_degree,
+        world_size=world_size,
+        replicate=parallelism.data_parallel_replicate_degree,
+        tp=parallelism.tensor_parallel_degree,
+        pp=parallelism.pipeline_parallel_degree,
+        cp=parallelism.context_parallel_degree,
+    )
+    return shard if shard is not None and shard > 1 else None
 
 
 def _ddp_degree(config: Any, world_size: int | None) -> int | None:

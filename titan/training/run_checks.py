@@ -39,6 +39,33 @@ from titan.training.weights import DTYPES, default_dtype
 log = logging.getLogger("titan")
 
 
+class ConfigFindings(ValueError):
+    """The errors ``titan-validate`` reports for a config, met by a run or a pre-flight."""
+
+    def __init__(self, findings: list[Any]) -> None:
+        self.findings = findings
+        super().__init__(
+            "the config has errors:\n"
+            + "\n".join(
+                f"  error[{d.code}] `{d.path}`: {d.message}\n    hint: {d.hint}" for d in findings
+            )
+        )
+
+
+def refuse_findings(config: Any, *, world_size: int) -> None:
+    """``ConfigFindings`` for the errors of ``config`` on ``world_size`` processes: the types,
+    ranges and cross-field rules ``titan-validate`` and ``titan-train --preflight`` report
+    (``titan.config.check``), so a run built from Python refuses exactly the layouts the
+    command line does, with the same code and hint."""
+    from titan.config.check import check_config as findings_of
+    from titan.schemas.diagnostics import Severity
+
+    found = findings_of(config, ngpu=world_size, locate=lambda path: None)
+    errors = [d for d in found if d.severity is Severity.ERROR]
+    if errors:
+        raise ConfigFindings(errors)
+
+
 class UnusableFolder(ValueError):
     """An output folder the run could not write into (a file, or not writable)."""
 
@@ -83,6 +110,7 @@ def check_config(config: Any, *, world_size: int, warn: bool = True) -> CheckedR
     spec = config.model_spec
     if spec is None:
         raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
+    refuse_findings(config, world_size=world_size)
     spec.check_capabilities(config, world_size=world_size)
     parallel_dims = ParallelDims.from_config(config.parallelism, world_size=world_size)
     # The family's functions the run imports (the loss always, the TP plan under TP, the others
@@ -210,15 +238,10 @@ def check_creatable(folder: str) -> None:
 
 
 def accumulation_steps(training: Any, dp_degree: int) -> int:
-    """Micro-batches per step: global batch over (local batch × data-parallel degree)."""
+    """Micro-batches per step: global batch over (local batch × data-parallel degree); that it
+    divides is the ``batch-size`` rule's (``refuse_findings``)."""
     per_step = training.local_batch_size * dp_degree
     global_batch = per_step if training.global_batch_size < 0 else training.global_batch_size
-    if global_batch % per_step:
-        raise ValueError(
-            f"training.global_batch_size {global_batch} is not a multiple of "
-            f"training.local_batch_size {training.local_batch_size} × data-parallel degree "
-            f"{dp_degree} = {per_step}"
-        )
     return global_batch // per_step
 
 
@@ -338,12 +361,7 @@ def _check_model(
     if config.compile.enable:
         check_compile_backend(config.compile.backend)
     refuse_unrunnable(
-        spec,
-        parallel_dims=parallel_dims,
-        training=config.training,
         parallelism=config.parallelism,
-        activation_checkpoint=config.activation_checkpoint,
-        model_compile_enabled=compile_model,
         # A run has a device mesh, and so a device type, only with several processes.
         device_type=default_device_type() if world_size > 1 else None,
     )
