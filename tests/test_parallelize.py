@@ -18,6 +18,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 )
 
 from tests.dist_scripts.parallel_check import SEQ, VOCAB, build_on_meta, model_config
+from tests.training_runs import HANG_SECONDS
 from titan.components.loss import cross_entropy_loss
 from titan.config.configs import (
     ActivationCheckpointConfig,
@@ -60,7 +61,7 @@ def test_parallelized_model_matches_one_process(nproc):
         str(SCRIPT),
         *LAUNCHES[nproc],
     ]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=HANG_SECONDS)
     print(done.stdout)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     for scenario in LAUNCHES[nproc]:

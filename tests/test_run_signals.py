@@ -24,6 +24,7 @@ from tests.run_checks import (
     strict_json_lines,
 )
 from tests.training_runs import (
+    HANG_SECONDS,
     REPO,
     child_env,
     launch,
@@ -183,7 +184,7 @@ def test_a_signal_under_torchrun_stops_every_rank_after_the_same_step(tmp_path, 
             os.kill(max(_workers(launcher)), sig)
         else:
             os.killpg(launcher.pid, sig)
-        _, stderr = launcher.communicate(timeout=120)
+        _, stderr = launcher.communicate(timeout=HANG_SECONDS)
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)

@@ -324,9 +324,13 @@ def test_sigint_during_training_exits_130_and_keeps_the_saved_checkpoints(tmp_pa
     process = training_runs.launch(args, stderr=subprocess.PIPE)
     checkpoints = tmp_path / "checkpoint"
     training_runs.signal_when(
-        process, (checkpoints / "step-2").is_dir, signal.SIGINT, poll=0.05, timeout=240
+        process,
+        (checkpoints / "step-2").is_dir,
+        signal.SIGINT,
+        poll=0.05,
+        timeout=training_runs.HANG_SECONDS,
     )
-    _, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=training_runs.HANG_SECONDS)
     assert process.returncode == 130, stderr[-4000:]
     assert "Traceback" not in stderr
     assert re.fullmatch(

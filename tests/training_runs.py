@@ -25,6 +25,9 @@ DEBUG_TOML = REPO / "legacy_configs" / "llama3" / "debug_model.toml"
 SMALL = ["--training.seq_len", "64", "--training.local_batch_size", "2"]
 # Without a seed torch seeds itself randomly and no two runs agree (as in torchtitan).
 SEED = ["--debug.seed", "7"]
+HANG_SECONDS = 600.0
+"""How long a test waits for a run before calling it hung: a guard against a hang only, far
+beyond any run's time on a loaded 2-core machine (tests synchronise on what runs report)."""
 
 
 @dataclasses.dataclass
