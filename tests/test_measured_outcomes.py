@@ -182,6 +182,30 @@ def test_behaviour_titan_adds_is_listed_in_the_report(tmp_path: Path) -> None:
     assert "trained on through a NaN" in change["why"]
 
 
+@pytest.mark.parametrize(("degree", "noted"), [(1, False), (2, True), (4, True)])
+def test_a_pipelined_file_is_told_its_gradients_change(tmp_path: Path, degree, noted):
+    """v0.2.2 ran backward on the summed loss under PP (grad norms scaled by the token count);
+    titan and torchtitan 0.3.0 divide before backward, as the run without PP does."""
+    text = f"{LLAMA}[parallelism]\npipeline_parallel_degree = {degree}\n"
+    path = write(tmp_path, "job.toml", text)
+    code, report = migrate_json(path, "-o", tmp_path / "titan.py")
+    (file,) = report["files"]
+    changes = {c["setting"]: c["why"] for c in file["behaviour_changes"]}
+    assert ("parallelism.pipeline_parallel_degree" in changes) is noted
+    code, report = migrate_json(path, "--target", "torchtitan==0.3.0", "-o", tmp_path / "up.py")
+    (upstream,) = report["files"]
+    notes = [
+        d["message"]
+        for d in upstream["diagnostics"]
+        if d["path"] == "parallelism.pipeline_parallel_degree" and d["code"] == "upstream-changed"
+    ]
+    assert bool(notes) is noted
+    if noted:
+        why = changes["parallelism.pipeline_parallel_degree"]
+        assert "summed, unnormalised loss" in why and "equal the run's without PP" in why
+        assert "divides the loss by the batch's valid tokens before backward" in notes[0]
+
+
 def test_upstream_target_with_a_todo_is_not_lossless_and_fails_strict(tmp_path: Path) -> None:
     # 0.3.0 has no memory estimator: a warning and a TODO, so not lossless
     path = write(tmp_path, "job.toml", f"{LLAMA}[memory_estimation]\nenable = true\n")

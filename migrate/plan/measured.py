@@ -16,8 +16,9 @@ the built config (dropped, a converter that is not enabled, a field of a trainer
 config does not use) cannot be read back; its step's outcome stands, and a dropped value that
 equals the legacy default counts as the default, since the run is the same without it.
 
-titan's own settings with no legacy key whose default differs from what a v0.2.2 run did are
-listed too (:data:`BEHAVIOUR_CHANGES`), so the report names every difference from the legacy run.
+titan's own settings with no legacy key whose default differs from what a v0.2.2 run did, and
+legacy settings whose meaning changed (pipeline parallel's loss scaling), are listed too
+(:data:`BEHAVIOUR_CHANGES`), so the report names every difference from the legacy run.
 """
 
 from __future__ import annotations
@@ -34,14 +35,29 @@ UNREADABLE: Any = object()
 """Marks a key whose home holds no value in the built config."""
 
 
+def _pipelined(degree: Any) -> bool:
+    """Whether a pipeline parallel degree splits the model (a whole number above 1)."""
+    return isinstance(degree, int) and not isinstance(degree, bool) and degree > 1
+
+
 BEHAVIOUR_CHANGES: dict[str, tuple[Any, str]] = {
     "training.on_nonfinite_loss": (
         "stop",
         "a v0.2.2 run trained on through a NaN or infinite loss; titan stops at the first one "
         '(set training.on_nonfinite_loss = "warn" to train on, as the legacy run did)',
     ),
+    "parallelism.pipeline_parallel_degree": (
+        _pipelined,
+        "under pipeline parallel v0.2.2 ran backward on each microbatch's summed, unnormalised "
+        "loss and divided by the valid tokens only afterwards, so its gradients, and the grad "
+        "norms it logged and clipped at max_norm, were not those of the same run without PP; "
+        "titan divides the loss by the batch's valid tokens before backward (as torchtitan "
+        "0.3.0 does), so its PP gradients equal the run's without PP",
+    ),
 }
-"""titan settings with no legacy key -> (the value that behaves differently, what differs)."""
+"""Settings whose value behaves differently from a v0.2.2 run -> (that value, or a test of the
+value, and what differs): titan's own settings with no legacy key, and legacy settings whose
+meaning changed."""
 
 
 def readback(plan: Any, key: str) -> Any:
@@ -152,7 +168,8 @@ def behaviour_changes(plan: Any) -> list[tuple[str, str]]:
         return []
     found = []
     for path, (value, why) in BEHAVIOUR_CHANGES.items():
-        if same(_get(plan.root, path), value):
+        built = _get(plan.root, path)
+        if value(built) if callable(value) else same(built, value):
             found.append((path, why))
     return found
 

@@ -235,6 +235,7 @@ class _Upstream:
         self.comments()
         self.todos()
         self.packing_note()
+        self.pipeline_note()
 
     def trainer(self) -> str:
         """0.3.0's trainer config for the legacy run, or the subclass generated for its custom
@@ -682,6 +683,22 @@ class _Upstream:
             "attention stops at document boundaries); v0.2.2 attended across the packed stream, "
             "so losses differ from the legacy run's from the first step",
             "expected: compare loss curves, not exact values, against the legacy run",
+            Severity.INFO,
+        )
+
+    def pipeline_note(self) -> None:
+        degree = self.value("parallelism.pipeline_parallel_degree")
+        if not isinstance(degree, int) or isinstance(degree, bool) or degree <= 1:
+            return
+        self.report(
+            "upstream-changed",
+            "parallelism.pipeline_parallel_degree",
+            f"under pipeline parallel torchtitan {spec.VERSION} divides the loss by the batch's "
+            "valid tokens before backward; v0.2.2 ran backward on each microbatch's summed loss "
+            "and divided only the logged loss, so its gradients, grad norms and max_norm "
+            "clipping differ from the migrated run's (which are those of the run without PP)",
+            "expected: compare loss curves and grad norms, not exact values, against the "
+            "legacy run",
             Severity.INFO,
         )
 
