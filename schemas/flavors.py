@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from titan.schemas._frozen import Frozen, _set
-from titan.schemas.flavor_table import FLAVOR_TABLE
+from titan.schemas.flavor_table import FAMILY_TABLE, FLAVOR_TABLE
 
 
 class Flavor(Frozen):
@@ -75,8 +75,23 @@ FLAVORS: dict[str, dict[str, Flavor]] = {
 }
 """family -> flavor name -> Flavor, in torchtitan's own order."""
 
-FAMILY_ALIASES: dict[str, str] = {"llama3_ft": "llama3"}
-"""``model.name`` values whose TrainSpec reuses another family's ``model_args`` dict."""
+FAMILY_ALIASES: dict[str, str] = {
+    alias: family for family, row in FAMILY_TABLE.items() for alias in row["aliases"]
+}
+"""``model.name`` values whose TrainSpec reuses another family's ``model_args`` dict (each
+family's record names its own)."""
+
+MODEL_CONFIGS: dict[str, str] = {
+    family: row["model_config"] for family, row in FAMILY_TABLE.items()
+}
+"""Each family's model config class, as generated registry code imports it
+(``titan.models.llama3:Llama3Model.Config``)."""
+
+MODEL_TRAINERS: dict[str, str] = {
+    name: trainer for row in FAMILY_TABLE.values() for name, trainer in row["trainers"].items()
+}
+"""``model.name`` values (a family's or an alias) whose configs need a trainer subclass -> its
+config class (``titan.models.flux.trainer:FluxTrainer.Config``)."""
 
 
 def flavor(family: str, name: str) -> Flavor | None:

@@ -6,8 +6,8 @@ The trainer, data loader and validator configs of flux live beside this in ``tra
 
 from __future__ import annotations
 
-from titan.models.common.registry import deferred_training, flavor_model_spec
 from titan.models.flux import flavors
+from titan.models.flux.family import FAMILY
 from titan.models.flux.model_config import (
     AutoEncoder,
     FluxModel,
@@ -15,7 +15,7 @@ from titan.models.flux.model_config import (
     config_from_args,
     flavor_args,
 )
-from titan.protocols.model_spec import Capabilities, ModelSpec
+from titan.protocols.model_spec import ModelSpec
 
 FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names, in torchtitan's order: flux-dev, flux-schnell, flux-debug."""
@@ -23,12 +23,7 @@ FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of flux ``flavor`` (e.g. ``"flux-dev"``); ``ValueError`` if unknown."""
-    return flavor_model_spec(
-        "flux",
-        flavor,
-        flavors=flavors.FLAVORS,
-        capabilities=Capabilities(training_refusal=deferred_training("flux")),
-    )
+    return FAMILY.model_spec(flavor)
 
 
 __all__ = [
