@@ -9,8 +9,6 @@ from titan.models.deepseek_v3.model_config import (
     DeepSeekV3TransformerBlock,
     MLAttention,
     YaRNRoPE,
-    config_from_args,
-    flavor_args,
 )
 from titan.protocols.model_spec import ModelSpec
 
@@ -29,7 +27,5 @@ __all__ = [
     "DeepSeekV3TransformerBlock",
     "MLAttention",
     "YaRNRoPE",
-    "config_from_args",
-    "flavor_args",
     "model_registry",
 ]

@@ -12,8 +12,6 @@ from titan.models.flux.model_config import (
     AutoEncoder,
     FluxModel,
     FluxRoPE,
-    config_from_args,
-    flavor_args,
 )
 from titan.protocols.model_spec import ModelSpec
 
@@ -31,7 +29,5 @@ __all__ = [
     "AutoEncoder",
     "FluxModel",
     "FluxRoPE",
-    "config_from_args",
-    "flavor_args",
     "model_registry",
 ]

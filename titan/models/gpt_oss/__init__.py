@@ -10,8 +10,6 @@ from titan.models.gpt_oss.model_config import (
     GptOssMoE,
     GptOssRoPE,
     GptOssTransformerBlock,
-    config_from_args,
-    flavor_args,
 )
 from titan.protocols.model_spec import ModelSpec
 
@@ -31,7 +29,5 @@ __all__ = [
     "GptOssModel",
     "GptOssRoPE",
     "GptOssTransformerBlock",
-    "config_from_args",
-    "flavor_args",
     "model_registry",
 ]

@@ -6,8 +6,6 @@ from titan.models.llama3 import flavors
 from titan.models.llama3.family import FAMILY
 from titan.models.llama3.model_config import (
     Llama3Model,
-    config_from_args,
-    flavor_args,
 )
 from titan.protocols.model_spec import ModelSpec
 
@@ -20,4 +18,4 @@ def model_registry(flavor: str) -> ModelSpec:
     return FAMILY.model_spec(flavor)
 
 
-__all__ = ["FLAVORS", "Llama3Model", "config_from_args", "flavor_args", "model_registry"]
+__all__ = ["FLAVORS", "Llama3Model", "model_registry"]

@@ -12,8 +12,6 @@ from titan.models.llama4.model_config import (
     Llama4Attention,
     Llama4Model,
     Llama4TransformerBlock,
-    config_from_args,
-    flavor_args,
 )
 from titan.protocols.model_spec import ModelSpec
 
@@ -31,7 +29,5 @@ __all__ = [
     "Llama4Attention",
     "Llama4Model",
     "Llama4TransformerBlock",
-    "config_from_args",
-    "flavor_args",
     "model_registry",
 ]

@@ -7,8 +7,6 @@ from titan.models.qwen3.family import FAMILY
 from titan.models.qwen3.model_config import (
     Qwen3Attention,
     Qwen3Model,
-    config_from_args,
-    flavor_args,
 )
 from titan.protocols.model_spec import ModelSpec
 
@@ -25,7 +23,5 @@ __all__ = [
     "FLAVORS",
     "Qwen3Attention",
     "Qwen3Model",
-    "config_from_args",
-    "flavor_args",
     "model_registry",
 ]
