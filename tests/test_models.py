@@ -13,7 +13,7 @@ import types
 import typing
 
 import pytest
-from titan.schemas.flavors import flavor_names
+from titan.schemas.flavors import FLAVORS, flavor_names
 
 import titan.models
 from tests import v022_flavors
@@ -29,7 +29,8 @@ CONFIG_MODULES = {
     f: importlib.import_module(f"titan.models.{f}.model_config") for f in SUPPORTED_MODELS
 }
 FAMILY_FLAVORS = [(f, name) for f in SUPPORTED_MODELS for name in flavor_names(f)]
-MOE_FAMILIES = ("deepseek_v3", "gpt_oss", "llama4")  # every flavor has MoE layers
+# The families every flavor of which has MoE layers.
+MOE_FAMILIES = tuple(f for f in SUPPORTED_MODELS if all(x.moe for x in FLAVORS[f].values()))
 
 
 # ----------------------------------------------------------------------------- flavors
