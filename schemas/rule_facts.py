@@ -41,7 +41,7 @@ class Setting(Frozen):
 
 class ExpertRouting(Frozen):
     """How one mixture of experts routes tokens, as the model will build it: a registry config's
-    MoE fields (with their spans), or a TOML flavor's ``moe_args`` (at ``model.flavor``)."""
+    MoE fields (with their spans), or a TOML flavor's routing (at ``model.flavor``)."""
 
     __slots__ = ("num_experts", "top_k", "num_expert_groups", "num_limited_groups")
     __match_args__ = ()
@@ -60,11 +60,10 @@ class ExpertRouting(Frozen):
             _set(self, name, settings[name])
 
     @classmethod
-    def of_args(cls, moe_args: dict[str, Any], *, at: Setting) -> ExpertRouting:
-        """The routing of a flavor's ``moe_args``, every field standing at ``at``."""
-        return cls(
-            **{name: Setting(moe_args.get(name), at.path, at.span) for name in cls.__slots__}
-        )
+    def of_flavor(cls, routing: dict[str, Any], *, at: Setting) -> ExpertRouting:
+        """The routing of a flavor (``titan.schemas.flavors.Flavor.routing``), every field
+        standing at ``at``."""
+        return cls(**{name: Setting(routing.get(name), at.path, at.span) for name in cls.__slots__})
 
 
 SHARED_FACT_PATHS: dict[str, str] = {

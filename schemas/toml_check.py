@@ -838,10 +838,10 @@ def legacy_facts(
         flavor=flavor_name,
         n_heads=found.n_heads if found else None,
         n_kv_heads=found.n_kv_heads if found else None,
-        n_layers=found.args.get("n_layers") if found else None,
+        n_layers=found.n_layers if found else None,
         moe=found.moe if found else None,
-        experts=(rule_facts.ExpertRouting.of_args(found.args["moe_args"], at=flavor_name),)
-        if found is not None and found.moe
+        experts=(rule_facts.ExpertRouting.of_flavor(found.routing, at=flavor_name),)
+        if found is not None and found.moe and found.routing is not None
         else (),
         fork=fork,
         dataset=get("training.dataset"),

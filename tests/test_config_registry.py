@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from titan.migrate.plan.homes import TRAINER, base_homes, home
+from titan.schemas import flavors
 from titan.schemas.extension_reader import KNOWN_EXTENSIONS, read_extension
 from titan.schemas.legacy_spec import LEGACY_SPEC
 from titan.schemas.spec import SectionSpec
@@ -42,11 +43,9 @@ CUSTOM_MODULE = "legacy_custom_config_registry"
 CUSTOM_TRAINERS = {"probe_extension": "ProbeTrainerConfig", "team_ext": "TeamTrainerConfig"}
 """Custom config module -> the ``Trainer.Config`` subclass that replaces it (reference §5)."""
 
-TRAINER_OF_MODEL = {
-    "llama3_ft": "titan.experiments.ft.trainer:FaultTolerantTrainer.Config",
-    "flux": "titan.models.flux.trainer:FluxTrainer.Config",
-}
-"""``model.name`` values that need a trainer subclass even when no key of theirs is written."""
+TRAINER_OF_MODEL = flavors.MODEL_TRAINERS
+"""``model.name`` values that need a trainer subclass even when no key of theirs is written
+(each family's record names them)."""
 
 
 VALIDATION_SHAPE = {

@@ -23,10 +23,16 @@ import tomli_w
 
 from tests.reference import CORPUS, require
 from tests.training_runs import REPO, titan_train
+from titan.models import SUPPORTED_MODELS, family_record
 from titan.train import main
 
 MODELS = CORPUS / "torchtitan" / "models"
-FAMILIES = ("llama3", "qwen3", "llama4", "deepseek_v3", "gpt_oss")
+FAMILIES = tuple(
+    family
+    for family in SUPPORTED_MODELS
+    if family_record(family).capabilities.training_refusal is None
+)
+"""The families titan-train trains."""
 TOKENIZER = REPO / "tests" / "assets" / "tokenizer"
 
 PIPELINE = "pipeline parallel is not supported by titan-train yet"

@@ -8,10 +8,11 @@ import json
 import textwrap
 
 import pytest
-from titan.schemas.flavors import flavor, flavor_names
+from titan.schemas.flavors import flavor
 
+from tests import v022_flavors
 from titan.cli import validate
-from titan.models import SUPPORTED_MODELS, model_registry
+from titan.models import model_registry
 from titan.models.common.moe import MoE
 from titan.protocols.module import AttentionHeads
 
@@ -49,9 +50,9 @@ def codes(found: list[dict], code: str) -> list[dict]:
 # ----------------------------------------------------------------------------- the tree's facts
 
 
-@pytest.mark.parametrize("family", SUPPORTED_MODELS)
+@pytest.mark.parametrize("family", v022_flavors.families())
 def test_every_flavor_states_the_heads_and_experts_its_args_say(family):
-    for name in flavor_names(family):
+    for name in v022_flavors.flavor_names(family):
         model = model_registry(family, name).model
         found = flavor(family, name)
         heads = model.attention_heads()
@@ -59,7 +60,7 @@ def test_every_flavor_states_the_heads_and_experts_its_args_say(family):
             assert heads == AttentionHeads(n_heads=found.n_heads, n_kv_heads=found.n_heads)
             assert not model.has_moe()
             continue
-        args = found.args
+        args = v022_flavors.args(family, name)
         n_kv = args.get("n_kv_heads") or args["n_heads"]  # MLA and MHA: one kv head per head
         assert heads == AttentionHeads(n_heads=args["n_heads"], n_kv_heads=n_kv)
         assert model.has_moe() == found.moe

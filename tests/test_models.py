@@ -13,10 +13,12 @@ import types
 import typing
 
 import pytest
-from titan.schemas.flavors import flavor, flavor_names
+from titan.schemas.flavors import FLAVORS, flavor_names
 
 import titan.models
+from tests import v022_flavors
 from titan.config.configurable import Configurable, NotBuildableError
+from titan.config.serialize import to_dict
 from titan.models import FAMILY_ALIASES, SUPPORTED_MODELS, model_registry
 from titan.models.common import Attention, BaseAttention, MoE
 from titan.protocols.model_spec import ModelSpec
@@ -27,30 +29,22 @@ CONFIG_MODULES = {
     f: importlib.import_module(f"titan.models.{f}.model_config") for f in SUPPORTED_MODELS
 }
 FAMILY_FLAVORS = [(f, name) for f in SUPPORTED_MODELS for name in flavor_names(f)]
-MOE_FAMILIES = ("deepseek_v3", "gpt_oss", "llama4")  # every flavor has MoE layers
-
-
-def typed(value: object) -> object:
-    """``value`` with every leaf tagged by its type, so ``1 == 1.0 == True`` no longer holds;
-    tuples and lists compare equal (both are sequences in the v0.2.2 dicts)."""
-    if isinstance(value, dict):
-        return {key: typed(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return ("sequence", [typed(item) for item in value])
-    return (type(value).__name__, value)
+# The families every flavor of which has MoE layers.
+MOE_FAMILIES = tuple(f for f in SUPPORTED_MODELS if all(x.moe for x in FLAVORS[f].values()))
 
 
 # ----------------------------------------------------------------------------- flavors
 
 
 @pytest.mark.parametrize(("family", "name"), FAMILY_FLAVORS)
-def test_every_flavor_round_trips_to_its_v022_args(family, name):
-    module = CONFIG_MODULES[family]
-    expected = flavor(family, name).args
+def test_every_flavor_is_its_frozen_v022_model(family, name):
     spec = importlib.import_module(f"titan.models.{family}").model_registry(name)
-    assert typed(module.flavor_args(spec.model)) == typed(expected)
-    assert list(module.flavor_args(spec.model)) == list(module.ARG_NAMES)
-    assert module.config_from_args(module.flavor_args(spec.model)) == spec.model
+    assert v022_flavors.changed_leaves(family, name, spec.model) == {}
+
+
+@pytest.mark.parametrize("family", v022_flavors.families())
+def test_every_v022_family_keeps_exactly_its_v022_flavors(family):
+    assert flavor_names(family) == v022_flavors.flavor_names(family)
 
 
 @pytest.mark.parametrize("family", SUPPORTED_MODELS)
@@ -67,7 +61,8 @@ def test_llama4_keeps_the_irope_flavors_torchtitan_removed():
 
 
 def test_supported_models_and_aliases_match_schemas():
-    assert set(SUPPORTED_MODELS) == {"llama3", "qwen3", "deepseek_v3", "llama4", "gpt_oss", "flux"}
+    folders = {p.parent.name for p in MODELS_DIR.glob("*/family.py")}
+    assert set(SUPPORTED_MODELS) == folders and len(folders) >= 6
     for alias, family in FAMILY_ALIASES.items():
         assert flavor_names(alias) == flavor_names(family)
         assert model_registry(alias, "8B") == model_registry(family, "8B")
@@ -79,7 +74,6 @@ def test_supported_models_and_aliases_match_schemas():
 @pytest.mark.parametrize("family", SUPPORTED_MODELS)
 def test_model_registry_returns_fresh_equal_independent_specs(family):
     name = flavor_names(family)[0]
-    args_before = copy.deepcopy(flavor(family, name).args)
     first, second = model_registry(family, name), model_registry(family, name)
     assert isinstance(first, ModelSpec)
     assert (first.name, first.flavor) == (family, name)
@@ -90,8 +84,8 @@ def test_model_registry_returns_fresh_equal_independent_specs(family):
     else:
         first.model.layer.attention.n_heads = 1
     assert first != second
-    assert CONFIG_MODULES[family].flavor_args(second.model) == flavor(family, name).args
-    assert flavor(family, name).args == args_before
+    assert to_dict(second.model) == to_dict(model_registry(family, name).model)
+    assert v022_flavors.changed_leaves(family, name, second.model) == {}
 
 
 def test_llama3_spec_names_its_training_functions():
@@ -248,45 +242,12 @@ def test_no_torch_on_import():
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 
-# ----------------------------------------------------------------------------- conversions
-
-
-def test_config_from_args_rejects_unknown_and_missing_names():
-    module = CONFIG_MODULES["llama3"]
-    args = dict(flavor("llama3", "8B").args)
-    args["n_head"] = args.pop("n_heads")
-    with pytest.raises(ValueError, match="unknown 'n_head' \\(did you mean 'n_heads'\\?\\)"):
-        module.config_from_args(args)
-    args = copy.deepcopy(flavor("qwen3", "30B-A3B").args)
-    args["moe_args"]["topk"] = args["moe_args"].pop("top_k")
-    with pytest.raises(ValueError, match="moe_args: unknown 'topk'.*missing 'top_k'"):
-        CONFIG_MODULES["qwen3"].config_from_args(args)
-
-
-def test_qwen3_dense_args_with_moe_settings_are_refused():
-    args = copy.deepcopy(flavor("qwen3", "8B").args)
-    args["moe_args"]["num_experts"] = 64
-    with pytest.raises(ValueError, match="moe_enabled=False"):
-        CONFIG_MODULES["qwen3"].config_from_args(args)
-
-
-def test_flavor_args_refuses_what_v022_cannot_express():
-    config = model_registry("llama3", "8B").model
-    config.layer.feed_forward.hidden_dim = 14336
-    with pytest.raises(ValueError, match="set multiple_of, not hidden_dim"):
-        CONFIG_MODULES["llama3"].flavor_args(config)
+# ----------------------------------------------------------------------------- defaults
 
 
 @pytest.mark.parametrize("family", SUPPORTED_MODELS)
-def test_default_config_is_small_and_expressible_in_v022(family):
-    module = CONFIG_MODULES[family]
-    model_class = next(
-        c
-        for c in CONFIG_CLASSES
-        if c.__module__ == module.__name__ and c.__qualname__.endswith("Model.Config")
-    )
-    args = module.flavor_args(model_class())
-    assert module.flavor_args(module.config_from_args(args)) == args
+def test_default_config_is_small(family):
+    model_class = titan.models.family_record(family).model_config
     count = model_class().num_params()
     assert count is None if family == "flux" else 0 < count < 50_000_000
 

@@ -26,22 +26,15 @@ import re
 import unicodedata
 
 from titan.migrate.targets.config_objects import CLASSES
+from titan.schemas import flavors
 
-FAMILIES = ("deepseek_v3", "flux", "gpt_oss", "llama3", "llama4", "qwen3")
-"""Model family packages a module may import from ``titan.models`` (``titan.migrate.plan.build`` checks
-this against titan's list through its test)."""
+FAMILIES = tuple(flavors.MODEL_CONFIGS)
+"""Model family packages a module may import from ``titan.models`` (titan's families, from the
+table generated from their records)."""
 
-MODEL_CONFIGS = {
-    "deepseek_v3": "titan.models.deepseek_v3:DeepSeekV3Model.Config",
-    "flux": "titan.models.flux:FluxModel.Config",
-    "gpt_oss": "titan.models.gpt_oss:GptOssModel.Config",
-    "llama3": "titan.models.llama3:Llama3Model.Config",
-    "llama4": "titan.models.llama4:Llama4Model.Config",
-    "qwen3": "titan.models.qwen3:Qwen3Model.Config",
-}
+MODEL_CONFIGS = flavors.MODEL_CONFIGS
 """Each family's model config class (what its ``model_registry(flavor).model`` is): a custom
-module's new ``[model]`` fields extend it (``titan.migrate.plan.model_keys``; a test keeps it equal to
-titan's registries)."""
+module's new ``[model]`` fields extend it (``titan.migrate.plan.model_keys``)."""
 
 FIXED_IMPORTS = (
     "annotations",  # from __future__ import annotations binds the name

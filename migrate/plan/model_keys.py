@@ -21,13 +21,15 @@ from titan.migrate.targets.config_objects import (
     outside_class,
     same,
 )
+from titan.schemas import flavors
 from titan.schemas.diagnostics import Severity
 
 TITAN_FAMILIES = names.FAMILIES
-"""Model families titan has registries for (``titan.models.SUPPORTED_MODELS``; a test keeps
-the two equal, this module cannot import titan)."""
+"""Model families titan has registries for (``titan.models.SUPPORTED_MODELS``, read from the
+generated table: this module cannot import titan)."""
 
-FAMILY_ALIASES = {"llama3_ft": "llama3"}
+FAMILY_ALIASES = flavors.FAMILY_ALIASES
+"""Legacy ``model.name`` values that build another family's flavors (``llama3_ft``)."""
 
 MODEL_CONFIGS = names.MODEL_CONFIGS
 """Each family's model config class, which a custom module's new ``[model]`` fields extend."""
@@ -50,8 +52,6 @@ def model(draft: PlanDraft) -> None:
         no_model_fields(draft)
         return  # reported by the check
     family = FAMILY_ALIASES.get(name, name)
-    from titan.schemas import flavors
-
     if family in TITAN_FAMILIES and flavor in (flavors.flavor_names(family) or ()):
         draft.root.fields["model_spec"] = RegistryCall(family, flavor, model=model_fields(draft))
         for key in keys:

@@ -11,6 +11,7 @@ from titan.migrate.plan import homes as homes_table
 from titan.migrate.plan.draft import PlanDraft
 from titan.migrate.plan.legacy_values import schema_default
 from titan.migrate.targets.config_objects import same
+from titan.schemas import flavors
 from titan.schemas.diagnostics import Severity
 
 TRAINER = homes_table.TRAINER
@@ -18,8 +19,9 @@ FT_TRAINER = "titan.experiments.ft.trainer:FaultTolerantTrainer.Config"
 FLUX_TRAINER = "titan.models.flux.trainer:FluxTrainer.Config"
 IN_BACKWARD = "titan.components.optimizer:OptimizersInBackwardContainer.Config"
 
-MODEL_TRAINERS = {"llama3_ft": FT_TRAINER, "flux": FLUX_TRAINER}
-"""``model.name`` values that need a trainer subclass even when none of their keys is written."""
+MODEL_TRAINERS = flavors.MODEL_TRAINERS
+"""``model.name`` values that need a trainer subclass even when none of their keys is written
+(each family's record names them)."""
 
 EXTENSION_TRAINERS = {"ft": FT_TRAINER, "flux": FLUX_TRAINER}
 """Built-in custom config modules whose sections live on a trainer subclass."""

@@ -290,7 +290,7 @@ _SUFFIX_BACKENDS = (
 def split_flavor(family: str, flavor: str) -> tuple[str, str]:
     """A v0.2.2 flavor as (0.3.0 flavor, the attention it ran: sdpa / flex / varlen)."""
     found = flavors.flavor(family, flavor)
-    attention = found.args.get("attn_type", "sdpa") if found is not None else "sdpa"
+    attention = found.attn_type if found is not None else "sdpa"
     for suffix, _backend in _SUFFIX_BACKENDS:
         if flavor.endswith(suffix):
             return flavor[: -len(suffix)], attention

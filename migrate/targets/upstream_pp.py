@@ -76,5 +76,5 @@ def _layer_count(builder: Any) -> int | None:
     if not isinstance(call, RegistryCall) or call.module is not None:
         return None
     flavor = FLAVOR_TABLE.get(call.family, {}).get(call.flavor)
-    count = (flavor or {}).get("args", {}).get("n_layers")
+    count = (flavor or {}).get("n_layers")
     return count if isinstance(count, int) and count > 0 else None

@@ -22,9 +22,9 @@ from titan.migrate.codegen.render_code import function_names, render_module
 from titan.migrate.plan.build import build_plan
 from titan.migrate.plan.migration_plan import Plan
 from titan.migrate.targets.upstream import retarget
-from titan.schemas import flavors
 from titan.schemas.diagnostics import Severity
 
+from tests import v022_flavors
 from tests.reference import corpus_files
 from tests.upstream.building import build
 
@@ -371,7 +371,7 @@ def test_030_flux_flavors_have_the_v022_shapes(built):
     """``model.flavor`` keeps its name, so each 0.3.0 flavor must be the v0.2.2 model."""
     for name in ("flux-debug", "flux-dev", "flux-schnell"):
         model = built.upstream["flavor_" + name.replace("-", "_")]
-        args = dict(flavors.flavor("flux", name).args)
+        args = v022_flavors.args("flux", name)
         autoencoder = args.pop("autoencoder_params")
         for field, value in args.items():
             assert _json(model[field]) == _json(value), (name, field)

@@ -7,26 +7,71 @@ imports the one it is asked for.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
+import os
+import pkgutil
 from typing import Any
 
 from titan.protocols.model_spec import Capabilities, ModelSpec
 
-SUPPORTED_MODELS: tuple[str, ...] = ("deepseek_v3", "flux", "gpt_oss", "llama3", "llama4", "qwen3")
-"""The model families titan describes, as torchtitan names them."""
+RECORD_MODULE = "family"
+"""The module of a family package that holds its record (``FAMILY``, a
+``titan.models.common.model_family.ModelFamily``); a package without one is no family (``common``)."""
 
-FAMILY_ALIASES: dict[str, str] = {"llama3_ft": "llama3"}
-"""Legacy ``model.name`` values that reuse another family's flavors (torchft's llama3)."""
+
+def family_names(path: list[str] | None = None) -> tuple[str, ...]:
+    """The families: the packages in ``path`` (default: this package's folder) that have a
+    ``family.py``, sorted. Reads folder names only; imports nothing."""
+    found = []
+    for package in pkgutil.iter_modules(__path__ if path is None else path):
+        folder = getattr(package.module_finder, "path", None)
+        if package.ispkg and folder is not None:
+            inside = pkgutil.iter_modules([os.path.join(folder, package.name)])
+            if any(module.name == RECORD_MODULE for module in inside):
+                found.append(package.name)
+    return tuple(sorted(found))
+
+
+SUPPORTED_MODELS: tuple[str, ...] = family_names()
+"""The model families titan describes, as torchtitan names them: the folders of this package
+that declare a family (``<family>/family.py``), sorted. Every other list of families (the
+validator's and the migrator's generated table, the tests) is read from this one."""
+
+
+def family_record(family: str) -> Any:
+    """The ``ModelFamily`` record of ``family`` (a name of ``SUPPORTED_MODELS``)."""
+    record = importlib.import_module(f"{__name__}.{family}.{RECORD_MODULE}").FAMILY
+    if getattr(record, "name", None) != family:
+        raise TypeError(f"{__name__}.{family}.{RECORD_MODULE}.FAMILY is not the {family} family")
+    return record
+
+
+@functools.cache
+def _aliases() -> dict[str, str]:
+    """Legacy ``model.name`` -> the family whose flavors it reuses (torchft's ``llama3_ft``),
+    from every family's record."""
+    records = [family_record(family) for family in SUPPORTED_MODELS]
+    return {alias: record.name for record in records for alias in record.aliases}
+
+
+def __getattr__(name: str) -> object:
+    """``FAMILY_ALIASES``, read from the records when first asked for: ``import titan.models``
+    imports no family."""
+    if name == "FAMILY_ALIASES":
+        return dict(_aliases())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def family_name(family: str) -> str:
     """The family ``family`` names (aliases resolved); ``ValueError`` with a hint if unknown."""
-    name = FAMILY_ALIASES.get(family, family)
+    aliases = _aliases()
+    name = aliases.get(family, family)
     if name not in SUPPORTED_MODELS:
         # Imported here: it loads titan.schemas.flavors, which ``import titan.models`` should not.
         from titan.models.common.registry import unknown_name
 
-        raise unknown_name("model family", family, [*SUPPORTED_MODELS, *FAMILY_ALIASES])
+        raise unknown_name("model family", family, [*SUPPORTED_MODELS, *aliases])
     return name
 
 
@@ -82,6 +127,8 @@ __all__ = [
     "SUPPORTED_MODELS",
     "extend_model",
     "family_name",
+    "family_names",
+    "family_record",
     "model_registry",
     "unsupported_model",
 ]

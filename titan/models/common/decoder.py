@@ -71,11 +71,6 @@ class TransformerBlock(Module):
             return self.attention.num_params(dim) + ffn + 2 * dim
 
 
-# v0.2.2 spells init_std as the boolean ``depth_init``.
-INIT_STD_OF_DEPTH_INIT = {True: "by_layer", False: "by_n_layers"}
-DEPTH_INIT_OF_INIT_STD = {v: k for k, v in INIT_STD_OF_DEPTH_INIT.items()}
-
-
 class Decoder(BaseModel):
     """A decoder-only transformer language model (not buildable itself: each family is)."""
 

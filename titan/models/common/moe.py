@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Literal
 
 from titan.config.configurable import Configurable
-from titan.models.common.registry import check_arg_names
 from titan.protocols.module import Module
 from titan.schemas.ranges import NON_NEGATIVE, POSITIVE
 
@@ -65,33 +64,3 @@ class MoE(Module):
             router = dim * self.num_experts + (self.num_experts if self.gate_bias else 0)
             experts = 3 * dim * hidden_dim * (self.num_experts + self.num_shared_experts)
             return router + experts
-
-
-# v0.2.2's MoEArgs fields in order, with the one name titan changes.
-MOE_ARG_NAMES = (
-    "num_experts",
-    "num_shared_experts",
-    "score_func",
-    "route_norm",
-    "route_scale",
-    "gate_bias",
-    "score_before_experts",
-    "top_k",
-    "num_expert_groups",
-    "num_limited_groups",
-    "use_grouped_mm",
-    "load_balance_coeff",
-    "_debug_force_load_balance",
-)
-_FIELD_OF_ARG = {"_debug_force_load_balance": "force_load_balance"}
-
-
-def moe_fields_from_args(moe_args: dict[str, Any]) -> dict[str, Any]:
-    """The MoE config fields of a v0.2.2 ``moe_args`` dict, ready for ``MoE.Config(**...)``."""
-    check_arg_names("moe_args", moe_args, MOE_ARG_NAMES)
-    return {_FIELD_OF_ARG.get(name, name): value for name, value in moe_args.items()}
-
-
-def moe_args(moe: MoE.Config) -> dict[str, Any]:
-    """v0.2.2's ``moe_args`` dict of ``moe``: its routing fields (the hidden size is separate)."""
-    return {name: getattr(moe, _FIELD_OF_ARG.get(name, name)) for name in MOE_ARG_NAMES}

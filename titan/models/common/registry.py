@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from titan.protocols.model_spec import Capabilities, ModelSpec
 from titan.protocols.module import BaseModel
@@ -23,25 +22,6 @@ def unknown_name(kind: str, name: str, known: Iterable[str]) -> ValueError:
     close = close_names(name, known)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return ValueError(f"unknown {kind} {name!r}{hint} (known: {', '.join(known)})")
-
-
-def check_arg_names(what: str, args: Mapping[str, Any], expected: Iterable[str]) -> None:
-    """Raise ``ValueError`` unless ``args`` has exactly the ``expected`` keys.
-
-    A v0.2.2 args dict always has every field (defaults filled in), so a missing key means the
-    dict is not what it claims to be, and an unknown key would otherwise be dropped silently.
-    """
-    expected = list(expected)
-    missing = [k for k in expected if k not in args]
-    unknown = [k for k in args if k not in expected]
-    if not missing and not unknown:
-        return
-    problems = []
-    for key in unknown:
-        close = close_names(key, expected)
-        problems.append(f"unknown {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    problems += [f"missing {key!r}" for key in missing]
-    raise ValueError(f"{what}: {'; '.join(problems)}")
 
 
 def deferred_training(family: str) -> str:

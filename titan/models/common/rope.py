@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Literal
 
 from titan.config.configurable import Configurable
-from titan.models.common.registry import check_arg_names
 from titan.protocols.module import Module
 from titan.schemas.ranges import POSITIVE, POSITIVE_NUMBER
 
@@ -52,27 +51,3 @@ class LlamaRoPE(RoPE):
         """Wavelength bound, as a fraction of the original context, of the untouched bands."""
         original_max_position_embeddings: int = 8192
         """Context length the model was pretrained with before scaling."""
-
-
-# v0.2.2's RoPEScalingArgs, field by field; ``rope_scaling_args=None`` means no scaling.
-_SCALING_ARGS = (
-    "scaling_factor",
-    "low_freq_factor",
-    "high_freq_factor",
-    "original_max_position_embeddings",
-)
-
-
-def llama_rope_from_args(*, theta: Any, scaling_args: dict[str, Any] | None) -> LlamaRoPE.Config:
-    """The rope of v0.2.2's ``rope_theta`` and ``rope_scaling_args`` (a dict or ``None``)."""
-    if scaling_args is None:
-        return LlamaRoPE.Config(theta=theta)
-    check_arg_names("rope_scaling_args", scaling_args, _SCALING_ARGS)
-    return LlamaRoPE.Config(theta=theta, scaling="llama", **scaling_args)
-
-
-def llama_rope_scaling_args(rope: LlamaRoPE.Config) -> dict[str, Any] | None:
-    """v0.2.2's ``rope_scaling_args`` for ``rope``: its four scaling numbers, or ``None``."""
-    if rope.scaling == "none":
-        return None
-    return {name: getattr(rope, name) for name in _SCALING_ARGS}

@@ -4,44 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
-from typing import Any, Literal
+from typing import Literal
 
 from titan.models.common.attention import BaseAttention
 from titan.models.common.decoder import Decoder, TransformerBlock
-from titan.models.common.feed_forward import FeedForward
-from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
-from titan.models.common.registry import check_arg_names
+from titan.models.common.moe import MoE
 from titan.models.common.rope import RoPE
 from titan.schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
-
-# v0.2.2's DeepSeekV3ModelArgs fields (deepseek_v3/model/args.py), in order.
-ARG_NAMES = (
-    "max_batch_size",
-    "max_seq_len",
-    "vocab_size",
-    "dim",
-    "inter_dim",
-    "moe_inter_dim",
-    "n_layers",
-    "n_dense_layers",
-    "n_heads",
-    "norm_eps",
-    "moe_args",
-    "expert_parallel_comm_backend",
-    "q_lora_rank",
-    "kv_lora_rank",
-    "qk_nope_head_dim",
-    "qk_rope_head_dim",
-    "v_head_dim",
-    "attn_type",
-    "attn_mask_type",
-    "original_seq_len",
-    "rope_theta",
-    "rope_factor",
-    "beta_fast",
-    "beta_slow",
-    "mscale",
-)
 
 
 class YaRNRoPE(RoPE):
@@ -155,77 +124,3 @@ class DeepSeekV3Model(Decoder):
         """Batch size of v0.2.2's inference caches; unused in training, kept for migration."""
         expert_parallel_comm_backend: Literal["standard", "deepep"] = "standard"
         """Token dispatch of expert parallelism: all-to-all collectives, or DeepEP kernels."""
-
-
-def config_from_args(args: dict[str, Any]) -> DeepSeekV3Model.Config:
-    """The config tree of a complete v0.2.2 deepseek_v3 args dict (``titan.schemas.flavors`` form)."""
-    check_arg_names("deepseek_v3 model args", args, ARG_NAMES)
-    return DeepSeekV3Model.Config(
-        dim=args["dim"],
-        n_layers=args["n_layers"],
-        vocab_size=args["vocab_size"],
-        norm_eps=args["norm_eps"],
-        max_seq_len=args["max_seq_len"],
-        max_batch_size=args["max_batch_size"],
-        expert_parallel_comm_backend=args["expert_parallel_comm_backend"],
-        rope=YaRNRoPE.Config(
-            theta=args["rope_theta"],
-            original_seq_len=args["original_seq_len"],
-            rope_factor=args["rope_factor"],
-            beta_fast=args["beta_fast"],
-            beta_slow=args["beta_slow"],
-            mscale=args["mscale"],
-        ),
-        layer=DeepSeekV3TransformerBlock.Config(
-            attention=MLAttention.Config(
-                n_heads=args["n_heads"],
-                q_lora_rank=args["q_lora_rank"],
-                kv_lora_rank=args["kv_lora_rank"],
-                qk_nope_head_dim=args["qk_nope_head_dim"],
-                qk_rope_head_dim=args["qk_rope_head_dim"],
-                v_head_dim=args["v_head_dim"],
-                attn_type=args["attn_type"],
-                attn_mask_type=args["attn_mask_type"],
-            ),
-            feed_forward=FeedForward.Config(hidden_dim=args["inter_dim"]),
-            moe=MoE.Config(
-                hidden_dim=args["moe_inter_dim"], **moe_fields_from_args(args["moe_args"])
-            ),
-            n_dense_layers=args["n_dense_layers"],
-        ),
-    )
-
-
-def flavor_args(config: DeepSeekV3Model.Config) -> dict[str, Any]:
-    """The v0.2.2 deepseek_v3 args dict ``config`` stands for (inverse of ``config_from_args``)."""
-    layer, rope = config.layer, config.rope
-    attention, ffn, moe = layer.attention, layer.feed_forward, layer.moe
-    if not isinstance(attention, MLAttention.Config) or ffn is None or moe is None:
-        raise ValueError("a deepseek_v3 block has MLA attention, a feed-forward and an MoE")
-    return {
-        "max_batch_size": config.max_batch_size,
-        "max_seq_len": config.max_seq_len,
-        "vocab_size": config.vocab_size,
-        "dim": config.dim,
-        "inter_dim": ffn.effective_hidden_dim(config.dim),
-        "moe_inter_dim": layer.moe_hidden_dim(config.dim),
-        "n_layers": config.n_layers,
-        "n_dense_layers": layer.n_dense_layers,
-        "n_heads": attention.n_heads,
-        "norm_eps": config.norm_eps,
-        "moe_args": moe_args(moe),
-        "expert_parallel_comm_backend": config.expert_parallel_comm_backend,
-        "q_lora_rank": attention.q_lora_rank,
-        "kv_lora_rank": attention.kv_lora_rank,
-        "qk_nope_head_dim": attention.qk_nope_head_dim,
-        "qk_rope_head_dim": attention.qk_rope_head_dim,
-        "v_head_dim": attention.v_head_dim,
-        "attn_type": attention.attn_type,
-        "attn_mask_type": attention.attn_mask_type,
-        "original_seq_len": rope.original_seq_len,
-        "rope_theta": rope.theta,
-        "rope_factor": rope.rope_factor,
-        "beta_fast": rope.beta_fast,
-        "beta_slow": rope.beta_slow,
-        "mscale": rope.mscale,
-    }

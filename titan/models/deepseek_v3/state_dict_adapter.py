@@ -18,27 +18,21 @@ Importing this module does not import torch: the conversions only call tensor me
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
-import re
 from typing import Any
 
 from titan.models.common.hf_adapter import (
     HF_LAYER,
-    TITAN_LAYER,
     TOP_LEVEL_KEYS,
+    HFStateDictAdapter,
+    Parts,
     hf_storage_reader,
-    inverted,
-    lookup,
-    read_shard_index,
 )
 from titan.models.deepseek_v3.model_config import DeepSeekV3Model, MLAttention
 
 logger = logging.getLogger(__name__)
-# Unknown names are refused as not deepseek_v3 keys.
-_lookup = functools.partial(lookup, family="deepseek_v3")
 
 # titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``.
 LAYER_KEYS = {
@@ -67,10 +61,6 @@ EXPERT_KEYS = {
     "moe.experts.w3": "up_proj",
     "moe.experts.w2": "down_proj",
 }
-_LAYER_OF_HF = inverted(LAYER_KEYS)
-_TOP_LEVEL_OF_HF = inverted(TOP_LEVEL_KEYS)
-_EXPERT_OF_HF = inverted(EXPERT_KEYS)
-_HF_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(\w+)\.weight")
 # transformers' in-memory form: gate and up projections of all experts in one tensor.
 _HF_FUSED_GATE_UP = "mlp.experts.gate_up_proj"
 _HF_FUSED_DOWN = "mlp.experts.down_proj"
@@ -78,118 +68,82 @@ _HF_FUSED_DOWN = "mlp.experts.down_proj"
 _HF_PREDICTION_MARKER = "eh_proj.weight"
 
 
-class DeepSeekV3StateDictAdapter:
-    """Maps a deepseek_v3 model's state dict to Hugging Face ``DeepseekV3`` names and back.
+class DeepSeekV3StateDictAdapter(HFStateDictAdapter):
+    """Maps a deepseek_v3 model's state dict to Hugging Face ``DeepseekV3`` names and back."""
 
-    ``hf_assets_path`` is the folder of a Hugging Face checkpoint; when it holds
-    ``model.safetensors.index.json``, ``fqn_to_index_mapping`` tells an exporter which shard file
-    each Hugging Face key belongs to, so a saved checkpoint keeps the same layout.
-    """
+    family = "deepseek_v3"
+    layer_keys = LAYER_KEYS
+    expert_keys = EXPERT_KEYS
 
     def __init__(self, *, model_config: DeepSeekV3Model.Config, hf_assets_path: str | None):
-        layer = model_config.layer
-        if not isinstance(layer.attention, MLAttention.Config):
-            raise ValueError("a deepseek_v3 block has multi-head latent attention (MLAttention)")
-        self.model_config = model_config
-        self.hf_assets_path = hf_assets_path
-        self.num_experts = layer.moe.num_experts if layer.moe is not None else 0
-        self.has_expert_bias = layer.moe is not None and layer.moe.load_balance_coeff is not None
-        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
+        super().__init__(model_config=model_config, hf_assets_path=hf_assets_path)
+        self.has_expert_bias = self.balances_load
         self.rope_interleave = _read_rope_interleave(hf_assets_path)
         # Rows of each projection whose rope part moves when rope_interleave is off: the head
-        # count and head width of its output, by titan's and by Hugging Face's name.
-        attention = layer.attention
+        # count and head width of its output.
+        attention = model_config.layer.attention
         query = (attention.n_heads, attention.qk_nope_head_dim + attention.qk_rope_head_dim)
         latent = (1, attention.kv_lora_rank + attention.qk_rope_head_dim)
-        rope_rows = {"attention.wq.weight": query, "attention.wq_b.weight": query}
-        rope_rows["attention.wkv_a.weight"] = latent
-        self._rope_rows = {**rope_rows, **{LAYER_KEYS[k]: v for k, v in rope_rows.items()}}
+        self._rope_rows = {"attention.wq.weight": query, "attention.wq_b.weight": query}
+        self._rope_rows["attention.wkv_a.weight"] = latent
         self._rope_dim = attention.qk_rope_head_dim
 
-    def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
-        """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys.
+    def check_model(self, model_config: DeepSeekV3Model.Config) -> None:
+        """Multi-head latent attention in every block."""
+        if not isinstance(model_config.layer.attention, MLAttention.Config):
+            raise ValueError("a deepseek_v3 block has multi-head latent attention (MLAttention)")
 
-        A model without an expert bias (``load_balance_coeff`` None) still exports Hugging
-        Face's ``e_score_correction_bias``, as zeros, which routes the same.
-        """
-        hf = {}
-        for key, value in state_dict.items():
-            layer = TITAN_LAYER.fullmatch(key)
-            if layer is None:
-                hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
-                continue
-            index, name = layer.groups()
-            prefix = f"model.layers.{index}"
-            projection = EXPERT_KEYS.get(name)
-            if projection is not None:
-                for expert in range(value.shape[0]):
-                    hf[f"{prefix}.mlp.experts.{expert}.{projection}.weight"] = value[expert]
-                continue
-            hf[f"{prefix}.{_lookup(name, table=LAYER_KEYS, key=key)}"] = self._relayout(
-                value, name=name, to_hf=True
-            )
-            if name == "moe.router.gate.weight" and not self.has_expert_bias:
-                bias = value.new_zeros(value.shape[0]).float()
-                hf[f"{prefix}.mlp.gate.e_score_correction_bias"] = bias
-        return hf
+    def layer_to_hf(
+        self, index: str, name: str, value: Any, hf: dict[str, Any], parts: Parts, *, key: str
+    ) -> None:
+        """A model without an expert bias (``load_balance_coeff`` None) still exports Hugging
+        Face's ``e_score_correction_bias``, as zeros, which routes the same."""
+        super().layer_to_hf(index, name, value, hf, parts, key=key)
+        if name == "moe.router.gate.weight" and not self.has_expert_bias:
+            bias = value.new_zeros(value.shape[0]).float()
+            hf[f"model.layers.{index}.mlp.gate.e_score_correction_bias"] = bias
 
-    def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
-        """titan's state dict of Hugging Face ``hf_state_dict``; ``ValueError`` on unknown keys,
-        on an incomplete set of experts, and on a non-zero expert bias the model has no place for.
+    def skipped_hf_layers(self, hf_state_dict: dict[str, Any]) -> frozenset[str]:
+        """DeepSeek's releases append multi-token-prediction modules as extra layers (V3's layer
+        61, marked by an ``eh_proj``); titan trains no such module, so their keys are skipped."""
+        found = frozenset(_multi_token_prediction_layers(hf_state_dict))
+        if found:
+            logger.info("skipping the multi-token prediction layers %s", sorted(found))
+        return found
 
-        DeepSeek's releases append multi-token-prediction modules as extra layers (V3's layer 61,
-        marked by an ``eh_proj``); titan trains no such module, so their keys are skipped.
-        """
-        state = {}
-        experts: dict[str, dict[int, Any]] = {}
-        prediction_layers = _multi_token_prediction_layers(hf_state_dict)
-        if prediction_layers:
-            logger.info("skipping the multi-token prediction layers %s", sorted(prediction_layers))
-        for key, value in hf_state_dict.items():
-            layer = HF_LAYER.fullmatch(key)
-            if layer is None:
-                state[_lookup(key, table=_TOP_LEVEL_OF_HF, key=key)] = value
-                continue
-            index, name = layer.groups()
-            if index in prediction_layers:
-                continue
-            prefix = f"layers.{index}"
-            expert = _HF_EXPERT.fullmatch(name)
-            if expert is not None:
-                number, projection = expert.groups()
-                stacked = f"{prefix}.{_lookup(projection, table=_EXPERT_OF_HF, key=key)}"
-                experts.setdefault(stacked, {})[int(number)] = value
-            elif name == _HF_FUSED_GATE_UP:
-                hidden = value.shape[1] // 2
-                state[f"{prefix}.moe.experts.w1"] = value[:, :hidden]
-                state[f"{prefix}.moe.experts.w3"] = value[:, hidden:]
-            elif name == _HF_FUSED_DOWN:
-                state[f"{prefix}.moe.experts.w2"] = value
-            elif name == LAYER_KEYS["moe.expert_bias"] and not self.has_expert_bias:
-                if bool(value.any()):
-                    raise ValueError(
-                        f"{key!r} is non-zero but this model has no expert bias; "
-                        "set moe.load_balance_coeff to load it"
-                    )
-            else:
-                titan_name = _lookup(name, table=_LAYER_OF_HF, key=key)
-                state[f"{prefix}.{titan_name}"] = self._relayout(value, name=name, to_hf=False)
-        for stacked, by_number in experts.items():
-            state[stacked] = self._stack_experts(by_number, key=stacked)
-        return state
+    def layer_from_hf(
+        self, index: str, name: str, value: Any, state: dict[str, Any], parts: Parts, *, key: str
+    ) -> None:
+        """transformers' fused in-memory experts split back; a zero expert bias the model has
+        no place for dropped, a non-zero one refused."""
+        prefix = f"layers.{index}"
+        if name == _HF_FUSED_GATE_UP:
+            hidden = value.shape[1] // 2
+            state[f"{prefix}.moe.experts.w1"] = value[:, :hidden]
+            state[f"{prefix}.moe.experts.w3"] = value[:, hidden:]
+        elif name == _HF_FUSED_DOWN:
+            state[f"{prefix}.moe.experts.w2"] = value
+        elif name == LAYER_KEYS["moe.expert_bias"] and not self.has_expert_bias:
+            if bool(value.any()):
+                raise ValueError(
+                    f"{key!r} is non-zero but this model has no expert bias; "
+                    "set moe.load_balance_coeff to load it"
+                )
+        else:
+            super().layer_from_hf(index, name, value, state, parts, key=key)
 
-    def _relayout(self, weight: Any, *, name: str, to_hf: bool) -> Any:
-        """``weight`` of projection ``name`` with its rope rows in the target's layout.
+    def relayout(self, name: str, value: Any, *, to_hf: bool) -> Any:
+        """``value`` of projection ``name`` with its rope rows in the target's layout.
 
         titan keeps each head's rope rows as adjacent pairs; a ``rope_interleave: false``
         checkpoint keeps the even ones first, then the odd ones. Other weights pass unchanged.
         """
         shape = self._rope_rows.get(name)
         if shape is None or self.rope_interleave:
-            return weight
+            return value
         heads, head_dim = shape
-        rope, cols = self._rope_dim, weight.shape[-1]
-        by_head = weight.reshape(heads, head_dim, cols)
+        rope, cols = self._rope_dim, value.shape[-1]
+        by_head = value.reshape(heads, head_dim, cols)
         rows = by_head[:, head_dim - rope :]
         if to_hf:
             moved = rows.reshape(heads, rope // 2, 2, cols).transpose(1, 2)
@@ -197,20 +151,7 @@ class DeepSeekV3StateDictAdapter:
             moved = rows.reshape(heads, 2, rope // 2, cols).transpose(1, 2)
         out = by_head.clone()
         out[:, head_dim - rope :] = moved.reshape(heads, rope, cols)
-        return out.reshape(weight.shape)
-
-    def _stack_experts(self, by_number: dict[int, Any], *, key: str) -> Any:
-        """One ``[E, ...]`` tensor of the per-expert weights ``by_number`` of titan key ``key``."""
-        if sorted(by_number) != list(range(self.num_experts)):
-            raise ValueError(
-                f"{key} needs experts 0..{self.num_experts - 1}, "
-                f"the checkpoint has {sorted(by_number)}"
-            )
-        first = by_number[0]
-        out = first.new_empty((self.num_experts, *first.shape))
-        for number, weight in by_number.items():
-            out[number].copy_(weight)
-        return out
+        return out.reshape(value.shape)
 
     def hf_differences(self) -> list[str]:
         """Why Hugging Face's ``DeepseekV3`` would compute something else than this model."""

@@ -6,16 +6,14 @@ The trainer, data loader and validator configs of flux live beside this in ``tra
 
 from __future__ import annotations
 
-from titan.models.common.registry import deferred_training, flavor_model_spec
 from titan.models.flux import flavors
+from titan.models.flux.family import FAMILY
 from titan.models.flux.model_config import (
     AutoEncoder,
     FluxModel,
     FluxRoPE,
-    config_from_args,
-    flavor_args,
 )
-from titan.protocols.model_spec import Capabilities, ModelSpec
+from titan.protocols.model_spec import ModelSpec
 
 FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names, in torchtitan's order: flux-dev, flux-schnell, flux-debug."""
@@ -23,12 +21,7 @@ FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of flux ``flavor`` (e.g. ``"flux-dev"``); ``ValueError`` if unknown."""
-    return flavor_model_spec(
-        "flux",
-        flavor,
-        flavors=flavors.FLAVORS,
-        capabilities=Capabilities(training_refusal=deferred_training("flux")),
-    )
+    return FAMILY.model_spec(flavor)
 
 
 __all__ = [
@@ -36,7 +29,5 @@ __all__ = [
     "AutoEncoder",
     "FluxModel",
     "FluxRoPE",
-    "config_from_args",
-    "flavor_args",
     "model_registry",
 ]

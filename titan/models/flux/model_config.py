@@ -7,41 +7,12 @@ from dataclasses import field
 from typing import Any
 
 from titan.config.configurable import Configurable, NotBuildableError
-from titan.models.common.registry import check_arg_names, deferred_training
+from titan.models.common.registry import deferred_training
 from titan.models.common.rope import RoPE
 from titan.protocols.module import AttentionHeads, BaseModel, Module
 from titan.schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
 
 TRAINING_STATUS = deferred_training("flux")
-
-# v0.2.2's FluxModelArgs fields (flux/model/args.py), in order.
-ARG_NAMES = (
-    "in_channels",
-    "out_channels",
-    "vec_in_dim",
-    "context_in_dim",
-    "hidden_size",
-    "mlp_ratio",
-    "num_heads",
-    "depth",
-    "depth_single_blocks",
-    "axes_dim",
-    "theta",
-    "qkv_bias",
-    "autoencoder_params",
-)
-# v0.2.2's AutoEncoderParams fields (flux/model/autoencoder.py), in order.
-AUTOENCODER_ARG_NAMES = (
-    "resolution",
-    "in_channels",
-    "ch",
-    "out_ch",
-    "ch_mult",
-    "num_res_blocks",
-    "z_channels",
-    "scale_factor",
-    "shift_factor",
-)
 
 
 class AutoEncoder(Module):
@@ -152,48 +123,3 @@ class FluxModel(BaseModel):
         def build(self, **kwargs: Any) -> Any:
             """Refuse clearly: titan cannot construct a flux model yet."""
             raise NotBuildableError(f"cannot build a flux model: {TRAINING_STATUS}")
-
-
-def config_from_args(args: dict[str, Any]) -> FluxModel.Config:
-    """The config tree of a complete v0.2.2 flux args dict (``titan.schemas.flavors`` form)."""
-    check_arg_names("flux model args", args, ARG_NAMES)
-    autoencoder = args["autoencoder_params"]
-    check_arg_names("flux autoencoder_params", autoencoder, AUTOENCODER_ARG_NAMES)
-    return FluxModel.Config(
-        in_channels=args["in_channels"],
-        out_channels=args["out_channels"],
-        vec_in_dim=args["vec_in_dim"],
-        context_in_dim=args["context_in_dim"],
-        hidden_size=args["hidden_size"],
-        mlp_ratio=args["mlp_ratio"],
-        num_heads=args["num_heads"],
-        depth=args["depth"],
-        depth_single_blocks=args["depth_single_blocks"],
-        qkv_bias=args["qkv_bias"],
-        rope=FluxRoPE.Config(theta=args["theta"], axes_dim=tuple(args["axes_dim"])),
-        autoencoder=AutoEncoder.Config(
-            **{name: autoencoder[name] for name in AUTOENCODER_ARG_NAMES if name != "ch_mult"},
-            ch_mult=tuple(autoencoder["ch_mult"]),
-        ),
-    )
-
-
-def flavor_args(config: FluxModel.Config) -> dict[str, Any]:
-    """The v0.2.2 flux args dict ``config`` stands for (the inverse of ``config_from_args``)."""
-    return {
-        "in_channels": config.in_channels,
-        "out_channels": config.out_channels,
-        "vec_in_dim": config.vec_in_dim,
-        "context_in_dim": config.context_in_dim,
-        "hidden_size": config.hidden_size,
-        "mlp_ratio": config.mlp_ratio,
-        "num_heads": config.num_heads,
-        "depth": config.depth,
-        "depth_single_blocks": config.depth_single_blocks,
-        "axes_dim": config.rope.axes_dim,
-        "theta": config.rope.theta,
-        "qkv_bias": config.qkv_bias,
-        "autoencoder_params": {
-            name: getattr(config.autoencoder, name) for name in AUTOENCODER_ARG_NAMES
-        },
-    }

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from titan.models.common.registry import flavor_model_spec
 from titan.models.gpt_oss import flavors
+from titan.models.gpt_oss.family import FAMILY
 from titan.models.gpt_oss.model_config import (
     GptOssAttention,
     GptOssModel,
     GptOssMoE,
     GptOssRoPE,
     GptOssTransformerBlock,
-    config_from_args,
-    flavor_args,
 )
-from titan.protocols.model_spec import Capabilities, ModelSpec
+from titan.protocols.model_spec import ModelSpec
 
 FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 """Flavor names, in torchtitan's order: debugmodel, 20b, 120b."""
@@ -21,30 +19,7 @@ FLAVORS: tuple[str, ...] = tuple(flavors.FLAVORS)
 
 def model_registry(flavor: str) -> ModelSpec:
     """A fresh ``ModelSpec`` of gpt_oss ``flavor`` (e.g. ``"20b"``); ``ValueError`` if unknown."""
-    return flavor_model_spec(
-        "gpt_oss",
-        flavor,
-        flavors=flavors.FLAVORS,
-        # Proved by tests/test_gpt_oss_*: one-process training (both config forms, bitwise),
-        # activation checkpointing, Hugging Face import/export; FSDP/HSDP (also CPU-offloaded
-        # and bf16), TP (heads, sinks and expert hidden units split; also under FSDP) and DDP
-        # against one process on two ranks; per-block compile (aot_eager) trains like eager;
-        # EP 2 (whole experts per rank) against one process on two ranks
-        # (tests/test_expert_parallel.py). float8 is not tested for gpt_oss.
-        capabilities=Capabilities(
-            fsdp=True,
-            ddp=True,
-            tp=True,
-            ep=True,
-            compile=True,
-            activation_checkpoint=True,
-            hf_checkpoints=True,
-        ),
-        build_loss_fn="titan.components.loss:build_cross_entropy_loss",
-        parallelize_fn="titan.models.gpt_oss.parallelize:parallelize_gpt_oss",
-        post_optimizer_build_fn="titan.models.common.moe_balance:register_moe_load_balancing",
-        state_dict_adapter="titan.models.gpt_oss.state_dict_adapter:GptOssStateDictAdapter",
-    )
+    return FAMILY.model_spec(flavor)
 
 
 __all__ = [
@@ -54,7 +29,5 @@ __all__ = [
     "GptOssModel",
     "GptOssRoPE",
     "GptOssTransformerBlock",
-    "config_from_args",
-    "flavor_args",
     "model_registry",
 ]

@@ -4,39 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
-from typing import Any, Literal
+from typing import Literal
 
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import Decoder, TransformerBlock
-from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
-from titan.models.common.registry import check_arg_names
+from titan.models.common.moe import MoE
 from titan.models.common.rope import RoPE
 from titan.schemas.ranges import POSITIVE, POSITIVE_NUMBER
-
-# v0.2.2's GptOssModelArgs fields (gpt_oss/model/args.py), in order.
-ARG_NAMES = (
-    "max_batch_size",
-    "max_seq_len",
-    "dtype",
-    "vocab_size",
-    "dim",
-    "moe_inter_dim",
-    "n_layers",
-    "norm_eps",
-    "moe_args",
-    "swiglu_limit",
-    "head_dim",
-    "n_heads",
-    "n_kv_heads",
-    "sliding_window_size",
-    "attn_mask_type",
-    "attn_type",
-    "original_seq_len",
-    "rope_theta",
-    "rope_factor",
-    "ntk_alpha",
-    "ntk_beta",
-)
 
 
 class GptOssRoPE(RoPE):
@@ -149,71 +123,3 @@ class GptOssModel(Decoder):
         """Batch size of v0.2.2's inference caches; unused in training, kept for migration."""
         dtype: Literal["bf16", "fp8"] = "bf16"
         """Compute dtype listed in v0.2.2's model args, kept so migration is lossless."""
-
-
-def config_from_args(args: dict[str, Any]) -> GptOssModel.Config:
-    """The config tree of a complete v0.2.2 gpt_oss args dict (``titan.schemas.flavors`` form)."""
-    check_arg_names("gpt_oss model args", args, ARG_NAMES)
-    return GptOssModel.Config(
-        dim=args["dim"],
-        n_layers=args["n_layers"],
-        vocab_size=args["vocab_size"],
-        norm_eps=args["norm_eps"],
-        max_seq_len=args["max_seq_len"],
-        max_batch_size=args["max_batch_size"],
-        dtype=args["dtype"],
-        rope=GptOssRoPE.Config(
-            theta=args["rope_theta"],
-            original_seq_len=args["original_seq_len"],
-            rope_factor=args["rope_factor"],
-            ntk_alpha=args["ntk_alpha"],
-            ntk_beta=args["ntk_beta"],
-        ),
-        layer=GptOssTransformerBlock.Config(
-            attention=GptOssAttention.Config(
-                n_heads=args["n_heads"],
-                n_kv_heads=args["n_kv_heads"],
-                head_dim=args["head_dim"],
-                sliding_window_size=args["sliding_window_size"],
-                attn_type=args["attn_type"],
-                attn_mask_type=args["attn_mask_type"],
-            ),
-            feed_forward=None,
-            moe=GptOssMoE.Config(
-                hidden_dim=args["moe_inter_dim"],
-                swiglu_limit=args["swiglu_limit"],
-                **moe_fields_from_args(args["moe_args"]),
-            ),
-        ),
-    )
-
-
-def flavor_args(config: GptOssModel.Config) -> dict[str, Any]:
-    """The v0.2.2 gpt_oss args dict ``config`` stands for (the inverse of ``config_from_args``)."""
-    layer, rope = config.layer, config.rope
-    attention, moe = layer.attention, layer.moe
-    if not isinstance(attention, GptOssAttention.Config) or not isinstance(moe, GptOssMoE.Config):
-        raise ValueError("a gpt_oss block has GptOssAttention and a GptOssMoE")
-    return {
-        "max_batch_size": config.max_batch_size,
-        "max_seq_len": config.max_seq_len,
-        "dtype": config.dtype,
-        "vocab_size": config.vocab_size,
-        "dim": config.dim,
-        "moe_inter_dim": layer.moe_hidden_dim(config.dim),
-        "n_layers": config.n_layers,
-        "norm_eps": config.norm_eps,
-        "moe_args": moe_args(moe),
-        "swiglu_limit": moe.swiglu_limit,
-        "head_dim": attention.head_dim,
-        "n_heads": attention.n_heads,
-        "n_kv_heads": attention.n_kv_heads,
-        "sliding_window_size": attention.sliding_window_size,
-        "attn_mask_type": attention.attn_mask_type,
-        "attn_type": attention.attn_type,
-        "original_seq_len": rope.original_seq_len,
-        "rope_theta": rope.theta,
-        "rope_factor": rope.rope_factor,
-        "ntk_alpha": rope.ntk_alpha,
-        "ntk_beta": rope.ntk_beta,
-    }

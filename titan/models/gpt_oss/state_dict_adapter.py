@@ -20,24 +20,13 @@ Importing this module does not import torch: the conversions only call tensor me
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
-from titan.models.common.hf_adapter import (
-    HF_LAYER,
-    TITAN_LAYER,
-    TOP_LEVEL_KEYS,
-    hf_storage_reader,
-    inverted,
-    lookup,
-    read_shard_index,
-)
+from titan.models.common.hf_adapter import TOP_LEVEL_KEYS, HFStateDictAdapter, hf_storage_reader
 from titan.models.gpt_oss.model_config import GptOssAttention, GptOssModel, GptOssMoE
 
 logger = logging.getLogger(__name__)
-# Unknown names are refused as not gpt_oss keys.
-_lookup = functools.partial(lookup, family="gpt_oss")
 
 # titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``.
 LAYER_KEYS = {
@@ -62,72 +51,30 @@ TRANSPOSED = frozenset({"moe.experts.mlp1_weight", "moe.experts.mlp2_weight"})
 EXPERT_BIAS = "moe.expert_bias"
 TITAN_ONLY_LAYER_KEYS = (EXPERT_BIAS, "moe.tokens_per_expert")
 
-_FROM_HF_TOP_LEVEL = inverted(TOP_LEVEL_KEYS)
-_FROM_HF_LAYER = inverted(LAYER_KEYS)
 
-
-class GptOssStateDictAdapter:
+class GptOssStateDictAdapter(HFStateDictAdapter):
     """Maps a gpt_oss model's state dict to Hugging Face gpt-oss names and back.
 
-    ``hf_assets_path`` is the folder of a Hugging Face checkpoint; when it holds
-    ``model.safetensors.index.json``, ``fqn_to_index_mapping`` tells an exporter which shard
-    file each Hugging Face key belongs to, so a saved checkpoint keeps the same layout.
+    An export leaves ``moe.expert_bias`` out (Hugging Face's gpt-oss routes without it); an
+    import starts each layer's at zero when the config balances load.
     """
 
-    def __init__(self, *, model_config: GptOssModel.Config, hf_assets_path: str | None):
+    family = "gpt_oss"
+    layer_keys = LAYER_KEYS
+    titan_only_layer_keys = TITAN_ONLY_LAYER_KEYS
+    zero_expert_bias = True
+
+    def check_model(self, model_config: GptOssModel.Config) -> None:
+        """GptOssAttention and a GptOssMoE in every block."""
         layer = model_config.layer
         if not isinstance(layer.attention, GptOssAttention.Config) or not isinstance(
             layer.moe, GptOssMoE.Config
         ):
             raise ValueError("a gpt_oss block has GptOssAttention and a GptOssMoE")
-        self.model_config = model_config
-        self.hf_assets_path = hf_assets_path
-        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
 
-    def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
-        """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys.
-
-        ``moe.expert_bias`` is left out: Hugging Face's gpt-oss routes without it.
-        """
-        hf = {}
-        for key, value in state_dict.items():
-            layer = TITAN_LAYER.fullmatch(key)
-            if layer is None:
-                hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
-                continue
-            index, name = layer.groups()
-            if name in TITAN_ONLY_LAYER_KEYS:
-                continue
-            if name in TRANSPOSED:
-                value = value.transpose(1, 2)
-            hf[f"model.layers.{index}.{_lookup(name, table=LAYER_KEYS, key=key)}"] = value
-        return hf
-
-    def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
-        """titan's state dict of Hugging Face ``hf_state_dict``; ``ValueError`` on unknown keys.
-
-        Each layer's ``moe.expert_bias`` (when the config balances load) starts at zero.
-        """
-        state = {}
-        for key, value in hf_state_dict.items():
-            layer = HF_LAYER.fullmatch(key)
-            if layer is None:
-                state[_lookup(key, table=_FROM_HF_TOP_LEVEL, key=key)] = value
-                continue
-            index, name = layer.groups()
-            titan_name = _lookup(name, table=_FROM_HF_LAYER, key=key)
-            if titan_name in TRANSPOSED:
-                value = value.transpose(1, 2)
-            state[f"layers.{index}.{titan_name}"] = value
-            if titan_name == "moe.router.gate.weight" and self._balances_load():
-                # One float32 zero per expert, made from the router weight (no torch import).
-                state[f"layers.{index}.{EXPERT_BIAS}"] = value.new_zeros(value.shape[0]).float()
-        return state
-
-    def _balances_load(self) -> bool:
-        """Whether the model keeps an expert bias (``load_balance_coeff`` set)."""
-        moe = self.model_config.layer.moe
-        return moe is not None and moe.load_balance_coeff is not None
+    def relayout(self, name: str, value: Any, *, to_hf: bool) -> Any:
+        """The stacked expert weights with their last two dimensions swapped, both ways."""
+        return value.transpose(1, 2) if name in TRANSPOSED else value
 
     def config_json(self, *, torch_dtype: str = "float32") -> dict[str, Any]:
         """The Hugging Face ``GptOssConfig`` of this model, for an export folder's config.json.

@@ -22,21 +22,12 @@ text-only model.
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
 import torch
 
-from titan.models.common.hf_adapter import (
-    HF_LAYER,
-    TITAN_LAYER,
-    TOP_LEVEL_KEYS,
-    hf_storage_reader,
-    inverted,
-    lookup,
-    read_shard_index,
-)
+from titan.models.common.hf_adapter import TOP_LEVEL_KEYS, HFStateDictAdapter, Parts
 from titan.models.llama4.model import uses_rope
 from titan.models.llama4.model_config import Llama4Attention, Llama4Model
 
@@ -57,100 +48,77 @@ LAYER_KEYS = {
     "moe.shared_experts.w3.weight": "feed_forward.shared_expert.up_proj.weight",
     "moe.shared_experts.w2.weight": "feed_forward.shared_expert.down_proj.weight",
 }
-_FROM_HF_LAYER_KEYS = inverted(LAYER_KEYS)
-_FROM_HF_TOP_LEVEL_KEYS = inverted(TOP_LEVEL_KEYS)
 # Where a multimodal checkpoint keeps its text model, and the parts titan has no place for.
 MULTIMODAL_TEXT_PREFIX = "language_model."
 MULTIMODAL_IMAGE_PREFIXES = ("vision_model.", "multi_modal_projector.")
 logger = logging.getLogger(__name__)
-# Unknown names are refused as not llama4 keys.
-_lookup = functools.partial(lookup, family="llama4")
 
 
-class Llama4StateDictAdapter:
-    """Maps a llama4 model's state dict to Hugging Face ``Llama4ForCausalLM`` names and back.
+class Llama4StateDictAdapter(HFStateDictAdapter):
+    """Maps a llama4 model's state dict to Hugging Face ``Llama4ForCausalLM`` names and back
+    (the experts fused as Hugging Face stores them)."""
 
-    ``hf_assets_path`` is the folder of a Hugging Face checkpoint; when it holds
-    ``model.safetensors.index.json``, ``fqn_to_index_mapping`` tells an exporter which shard
-    file each Hugging Face key belongs to.
-    """
+    family = "llama4"
+    layer_keys = LAYER_KEYS
+    titan_only_layer_keys = ("moe.expert_bias",)
+    zero_expert_bias = True
 
-    def __init__(self, *, model_config: Llama4Model.Config, hf_assets_path: str | None):
+    def check_model(self, model_config: Llama4Model.Config) -> None:
+        """Llama4Attention, and an MoE that Hugging Face's Llama4 routes the same way."""
         layer = model_config.layer
         if not isinstance(layer.attention, Llama4Attention.Config):
             raise ValueError("a llama4 block has Llama4Attention")
-        moe = layer.moe
-        if moe is not None:
-            _check_hf_routing(moe)
-        self.model_config = model_config
-        self.hf_assets_path = hf_assets_path
-        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
-        # Whether the MoE layers carry the expert_bias buffer that import must provide.
-        self.balances_load = moe is not None and moe.load_balance_coeff is not None
+        if layer.moe is not None:
+            _check_hf_routing(layer.moe)
 
-    def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
-        """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys."""
-        hf: dict[str, Any] = {}
-        gates: dict[str, Any] = {}
-        ups: dict[str, Any] = {}
-        for key, value in state_dict.items():
-            layer = TITAN_LAYER.fullmatch(key)
-            if layer is None:
-                hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
-                continue
-            index, name = layer.groups()
-            prefix = f"model.layers.{index}.feed_forward.experts"
-            if name == "moe.expert_bias":
-                continue
-            if name == "moe.experts.w1":
-                gates[prefix] = value
-            elif name == "moe.experts.w3":
-                ups[prefix] = value
-            elif name == "moe.experts.w2":
-                hf[f"{prefix}.down_proj"] = value.transpose(-1, -2).contiguous()
-            else:
-                hf[f"model.layers.{index}.{_lookup(name, table=LAYER_KEYS, key=key)}"] = value
+    def layer_to_hf(
+        self, index: str, name: str, value: Any, hf: dict[str, Any], parts: Parts, *, key: str
+    ) -> None:
+        """The experts' gate and up wait in ``parts`` to be fused; down is transposed."""
+        prefix = f"model.layers.{index}.feed_forward.experts"
+        if name == "moe.experts.w1":
+            parts["gates"][prefix] = value
+        elif name == "moe.experts.w3":
+            parts["ups"][prefix] = value
+        elif name == "moe.experts.w2":
+            hf[f"{prefix}.down_proj"] = value.transpose(-1, -2).contiguous()
+        else:
+            super().layer_to_hf(index, name, value, hf, parts, key=key)
+
+    def finish_to_hf(self, hf: dict[str, Any], parts: Parts) -> None:
+        """Each MoE layer's gate and up, transposed and concatenated (gate first)."""
+        gates, ups = parts["gates"], parts["ups"]
         if set(gates) != set(ups):
             raise ValueError("every MoE layer needs both moe.experts.w1 and moe.experts.w3")
         for prefix, gate in gates.items():
             fused = torch.cat([gate.transpose(-1, -2), ups[prefix].transpose(-1, -2)], dim=-1)
             hf[f"{prefix}.gate_up_proj"] = fused
-        return hf
 
-    def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
-        """titan's state dict of Hugging Face ``hf_state_dict``; ``ValueError`` on unknown keys."""
-        state: dict[str, Any] = {}
-        image_tensors = 0
-        for hf_key, value in hf_state_dict.items():
-            if hf_key.startswith(MULTIMODAL_IMAGE_PREFIXES):
-                image_tensors += 1
-                continue
-            key = hf_key.removeprefix(MULTIMODAL_TEXT_PREFIX)
-            layer = HF_LAYER.fullmatch(key)
-            if layer is None:
-                state[_lookup(key, table=_FROM_HF_TOP_LEVEL_KEYS, key=hf_key)] = value
-                continue
-            index, name = layer.groups()
-            if name == "feed_forward.experts.gate_up_proj":
-                gate, up = value.chunk(2, dim=-1)
-                state[f"layers.{index}.moe.experts.w1"] = gate.transpose(-1, -2).contiguous()
-                state[f"layers.{index}.moe.experts.w3"] = up.transpose(-1, -2).contiguous()
-            elif name == "feed_forward.experts.down_proj":
-                state[f"layers.{index}.moe.experts.w2"] = value.transpose(-1, -2).contiguous()
-            elif name == "feed_forward.router.weight":
-                state[f"layers.{index}.moe.router.gate.weight"] = value
-                if self.balances_load:
-                    # One zero per expert (the router's rows): Hugging Face routes unbiased.
-                    state[f"layers.{index}.moe.expert_bias"] = value.new_zeros(
-                        value.shape[0], dtype=torch.float32
-                    )
-            else:
-                state[f"layers.{index}.{_lookup(name, table=_FROM_HF_LAYER_KEYS, key=hf_key)}"] = (
-                    value
-                )
+    def text_key(self, hf_key: str) -> str | None:
+        """A multimodal checkpoint's text-model key without its prefix; its vision parts
+        skipped."""
+        if hf_key.startswith(MULTIMODAL_IMAGE_PREFIXES):
+            return None
+        return hf_key.removeprefix(MULTIMODAL_TEXT_PREFIX)
+
+    def layer_from_hf(
+        self, index: str, name: str, value: Any, state: dict[str, Any], parts: Parts, *, key: str
+    ) -> None:
+        """The fused experts split back into titan's ``w1``/``w3`` and ``w2``."""
+        if name == "feed_forward.experts.gate_up_proj":
+            gate, up = value.chunk(2, dim=-1)
+            state[f"layers.{index}.moe.experts.w1"] = gate.transpose(-1, -2).contiguous()
+            state[f"layers.{index}.moe.experts.w3"] = up.transpose(-1, -2).contiguous()
+        elif name == "feed_forward.experts.down_proj":
+            state[f"layers.{index}.moe.experts.w2"] = value.transpose(-1, -2).contiguous()
+        else:
+            super().layer_from_hf(index, name, value, state, parts, key=key)
+
+    def finish_from_hf(self, state: dict[str, Any], hf_state_dict: dict[str, Any]) -> None:
+        """Say how many vision tensors of a multimodal checkpoint were skipped."""
+        image_tensors = sum(key.startswith(MULTIMODAL_IMAGE_PREFIXES) for key in hf_state_dict)
         if image_tensors:
             logger.info("skipped %d vision tensors of a multimodal checkpoint", image_tensors)
-        return state
 
     def config_json(self, *, torch_dtype: str = "float32") -> dict[str, Any]:
         """The Hugging Face ``Llama4TextConfig`` of this model, for an export's config.json.
@@ -199,10 +167,6 @@ class Llama4StateDictAdapter:
             "initializer_range": 0.02,
             "torch_dtype": torch_dtype,
         }
-
-    def get_hf_storage_reader(self, path: str, from_quantized: bool = False) -> Any:
-        """A DCP reader of the Hugging Face safetensors checkpoint in folder ``path``."""
-        return hf_storage_reader(path, from_quantized=from_quantized, family="llama4")
 
 
 def _check_hf_routing(moe: Any) -> None:

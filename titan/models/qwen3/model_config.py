@@ -4,47 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
-from typing import Any, Literal
+from typing import Literal
 
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import (
-    DEPTH_INIT_OF_INIT_STD,
-    INIT_STD_OF_DEPTH_INIT,
     Decoder,
     TransformerBlock,
 )
 from titan.models.common.feed_forward import FeedForward
-from titan.models.common.moe import MoE, moe_args, moe_fields_from_args
-from titan.models.common.registry import check_arg_names
-from titan.models.common.rope import RoPE
 from titan.schemas.ranges import NON_NEGATIVE, POSITIVE
-
-# v0.2.2's Qwen3ModelArgs fields (qwen3/model/args.py), in order.
-ARG_NAMES = (
-    "dim",
-    "n_layers",
-    "n_heads",
-    "n_kv_heads",
-    "vocab_size",
-    "head_dim",
-    "hidden_dim",
-    "norm_eps",
-    "rope_theta",
-    "qk_norm",
-    "max_seq_len",
-    "depth_init",
-    "attn_type",
-    "attn_mask_type",
-    "eos_id",
-    "enable_weight_tying",
-    "moe_enabled",
-    "moe_inter_dim",
-    "moe_args",
-)
-# What v0.2.2 writes for the unused MoE fields of a dense model: Qwen3ModelArgs' defaults.
-_DENSE_MOE_INTER_DIM = 768
-_QK_NORM_OF_ARG = {True: "rms_norm", False: "none"}
-_ARG_OF_QK_NORM = {v: k for k, v in _QK_NORM_OF_ARG.items()}
 
 
 class Qwen3Attention(Attention):
@@ -99,68 +67,3 @@ class Qwen3Model(Decoder):
         def output_params(self) -> int:
             """Parameters of the output projection (none when tied to the embeddings)."""
             return 0 if self.enable_weight_tying else self.vocab_size * self.dim
-
-
-def config_from_args(args: dict[str, Any]) -> Qwen3Model.Config:
-    """The config tree of a complete v0.2.2 qwen3 args dict (``titan.schemas.flavors`` form)."""
-    check_arg_names("qwen3 model args", args, ARG_NAMES)
-    moe_fields = moe_fields_from_args(args["moe_args"])
-    moe = MoE.Config(hidden_dim=args["moe_inter_dim"], **moe_fields)
-    if not args["moe_enabled"]:
-        if moe != MoE.Config(hidden_dim=_DENSE_MOE_INTER_DIM):
-            # torchtitan ignores them; titan has nowhere to keep them for a dense model.
-            raise ValueError("qwen3 model args: moe_inter_dim/moe_args set but moe_enabled=False")
-        moe = None
-    return Qwen3Model.Config(
-        dim=args["dim"],
-        n_layers=args["n_layers"],
-        vocab_size=args["vocab_size"],
-        norm_eps=args["norm_eps"],
-        max_seq_len=args["max_seq_len"],
-        eos_id=args["eos_id"],
-        enable_weight_tying=args["enable_weight_tying"],
-        rope=RoPE.Config(theta=args["rope_theta"]),
-        layer=TransformerBlock.Config(
-            attention=Qwen3Attention.Config(
-                n_heads=args["n_heads"],
-                n_kv_heads=args["n_kv_heads"],
-                head_dim=args["head_dim"],
-                qk_norm=_QK_NORM_OF_ARG[args["qk_norm"]],
-                attn_type=args["attn_type"],
-                attn_mask_type=args["attn_mask_type"],
-            ),
-            # torchtitan keeps hidden_dim for MoE models too (unused there); so does titan.
-            feed_forward=FeedForward.Config(hidden_dim=args["hidden_dim"]),
-            moe=moe,
-            init_std=INIT_STD_OF_DEPTH_INIT[args["depth_init"]],
-        ),
-    )
-
-
-def flavor_args(config: Qwen3Model.Config) -> dict[str, Any]:
-    """The v0.2.2 qwen3 args dict ``config`` stands for (the inverse of ``config_from_args``)."""
-    layer = config.layer
-    attention, ffn, moe = layer.attention, layer.feed_forward, layer.moe
-    if not isinstance(attention, Qwen3Attention.Config) or ffn is None:
-        raise ValueError("a qwen3 block has Qwen3Attention and a feed-forward")
-    return {
-        "dim": config.dim,
-        "n_layers": config.n_layers,
-        "n_heads": attention.n_heads,
-        "n_kv_heads": attention.n_kv_heads,
-        "vocab_size": config.vocab_size,
-        "head_dim": attention.head_dim,
-        "hidden_dim": ffn.effective_hidden_dim(config.dim),
-        "norm_eps": config.norm_eps,
-        "rope_theta": config.rope.theta,
-        "qk_norm": _ARG_OF_QK_NORM[attention.qk_norm],
-        "max_seq_len": config.max_seq_len,
-        "depth_init": DEPTH_INIT_OF_INIT_STD[layer.init_std],
-        "attn_type": attention.attn_type,
-        "attn_mask_type": attention.attn_mask_type,
-        "eos_id": config.eos_id,
-        "enable_weight_tying": config.enable_weight_tying,
-        "moe_enabled": moe is not None,
-        "moe_inter_dim": _DENSE_MOE_INTER_DIM if moe is None else layer.moe_hidden_dim(config.dim),
-        "moe_args": moe_args(MoE.Config() if moe is None else moe),
-    }

@@ -13,25 +13,11 @@ besides the names:
 
 from __future__ import annotations
 
-import functools
-import re
 from typing import Any
 
-import torch
-
-from titan.models.common.hf_adapter import (
-    HF_LAYER,
-    TITAN_LAYER,
-    TOP_LEVEL_KEYS,
-    hf_storage_reader,
-    inverted,
-    lookup,
-    read_shard_index,
-)
+from titan.models.common.hf_adapter import HF_ROTARY_TABLE, TOP_LEVEL_KEYS, HFStateDictAdapter
 from titan.models.qwen3.model_config import Qwen3Attention, Qwen3Model
 
-# Unknown names are refused as not qwen3 keys.
-_lookup = functools.partial(lookup, family="qwen3")
 # titan name after ``layers.{i}.`` -> Hugging Face name after ``model.layers.{i}.``, for the
 # tensors that only change name.
 LAYER_KEYS = {
@@ -54,92 +40,41 @@ EXPERT_KEYS = {
     "moe.experts.w3": "up_proj",
     "moe.experts.w2": "down_proj",
 }
-_FROM_HF_LAYER_KEYS = inverted(LAYER_KEYS)
-_FROM_HF_TOP_LEVEL_KEYS = inverted(TOP_LEVEL_KEYS)
-_FROM_HF_EXPERT_KEYS = inverted(EXPERT_KEYS)
-_HF_EXPERT = re.compile(r"mlp\.experts\.(\d+)\.(\w+)\.weight")
-# Old Hugging Face checkpoints store the rotary table; titan recomputes it.
-HF_IGNORED_LAYER_KEYS = ("self_attn.rotary_emb.inv_freq",)
+HF_IGNORED_LAYER_KEYS = HF_ROTARY_TABLE
 
 
-class Qwen3StateDictAdapter:
+class Qwen3StateDictAdapter(HFStateDictAdapter):
     """Maps a qwen3 model's state dict to Hugging Face ``Qwen3ForCausalLM`` (dense) or
-    ``Qwen3MoeForCausalLM`` (MoE) names and back.
+    ``Qwen3MoeForCausalLM`` (MoE) names and back."""
 
-    ``hf_assets_path`` is the folder of a Hugging Face checkpoint; when it holds
-    ``model.safetensors.index.json``, ``fqn_to_index_mapping`` tells an exporter which shard
-    file each Hugging Face key belongs to.
-    """
+    family = "qwen3"
+    layer_keys = LAYER_KEYS
+    expert_keys = EXPERT_KEYS
+    titan_only_layer_keys = ("moe.expert_bias",)
+    hf_ignored_layer_keys = HF_IGNORED_LAYER_KEYS
+    zero_expert_bias = True
 
     def __init__(self, *, model_config: Qwen3Model.Config, hf_assets_path: str | None):
+        super().__init__(model_config=model_config, hf_assets_path=hf_assets_path)
+        self.tied = model_config.enable_weight_tying
+
+    def check_model(self, model_config: Qwen3Model.Config) -> None:
+        """Qwen3Attention, and an MoE that Hugging Face's Qwen3Moe routes the same way."""
         layer = model_config.layer
         if not isinstance(layer.attention, Qwen3Attention.Config):
             raise ValueError("a qwen3 block has Qwen3Attention")
-        moe = layer.moe
-        if moe is not None:
-            _check_hf_routing(moe)
-        self.model_config = model_config
-        self.hf_assets_path = hf_assets_path
-        self.fqn_to_index_mapping = read_shard_index(hf_assets_path)
-        self.num_experts = 0 if moe is None else moe.num_experts
-        self.balances_load = moe is not None and moe.load_balance_coeff is not None
-        self.tied = model_config.enable_weight_tying
+        if layer.moe is not None:
+            _check_hf_routing(layer.moe)
 
-    def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
-        """The Hugging Face state dict of titan ``state_dict``; ``ValueError`` on unknown keys."""
-        hf: dict[str, Any] = {}
-        for key, value in state_dict.items():
-            layer = TITAN_LAYER.fullmatch(key)
-            if layer is None:
-                if not (self.tied and key == "output.weight"):
-                    hf[_lookup(key, table=TOP_LEVEL_KEYS, key=key)] = value
-                continue
-            index, name = layer.groups()
-            if name == "moe.expert_bias":
-                continue
-            projection = EXPERT_KEYS.get(name)
-            if projection is None:
-                hf[f"model.layers.{index}.{_lookup(name, table=LAYER_KEYS, key=key)}"] = value
-                continue
-            for expert in range(value.shape[0]):
-                hf[f"model.layers.{index}.mlp.experts.{expert}.{projection}.weight"] = value[expert]
-        return hf
+    def top_level_to_hf(self, key: str, value: Any, hf: dict[str, Any]) -> None:
+        """A tied ``output.weight`` is the embedding, which Hugging Face stores once."""
+        if not (self.tied and key == "output.weight"):
+            super().top_level_to_hf(key, value, hf)
 
-    def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
-        """titan's state dict of Hugging Face ``hf_state_dict``; ``ValueError`` on unknown keys."""
-        state: dict[str, Any] = {}
-        experts: dict[str, dict[int, Any]] = {}
-        for key, value in hf_state_dict.items():
-            layer = HF_LAYER.fullmatch(key)
-            if layer is None:
-                state[_lookup(key, table=_FROM_HF_TOP_LEVEL_KEYS, key=key)] = value
-                continue
-            index, name = layer.groups()
-            if name in HF_IGNORED_LAYER_KEYS:
-                continue
-            expert = _HF_EXPERT.fullmatch(name)
-            if expert is not None:
-                number, projection = expert.groups()
-                titan_key = (
-                    f"layers.{index}.{_lookup(projection, table=_FROM_HF_EXPERT_KEYS, key=key)}"
-                )
-                experts.setdefault(titan_key, {})[int(number)] = value
-                continue
-            state[f"layers.{index}.{_lookup(name, table=_FROM_HF_LAYER_KEYS, key=key)}"] = value
-            if name == "mlp.gate.weight" and self.balances_load:
-                state[f"layers.{index}.moe.expert_bias"] = value.new_zeros(
-                    value.shape[0], dtype=torch.float32
-                )
-        for titan_key, by_number in experts.items():
-            if sorted(by_number) != list(range(self.num_experts)):
-                raise ValueError(
-                    f"{titan_key} needs experts 0..{self.num_experts - 1}, "
-                    f"the checkpoint has {sorted(by_number)}"
-                )
-            state[titan_key] = torch.stack([by_number[e] for e in range(self.num_experts)])
+    def finish_from_hf(self, state: dict[str, Any], hf_state_dict: dict[str, Any]) -> None:
+        """A tied model's ``output.weight`` is its embedding."""
         if self.tied and "output.weight" not in state and "tok_embeddings.weight" in state:
             state["output.weight"] = state["tok_embeddings.weight"]
-        return state
 
     def config_json(self, *, torch_dtype: str = "float32") -> dict[str, Any]:
         """The Hugging Face ``Qwen3Config`` / ``Qwen3MoeConfig`` of this model, for config.json."""
@@ -182,10 +117,6 @@ class Qwen3StateDictAdapter:
             "decoder_sparse_step": 1,
             "mlp_only_layers": [],
         }
-
-    def get_hf_storage_reader(self, path: str, from_quantized: bool = False) -> Any:
-        """A DCP reader of the Hugging Face safetensors checkpoint in folder ``path``."""
-        return hf_storage_reader(path, from_quantized=from_quantized, family="qwen3")
 
 
 def _check_hf_routing(moe: Any) -> None:

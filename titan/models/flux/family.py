@@ -1,0 +1,18 @@
+"""The flux family's record: its flavors, what titan-train runs for it, and with what."""
+
+from __future__ import annotations
+
+from titan.models.common.model_family import ModelFamily
+from titan.models.common.registry import deferred_training
+from titan.models.flux import flavors
+from titan.models.flux.model_config import FluxModel
+from titan.protocols.model_spec import Capabilities
+
+FAMILY = ModelFamily(
+    name="flux",
+    flavors=flavors.FLAVORS,
+    model_config=FluxModel.Config,
+    trainer="titan.models.flux.trainer:FluxTrainer.Config",
+    capabilities=Capabilities(training_refusal=deferred_training("flux")),
+)
+"""The flux family, as every other part of titan reads it."""
