@@ -251,3 +251,33 @@ def test_a_family_that_trains_has_every_module_its_configs_name(family):
         for node in _config_nodes(spec.model):
             if type(node)._owner_path is not None:
                 assert owner_of(type(node)).__name__ in type(node)._owner_path
+
+
+@pytest.mark.parametrize(
+    "sections",
+    [
+        {"parallelism__tensor_parallel_degree": "2"},
+        {"parallelism__data_parallel_shard_degree": None},
+        {
+            "parallelism__pipeline_parallel_degree": True,
+            "parallelism__context_parallel_degree": 2.0,
+        },
+        {
+            "parallelism__expert_parallel_degree": [2],
+            "parallelism__expert_tensor_parallel_degree": 2,
+        },
+        {"compile__enable": "yes", "compile__components": 5},
+        {"activation_checkpoint__mode": 3},
+        {"model_converters__converters": 7},
+        {"checkpoint__last_save_in_hf": "true"},
+    ],
+)
+def test_values_of_the_wrong_type_ask_for_no_feature(sections):
+    """The capability check reads a config beside its type check: a wrongly typed value is that
+    check's finding, not a feature asked for, and never a crash (a str degree made titan-train
+    --preflight stop on "internal error: TypeError")."""
+    spec = dataclasses.replace(model_registry("llama3", "debugmodel"), capabilities=Capabilities())
+    asked = {r.key for r in spec.refusals(_config(spec, **sections), world_size=4)}
+    # What the unedited config asks for (FSDP on four ranks, selective checkpointing), at most.
+    assert asked <= {r.key for r in spec.refusals(_config(spec), world_size=4)}
+    assert not asked & {f"{k.replace('__', '.')}" for k in sections}

@@ -15,6 +15,7 @@ from typing import Any
 from titan.config.configurable import NotBuildableError
 from titan.protocols.module import BaseModel
 from titan.schemas.layout_rules import resolve_dp_shard
+from titan.schemas.ranges import is_int64
 
 
 # Not frozen: it is a field of the config tree, whose classes refuse unknown attributes with
@@ -85,13 +86,22 @@ class _Feature:
     """How to turn it off."""
 
 
+# A config's values are read here before, or beside, its type check: a value of the wrong type
+# is that check's finding, never a feature asked for (nor a crash in the arithmetic below).
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` when it is a whole number (not a bool), else None."""
+    return value if is_int64(value) else None
+
+
 def _degree(field: str) -> Callable[[Any, int | None], Any]:
     """How a config asks for the parallelism ``parallelism.<field>``: a degree other than 1."""
 
     def asked(config: Any, world_size: int | None) -> Any:
-        """The degree, or None when it is 1."""
-        degree = getattr(config.parallelism, field)
-        return degree if degree != 1 else None
+        """The degree, or None when it is 1 (or not a whole number)."""
+        degree = _whole(getattr(config.parallelism, field))
+        return degree if degree is not None and degree != 1 else None
 
     return asked
 
@@ -100,57 +110,67 @@ def _shard_degree(config: Any, world_size: int | None) -> int | None:
     """The FSDP degree when > 1: -1 takes the ranks the other degrees leave over
     (``titan.schemas.layout_rules.resolve_dp_shard``, as the rules resolve it)."""
     parallelism = config.parallelism
-    shard = resolve_dp_shard(
-        parallelism.data_parallel_shard_degree,
-        world_size=world_size,
-        replicate=parallelism.data_parallel_replicate_degree,
-        tp=parallelism.tensor_parallel_degree,
-        pp=parallelism.pipeline_parallel_degree,
-        cp=parallelism.context_parallel_degree,
+    names = ("replicate", "tp", "pp", "cp")
+    fields = (
+        "data_parallel_replicate_degree",
+        "tensor_parallel_degree",
+        "pipeline_parallel_degree",
+        "context_parallel_degree",
     )
-    return shard if shard is not None and shard > 1 else None
+    others = {name: _whole(getattr(parallelism, f)) for name, f in zip(names, fields, strict=True)}
+    shard = _whole(parallelism.data_parallel_shard_degree)
+    if shard is None or None in others.values():
+        return None
+    resolved = resolve_dp_shard(shard, world_size=world_size, **others)
+    return resolved if resolved is not None and resolved > 1 else None
 
 
 def _ddp_degree(config: Any, world_size: int | None) -> int | None:
     """The DDP degree when replicas are not also sharded (that is HSDP, an FSDP feature)."""
-    replicate = config.parallelism.data_parallel_replicate_degree
-    return replicate if replicate > 1 and _shard_degree(config, world_size) is None else None
+    replicate = _whole(config.parallelism.data_parallel_replicate_degree)
+    if replicate is None or replicate <= 1:
+        return None
+    return replicate if _shard_degree(config, world_size) is None else None
 
 
 def _expert_tensor_degree(config: Any, world_size: int | None) -> int | None:
     """The expert TP degree when > 1 under expert parallel. Without EP (degree 1) there are no
     expert shards to split, and torchtitan reads the degree only with EP, so it asks nothing."""
-    parallelism = config.parallelism
-    if parallelism.expert_parallel_degree == 1:
+    if _degree("expert_parallel_degree")(config, world_size) is None:
         return None
     return _degree("expert_tensor_parallel_degree")(config, world_size)
 
 
 def _float8(config: Any, world_size: int | None) -> bool:
     """Whether the converters include torchao's float8 linears."""
-    return any(
-        getattr(type(c), "_legacy_name", None) == "quantize.linear.float8"
-        for c in config.model_converters.converters
+    converters = config.model_converters.converters
+    return isinstance(converters, list | tuple) and any(
+        getattr(type(c), "_legacy_name", None) == "quantize.linear.float8" for c in converters
     )
 
 
 def _compile(config: Any, world_size: int | None) -> bool:
     """Whether the model's blocks are compiled (compiling only the loss is not the model's)."""
-    return config.compile.enable and "model" in config.compile.components
+    components = config.compile.components
+    return (
+        config.compile.enable is True
+        and isinstance(components, list | tuple)
+        and "model" in components
+    )
 
 
 def _activation_checkpoint(config: Any, world_size: int | None) -> str | None:
     """The activation checkpointing mode, or None when it is off."""
     mode = config.activation_checkpoint.mode
-    return None if mode == "none" else mode
+    return mode if isinstance(mode, str) and mode != "none" else None
 
 
 def _checkpoint_flag(field: str) -> Callable[[Any, int | None], Any]:
     """How a config asks for the checkpoint switch ``checkpoint.<field>``: setting it."""
 
     def asked(config: Any, world_size: int | None) -> Any:
-        """The switch's value."""
-        return getattr(config.checkpoint, field)
+        """Whether the switch is on."""
+        return getattr(config.checkpoint, field) is True
 
     return asked
 
