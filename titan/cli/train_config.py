@@ -104,8 +104,10 @@ def load(
 
 def saved_config_path(config: Any) -> str | None:
     """Where ``debug.save_config_file`` writes the config (inside the dump folder), if set."""
-    name = config.debug.save_config_file
-    return os.path.join(config.dump_folder, name) if name else None
+    name, folder = config.debug.save_config_file, config.dump_folder
+    if not (name and isinstance(name, str) and isinstance(folder, str)):
+        return None  # unset, or of a wrong type: the config check's finding
+    return os.path.join(folder, name)
 
 
 def _refuse_saving_over(config: Any, *, inputs: Sequence[str], key: str) -> None:
@@ -231,7 +233,9 @@ def _refusals(config: Any, *, dump_key: str, locate: Locate, world_size: int) ->
             found.append(
                 _error("unsupported-parallelism", refusal.key, refusal.message, hint, locate)
             )
-    problem = _dump_folder_problem(config.dump_folder)
+    # A dump folder of the wrong type is the config check's finding.
+    folder = config.dump_folder
+    problem = _dump_folder_problem(folder) if isinstance(folder, str) else None
     if problem is not None:
         message, hint = problem
         found.append(_error("dump-folder", dump_key, f"{dump_key} {message}", hint, locate))
