@@ -20,24 +20,28 @@ if TYPE_CHECKING:
 # each replica next, tensor parallel innermost so its frequent collectives stay within a host.
 # With expert parallel, dp_shard is split into the part EP does not borrow (dp_shard_mod_ep, the
 # FSDP shards of the experts) and the part it borrows (dp_shard_in_ep), which keeps the ranks of
-# one EP group adjacent, as torchtitan v0.2.0 laid them out.
-MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp")
+# one EP group adjacent, as torchtitan v0.2.0 laid them out. Context parallel sits between the
+# shards and tensor parallel, as in torchtitan.
+MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp", "tp")
 
 # The flattened dimension of replicate x shard; built only when both are > 1, otherwise "dp" is the
 # one data-parallel dimension that exists (no extra process group).
 FLAT_DP_NAME = "dp"
 
-# What each name ``ParallelDims.mesh`` accepts stands for. Without context parallel, torchtitan's
-# cp-folded names ("dp_shard_cp", "dp_cp") are their plain data-parallel counterparts. "dp_shard"
+# What each name ``ParallelDims.mesh`` accepts stands for. torchtitan's cp-folded names
+# ("dp_shard_cp": what FSDP shards over, "dp_cp": what the loss is averaged over) add the context
+# parallel ranks, which see other tokens of the same batch; without CP they are their plain
+# data-parallel counterparts. "dp_shard"
 # is one dimension without EP and the two EP halves of it with EP; "ep" is the borrowed half (and
 # tp when the experts are not TP-sharded); "efsdp" shards the experts with FSDP. "dp_tp" (titan's)
 # holds every rank that routes its own tokens when expert parallel takes the TP ranks.
 MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "dp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
-    "dp_cp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
+    "dp_cp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp"),
     "dp_replicate": ("dp_replicate",),
     "dp_shard": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
-    "dp_shard_cp": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
+    "dp_shard_cp": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp"),
+    "cp": ("cp",),
     "tp": ("tp",),
     "ep": ("dp_shard_in_ep", "tp"),
     "efsdp": ("dp_shard_mod_ep",),
@@ -67,7 +71,8 @@ class ParallelDims:
     pp: int = 1
     """Pipeline-parallel degree (always 1: titan-train has no pipeline parallel yet)."""
     cp: int = 1
-    """Context-parallel degree (always 1: titan-train has no context parallel yet)."""
+    """Context-parallel degree: each rank of a CP group holds ``seq_len / cp`` tokens of the
+    same sequences (``titan.distributed.cp_batch``)."""
     ep: int = 1
     """Expert-parallel degree: the routed experts are split over this many ranks."""
     etp: int = 1
@@ -82,8 +87,8 @@ class ParallelDims:
         """The degrees of ``parallelism`` for ``world_size`` processes; ``ValueError`` if they
         cannot run (a degree < 1, or a product other than the world size).
 
-        Pipeline and context parallel degrees are not read: the model's capability check
-        (``ModelSpec.refusals``) refuses them before a run is built. An expert-parallel layout is
+        The pipeline parallel degree is not read: the model's capability check
+        (``ModelSpec.refusals``) refuses it before a run is built. An expert-parallel layout is
         checked with the rule ``titan-validate`` reports (``titan.schemas.rules.expert_layout_problem``).
         """
         if world_size < 1:
@@ -91,38 +96,43 @@ class ParallelDims:
         replicate = parallelism.data_parallel_replicate_degree
         shard = parallelism.data_parallel_shard_degree
         tp = parallelism.tensor_parallel_degree
+        cp = parallelism.context_parallel_degree
         for field_name, degree in (
             ("data_parallel_replicate_degree", replicate),
             ("tensor_parallel_degree", tp),
+            ("context_parallel_degree", cp),
             ("expert_parallel_degree", parallelism.expert_parallel_degree),
             ("expert_tensor_parallel_degree", parallelism.expert_tensor_parallel_degree),
         ):
             if degree < 1:
                 raise ValueError(f"parallelism.{field_name} must be at least 1, got {degree}")
         if shard == -1:
-            shard = _leftover_shard_degree(replicate=replicate, tp=tp, world_size=world_size)
+            shard = _leftover_shard_degree(replicate=replicate, tp=tp, cp=cp, world_size=world_size)
         elif shard < 1:
             raise ValueError(
                 f"parallelism.data_parallel_shard_degree must be -1 (all ranks left over) or "
                 f"at least 1, got {shard}"
             )
-        product = replicate * shard * tp
+        product = replicate * shard * cp * tp
         if product != world_size:
+            cp_factor = f" x context_parallel_degree ({cp})" if cp != 1 else ""
             raise ValueError(
                 "the parallel degrees do not multiply to the world size: "
                 f"data_parallel_replicate_degree ({replicate}) x data_parallel_shard_degree "
-                f"({shard}) x tensor_parallel_degree ({tp}) = {product}, but the world size is "
+                f"({shard}){cp_factor} x tensor_parallel_degree ({tp}) = {product}, but the world "
+                "size is "
                 f"{world_size}; hint: set data_parallel_shard_degree = -1 to take the ranks left "
                 "over, or launch a matching number of processes"
             )
         ep = parallelism.expert_parallel_degree
         etp = parallelism.expert_tensor_parallel_degree
         if ep > 1:
-            _check_expert_layout(ep=ep, etp=etp, tp=tp, dp_shard=shard)
+            _check_expert_layout(ep=ep, etp=etp, tp=tp, cp=cp, dp_shard=shard)
         return cls(
             dp_replicate=replicate,
             dp_shard=shard,
             tp=tp,
+            cp=cp,
             ep=ep,
             etp=etp,
             world_size=world_size,
@@ -146,9 +156,15 @@ class ParallelDims:
         return self.dp_shard > 1
 
     @property
+    def cp_enabled(self) -> bool:
+        """Whether context parallel splits each sequence over ranks."""
+        return self.cp > 1
+
+    @property
     def fsdp_enabled(self) -> bool:
-        """Whether FSDP shards the model (same as ``dp_shard_enabled`` without context parallel)."""
-        return self.dp_shard_enabled
+        """Whether FSDP shards the model: over the shard ranks and the context parallel ones,
+        which hold the same weights and average their gradients as data-parallel ranks do."""
+        return self.dp_shard_enabled or self.cp_enabled
 
     @property
     def tp_enabled(self) -> bool:
@@ -219,8 +235,9 @@ class ParallelDims:
 
     @property
     def seq_len_divisor(self) -> int:
-        """What the sequence length must be a multiple of: sequence parallel splits it by TP."""
-        return self.tp
+        """What the sequence length must be a multiple of: context parallel cuts it into ``2 *
+        cp`` chunks, and sequence parallel splits each rank's share by TP."""
+        return self.tp * (2 * self.cp if self.cp_enabled else 1)
 
     @property
     def mesh_dim_names(self) -> tuple[str, ...]:
@@ -238,9 +255,11 @@ class ParallelDims:
     def fsdp_mesh_dim_names(self) -> tuple[str, ...]:
         """Mesh dimensions ``fully_shard`` takes: both for HSDP, the shard one alone for FSDP
         (with EP, "dp_shard" is the flattened dimension :meth:`build_mesh` makes, or the one half
-        of it that is not of size 1 when EP takes the TP ranks)."""
-        shard_dims = self._present_dims("dp_shard")
-        shard = shard_dims[0] if len(shard_dims) == 1 else "dp_shard"
+        of it that is not of size 1 when EP takes the TP ranks; with context parallel,
+        "dp_shard_cp", the shard and CP ranks flattened, or "cp" alone)."""
+        name = "dp_shard_cp" if self.cp_enabled else "dp_shard"
+        shard_dims = self._present_dims(name)
+        shard = shard_dims[0] if len(shard_dims) == 1 else name
         if self.dp_replicate_enabled:
             return ("dp_replicate", shard)
         return (shard,)
@@ -263,6 +282,7 @@ class ParallelDims:
             "dp_shard": shard,
             "dp_shard_mod_ep": mod_ep,
             "dp_shard_in_ep": in_ep,
+            "cp": self.cp,
             "tp": self.tp,
         }
 
@@ -271,7 +291,8 @@ class ParallelDims:
         """The world mesh over ``device_type`` ("cpu", "cuda"), or None for a single process.
 
         Also builds the flattened dimensions the run uses, so that every rank creates their
-        process groups in the same order: "dp" when both data-parallel dimensions are > 1, and
+        process groups in the same order: "dp" when both data-parallel dimensions are > 1,
+        "dp_shard_cp" and "dp_cp" with context parallel, and
         with EP "dp_shard" (the dense FSDP dimension) and "ep" when they span several dimensions,
         and "dp_tp" when EP takes the TP ranks.
         """
@@ -284,7 +305,14 @@ class ParallelDims:
         world_mesh = init_device_mesh(
             device_type, tuple(degrees[name] for name in names), mesh_dim_names=names
         )
-        for name in ("dp_shard", "dp", "ep", *(("dp_tp",) if self.ep_borrows_tp else ())):
+        cp_names = ("dp_shard_cp", "dp_cp") if self.cp_enabled else ()
+        for name in (
+            "dp_shard",
+            "dp",
+            *cp_names,
+            "ep",
+            *(("dp_tp",) if self.ep_borrows_tp else ()),
+        ):
             self.mesh(world_mesh, name)
         return world_mesh
 
@@ -331,8 +359,11 @@ class ParallelDims:
 
 def _flat_name(dims: tuple[str, ...]) -> str:
     """The name of the flattened mesh over ``dims``: data parallel with tp ("dp_tp"), the expert
-    group when tp is folded in ("ep"), data parallel with replicas ("dp"), else the (EP-split)
+    group when tp is folded in ("ep"), data parallel with context parallel ("dp_cp" with
+    replicas, else "dp_shard_cp"), data parallel with replicas ("dp"), else the (EP-split)
     shard dimension."""
+    if "cp" in dims:
+        return "dp_cp" if "dp_replicate" in dims else "dp_shard_cp"
     if "tp" in dims:
         return "dp_tp" if set(dims) - {"dp_shard_in_ep", "tp"} else "ep"
     if "dp_replicate" in dims:
@@ -340,10 +371,18 @@ def _flat_name(dims: tuple[str, ...]) -> str:
     return "dp_shard"
 
 
-def _check_expert_layout(*, ep: int, etp: int, tp: int, dp_shard: int) -> None:
+def _check_expert_layout(*, ep: int, etp: int, tp: int, cp: int, dp_shard: int) -> None:
     """Raise ``ValueError`` when expert parallel cannot be laid out on these degrees, with the
-    rule titan-validate reports."""
-    problem = expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=1, dp_shard=dp_shard)
+    rule titan-validate reports, or with context parallel, which titan-train does not lay out
+    together with expert parallel."""
+    if cp > 1:
+        raise ValueError(
+            f"parallelism.expert_parallel_degree: expert parallel ({ep}) together with context "
+            f"parallel ({cp}) is not supported by titan-train yet; hint: set "
+            "parallelism.expert_parallel_degree to 1 (the experts are then FSDP-sharded over "
+            "the data-parallel and context parallel ranks), or context_parallel_degree to 1"
+        )
+    problem = expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=cp, dp_shard=dp_shard)
     if problem is not None:
         fact, message, hint = problem
         raise ValueError(f"parallelism.{_EXPERT_FIELDS[fact]}: {message}; hint: {hint}")
@@ -352,13 +391,14 @@ def _check_expert_layout(*, ep: int, etp: int, tp: int, dp_shard: int) -> None:
 _EXPERT_FIELDS = {"ep": "expert_parallel_degree", "etp": "expert_tensor_parallel_degree"}
 
 
-def _leftover_shard_degree(*, replicate: int, tp: int, world_size: int) -> int:
+def _leftover_shard_degree(*, replicate: int, tp: int, cp: int, world_size: int) -> int:
     """``data_parallel_shard_degree = -1``: every rank the other degrees leave over."""
-    others = replicate * tp
+    others = replicate * cp * tp
     if world_size % others != 0:
+        cp_factor = f" x context_parallel_degree ({cp})" if cp != 1 else ""
         raise ValueError(
             f"cannot resolve data_parallel_shard_degree = -1: the world size {world_size} is not "
-            f"a multiple of data_parallel_replicate_degree ({replicate}) x tensor_parallel_degree "
-            f"({tp}) = {others}"
+            f"a multiple of data_parallel_replicate_degree ({replicate}){cp_factor} x "
+            f"tensor_parallel_degree ({tp}) = {others}"
         )
     return world_size // others

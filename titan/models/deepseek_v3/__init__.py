@@ -34,6 +34,7 @@ def model_registry(flavor: str) -> ModelSpec:
             fsdp=True,
             ddp=True,
             tp=True,
+            cp=True,
             ep=True,
             etp=True,
             float8=True,

@@ -35,6 +35,7 @@ def model_registry(flavor: str) -> ModelSpec:
             fsdp=True,
             ddp=True,
             tp=True,
+            cp=True,
             ep=True,
             compile=True,
             activation_checkpoint=True,

@@ -26,6 +26,7 @@ def model_registry(flavor: str) -> ModelSpec:
             fsdp=True,
             ddp=True,
             tp=True,
+            cp=True,
             float8=True,
             compile=True,
             activation_checkpoint=True,

@@ -38,6 +38,7 @@ def model_registry(flavor: str) -> ModelSpec:
             fsdp=True,
             ddp=True,
             tp=True,
+            cp=True,
             ep=True,
             etp=True,
             activation_checkpoint=True,
