@@ -4,11 +4,12 @@ on settings that have no effect, each batch's CP view, and training under torchr
 
 The multi-process tests compare with one process: ``dist_scripts/cp_train_check.py`` trains
 every family's tiny model 10 AdamW steps under CP 2 (causal and per-document masks, AC), CP
-with FSDP, HSDP, CP 4 and CP with TP, checking the loss, every gradient and the gradient norm
-each step (fp32: gradients within rtol 1e-4 / atol 2e-6, losses and norms within 1e-5
-relative; measured worst: gradients 2.4e-7, losses 1.9e-7, norms 2.3e-7). ``titan-train``
-itself then runs CP 2 and CP 2 x TP 2 against one process, and the TOML form of a CP run
-against its generated registry, bit for bit.
+with FSDP, HSDP, CP 4 and CP with TP (llama4 also with its chunked iRoPE layers), checking the
+loss, every gradient, the gradient norm and the MoE load-balancing biases (bitwise) each step.
+fp32 tolerances: gradients rtol 1e-4 / atol 2e-6, losses and norms 1e-5 relative; measured
+worst: gradients 9.0e-7 (deepseek_v3 CP 2 x TP 2; others <= 2.4e-7), losses 2.1e-7, norms
+2.3e-7. ``titan-train`` itself then runs CP 2 and CP 2 x TP 2 against one process, and the
+TOML form of a CP run against its generated registry, bit for bit.
 """
 
 from __future__ import annotations
@@ -281,7 +282,8 @@ def torchrun_check(nproc: int, family: str, *scenarios: str) -> None:
     [
         ("llama3", ("cp2", "cp2_docs", "cp2_ac")),
         ("qwen3", ("cp2", "cp2_docs")),
-        ("llama4", ("cp2", "cp2_docs")),
+        # iRoPE: a layer without rope, then one attending within chunks across the CP chunks.
+        ("llama4", ("cp2", "cp2_docs", "cp2_irope")),
         ("deepseek_v3", ("cp2", "cp2_docs")),
         # A sliding window on the first layer, sinks on both.
         ("gpt_oss", ("cp2", "cp2_docs")),
@@ -298,6 +300,8 @@ def test_two_cp_ranks_train_like_one_process(family, scenarios):
         ("llama3", ("fsdp2_cp2", "cp2_tp2", "hsdp_cp2", "cp4_docs")),
         ("qwen3", ("fsdp2_cp2_docs", "cp2_tp2")),
         ("gpt_oss", ("fsdp2_cp2", "cp2_tp2_docs")),
+        # MLA's heads are DTensors under TP; CP gathers their local shards.
+        ("deepseek_v3", ("cp2_tp2",)),
     ],
 )
 def test_cp_with_fsdp_and_tp_on_four_ranks_trains_like_one_process(family, scenarios):

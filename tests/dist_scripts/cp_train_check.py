@@ -8,7 +8,8 @@ trains ``STEPS`` optimizer steps on the same full batch, built into each rank's 
 trainer's own ``context_parallel_parts`` (this rank's head-tail chunks, their RoPE positions,
 the masks over the gathered keys, its share of the labels). After every step it compares the
 loss averaged over the data-parallel and CP ranks, every full gradient, and the gradient norm
-with the reference's. A ``_docs`` scenario runs block-causal (per-document) masks on tokens
+with the reference's, and the MoE layers' load-balancing biases bitwise (their token counts
+pool over the CP ranks). A ``_docs`` scenario runs block-causal (per-document) masks on tokens
 with EOS ids. Rank 0 prints ``OK <family> <scenario> ...``; any mismatch raises.
 """
 
@@ -37,6 +38,7 @@ from titan.config.configs import (
 )
 from titan.distributed.cp_batch import context_parallel_parts
 from titan.distributed.determinism import set_determinism
+from titan.distributed.expert_parallel import moe_layers
 from titan.distributed.grad_norm import clip_grad_norm_
 from titan.distributed.parallel_dims import ParallelDims
 from titan.distributed.parallelize import parallelize_model
@@ -46,6 +48,7 @@ from titan.models import llama3
 from titan.models.common.attention import Attention
 from titan.models.common.decoder import TransformerBlock
 from titan.models.common.feed_forward import FeedForward
+from titan.models.common.moe_balance import balance_mesh, update_expert_bias
 from titan.models.llama3.model_config import Llama3Model
 
 BATCH, SEQ, VOCAB = 2, 32, 128
@@ -77,23 +80,37 @@ def llama3_config() -> Llama3Model.Config:
 FAMILIES = {"llama3": (llama3_config, llama3.model_registry, "debugmodel"), **MOE_FAMILIES}
 
 
-def model_config(family: str, *, documents: bool):
-    """The tiny config of ``family``; with ``documents`` every layer masks by document."""
+# Scenario suffixes: "_docs" masks every layer by document; "_irope" (llama4) runs its flex
+# flavor's iRoPE: layer 0 without rope attends globally, layer 1 with rope within chunks of 12
+# positions, which straddle the CP chunks of 8.
+VARIANTS = {
+    "docs": {"attn_mask_type": "block_causal"},
+    "irope": {"attn_type": "flex", "every_n_layers_nope": 2, "fixed_attn_block_size": 12},
+}
+
+
+def model_config(family: str, *, variant: str):
+    """The tiny config of ``family`` with the attention settings of ``variant``."""
     config = FAMILIES[family][0]()
     config.max_seq_len = SEQ  # the EP check's families are built for shorter sequences
-    if documents:
-        attention = dataclasses.replace(config.layer.attention, attn_mask_type="block_causal")
+    if variant:
+        attention = dataclasses.replace(config.layer.attention, **VARIANTS[variant])
         config.layer = dataclasses.replace(config.layer, attention=attention)
     return config
 
 
-def build(family: str, *, documents: bool) -> torch.nn.Module:
+def build(family: str, *, variant: str) -> torch.nn.Module:
     with torch.device("meta"):
-        return model_config(family, documents=documents).build()
+        return model_config(family, variant=variant).build()
 
 
 def full(t: torch.Tensor) -> torch.Tensor:
     return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def biases(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Every MoE layer's load-balancing bias (none in a dense model)."""
+    return [moe.expert_bias.clone() for moe in moe_layers(model)]
 
 
 def clean(name: str) -> str:
@@ -105,11 +122,12 @@ class Step:
     loss: float
     grads: dict[str, torch.Tensor]
     norm: float
+    biases: list[torch.Tensor]
 
 
-def reference(family: str, tokens, labels, *, documents: bool) -> tuple[dict, list[Step]]:
+def reference(family: str, tokens, labels, *, variant: str) -> tuple[dict, list[Step]]:
     """The initial state and each step of the unsharded model on the whole batch."""
-    model = build(family, documents=documents)
+    model = build(family, variant=variant)
     model.to_empty(device="cpu")
     torch.manual_seed(0)
     model.init_weights()
@@ -124,18 +142,20 @@ def reference(family: str, tokens, labels, *, documents: bool) -> tuple[dict, li
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
         optimizer.step()
         optimizer.zero_grad()
-        steps.append(Step(loss.item(), grads, norm.item()))
+        if moe_layers(model):
+            update_expert_bias(moe_layers(model), dp_mesh=None)
+        steps.append(Step(loss.item(), grads, norm.item(), biases(model)))
     return state, steps
 
 
-def run(family: str, name: str, parallelism: ParallelismConfig, ac: str, *, documents: bool):
-    tokens, labels = batch(documents)
-    state, steps = reference(family, tokens, labels, documents=documents)
+def run(family: str, name: str, parallelism: ParallelismConfig, ac: str, *, variant: str):
+    tokens, labels = batch(documents=variant == "docs")
+    state, steps = reference(family, tokens, labels, variant=variant)
     dims = ParallelDims.from_config(parallelism, world_size=dist.get_world_size())
     mesh = dims.build_mesh("cpu")
-    model = build(family, documents=documents)
+    model = build(family, variant=variant)
     spec = dataclasses.replace(
-        FAMILIES[family][1](FAMILIES[family][2]), model=model_config(family, documents=documents)
+        FAMILIES[family][1](FAMILIES[family][2]), model=model_config(family, variant=variant)
     )
     parallelize_model(
         model,
@@ -183,6 +203,13 @@ def run(family: str, name: str, parallelism: ParallelismConfig, ac: str, *, docu
         )
         optimizer.step()
         optimizer.zero_grad()
+        # The token counts of every CP rank pool into the bias update (integers: bitwise).
+        if moe_layers(model):
+            update_expert_bias(moe_layers(model), dp_mesh=balance_mesh(dims, mesh))
+        for layer, (got, expected) in enumerate(zip(biases(model), want.biases, strict=True)):
+            assert torch.equal(got, expected), (
+                f"{family} {name} step {number}: expert_bias of layer {layer} differs"
+            )
     if dist.get_rank() == 0:
         print(
             f"OK {family} {name}: {STEPS} steps, max loss rel diff {worst['loss']:.1e}, max grad "
@@ -231,9 +258,11 @@ def main() -> None:
     init_distributed(CommConfig(init_timeout_seconds=60))
     set_determinism(None, device=torch.device("cpu"), debug=DebugConfig())
     for scenario in scenarios:
-        base, _, suffix = scenario.partition("_docs")
+        base, _, variant = scenario.rpartition("_")
+        if variant not in VARIANTS:
+            base, variant = scenario, ""
         parallelism, ac = SCENARIOS[base]
-        run(family, scenario, parallelism, ac, documents=scenario.endswith("_docs"))
+        run(family, scenario, parallelism, ac, variant=variant)
     dist.barrier()
     dist.destroy_process_group()
 
