@@ -319,6 +319,9 @@ NORM_RTOL = 2e-4
 @pytest.mark.slow
 def test_titan_train_under_cp_and_cp_with_tp_matches_one_process(tmp_path):
     args = ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, *FP32]
+    # Validation under CP: each rank's share of the validation batches, averaged over dp_cp.
+    args += ["--validation.enable", "--validation.freq", "5", "--validation.steps", "2"]
+    args += ["--validation.dataset", "c4_test_validation", "--validation.seq_len", "64"]
     cp2 = ["--parallelism.context_parallel_degree", "2"]
     runs = titan_trains(
         [
@@ -335,10 +338,17 @@ def test_titan_train_under_cp_and_cp_with_tp_matches_one_process(tmp_path):
     one, *parallel = (run.check() for run in runs)
     assert "world size 2 (CP 2)" in parallel[0].stderr
     assert "world size 4 (CP 2, TP 2)" in parallel[1].stderr
-    want = one.metrics
-    assert len(want) == 10
+    want = [m for m in one.metrics if "loss" in m]
+    want_validation = [m for m in one.metrics if "validation_loss" in m]
+    assert len(want) == 10 and [m["step"] for m in want_validation] == [1, 5, 10]
     for run in parallel:
-        got = run.metrics
+        got = [m for m in run.metrics if "loss" in m]
+        validation = [m for m in run.metrics if "validation_loss" in m]
+        for a, b in zip(validation, want_validation, strict=True):
+            assert a["step"] == b["step"]
+            assert (
+                abs(a["validation_loss"] - b["validation_loss"]) <= LOSS_RTOL * b["validation_loss"]
+            )
         assert [m["step"] for m in got] == list(range(1, 11))
         for a, b in zip(got, want, strict=True):
             assert abs(a["loss"] - b["loss"]) <= LOSS_RTOL * b["loss"], (a, b)
