@@ -260,11 +260,13 @@ def test_a_per_document_view_needs_the_eos_id():
         )
 
 
-def torchrun_check(nproc: int, family: str, *scenarios: str) -> None:
-    """The CP check script's scenarios on ``nproc`` gloo processes, each reported OK."""
+def torchrun_check(nproc: int, runs: dict[str, tuple[str, ...]]) -> None:
+    """The CP check script's scenarios of each family in ``runs``, in one launch on ``nproc``
+    gloo processes (one start-up for all), each reported OK."""
+    pairs = [f"{family}:{scenario}" for family, scenarios in runs.items() for scenario in scenarios]
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        + [f"--nproc-per-node={nproc}", str(CHECK), family, *scenarios],
+        + [f"--nproc-per-node={nproc}", str(CHECK), *pairs],
         capture_output=True,
         text=True,
         timeout=900,
@@ -272,40 +274,39 @@ def torchrun_check(nproc: int, family: str, *scenarios: str) -> None:
         cwd=REPO,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-6000:]
-    for scenario in scenarios:
+    for pair in pairs:
+        family, scenario = pair.split(":")
         assert f"OK {family} {scenario}: 10 steps" in done.stdout, done.stdout
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("family", "scenarios"),
-    [
-        ("llama3", ("cp2", "cp2_docs", "cp2_ac")),
-        ("qwen3", ("cp2", "cp2_docs")),
-        # iRoPE: a layer without rope, then one attending within chunks across the CP chunks.
-        ("llama4", ("cp2", "cp2_docs", "cp2_irope")),
-        ("deepseek_v3", ("cp2", "cp2_docs")),
-        # A sliding window on the first layer, sinks on both.
-        ("gpt_oss", ("cp2", "cp2_docs")),
-    ],
-)
-def test_two_cp_ranks_train_like_one_process(family, scenarios):
-    torchrun_check(2, family, *scenarios)
+def test_two_cp_ranks_train_every_family_like_one_process():
+    torchrun_check(
+        2,
+        {
+            "llama3": ("cp2", "cp2_docs", "cp2_ac"),
+            "qwen3": ("cp2", "cp2_docs"),
+            # iRoPE: a layer without rope, then one attending within chunks across the CP chunks.
+            "llama4": ("cp2", "cp2_docs", "cp2_irope"),
+            "deepseek_v3": ("cp2", "cp2_docs"),
+            # A sliding window on the first layer, sinks on both.
+            "gpt_oss": ("cp2", "cp2_docs"),
+        },
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("family", "scenarios"),
-    [
-        ("llama3", ("fsdp2_cp2", "cp2_tp2", "hsdp_cp2", "cp4_docs")),
-        ("qwen3", ("fsdp2_cp2_docs", "cp2_tp2")),
-        ("gpt_oss", ("fsdp2_cp2", "cp2_tp2_docs")),
-        # MLA's heads are DTensors under TP; CP gathers their local shards.
-        ("deepseek_v3", ("cp2_tp2",)),
-    ],
-)
-def test_cp_with_fsdp_and_tp_on_four_ranks_trains_like_one_process(family, scenarios):
-    torchrun_check(4, family, *scenarios)
+def test_cp_with_fsdp_and_tp_on_four_ranks_trains_like_one_process():
+    torchrun_check(
+        4,
+        {
+            "llama3": ("fsdp2_cp2", "cp2_tp2", "hsdp_cp2", "cp4_docs"),
+            "qwen3": ("fsdp2_cp2_docs", "cp2_tp2"),
+            "gpt_oss": ("fsdp2_cp2", "cp2_tp2_docs"),
+            # MLA's heads are DTensors under TP; CP gathers their local shards.
+            "deepseek_v3": ("cp2_tp2",),
+        },
+    )
 
 
 # fp32 parameters in every run, so FSDP's mixed precision does not separate the layouts.

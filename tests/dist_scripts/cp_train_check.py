@@ -1,6 +1,6 @@
-"""Run under ``torchrun --nproc-per-node N`` (gloo, CPU) as ``cp_train_check.py FAMILY
-SCENARIO...``: a tiny model of FAMILY (llama3, qwen3 MoE, llama4, deepseek_v3, gpt_oss) under
-context parallel against the same model in one process on the whole batch.
+"""Run under ``torchrun --nproc-per-node N`` (gloo, CPU) as ``cp_train_check.py
+FAMILY:SCENARIO...``: a tiny model of each FAMILY (llama3, qwen3 MoE, llama4, deepseek_v3,
+gpt_oss) under context parallel against the same model in one process on the whole batch.
 
 Each scenario parallelizes the model with titan's ``parallelize_model`` over the scenario's
 layout (CP alone, CP with FSDP, CP with TP), loads the reference weights into its shards, and
@@ -10,7 +10,8 @@ the masks over the gathered keys, its share of the labels). After every step it 
 loss averaged over the data-parallel and CP ranks, every full gradient, and the gradient norm
 with the reference's, and the MoE layers' load-balancing biases bitwise (their token counts
 pool over the CP ranks). A ``_docs`` scenario runs block-causal (per-document) masks on tokens
-with EOS ids. Rank 0 prints ``OK <family> <scenario> ...``; any mismatch raises.
+with EOS ids, an ``_irope`` one llama4's chunked iRoPE layers. Rank 0 prints ``OK <family>
+<scenario> ...``; any mismatch raises.
 """
 
 from __future__ import annotations
@@ -253,11 +254,11 @@ SCENARIOS = {
 
 
 def main() -> None:
-    family, scenarios = sys.argv[1], sys.argv[2:]
     torch.set_num_threads(1)
     init_distributed(CommConfig(init_timeout_seconds=60))
     set_determinism(None, device=torch.device("cpu"), debug=DebugConfig())
-    for scenario in scenarios:
+    for argument in sys.argv[1:]:
+        family, _, scenario = argument.partition(":")
         base, _, variant = scenario.rpartition("_")
         if variant not in VARIANTS:
             base, variant = scenario, ""
