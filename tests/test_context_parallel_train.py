@@ -8,12 +8,14 @@ with FSDP, HSDP, CP 4 and CP with TP (llama4 also with its chunked iRoPE layers)
 loss, every gradient, the gradient norm and the MoE load-balancing biases (bitwise) each step.
 fp32 tolerances: gradients rtol 1e-4 / atol 2e-6, losses and norms 1e-5 relative; measured
 worst: gradients 9.0e-7 (deepseek_v3 CP 2 x TP 2; others <= 2.4e-7), losses 2.1e-7, norms
-2.3e-7. ``titan-train`` itself then runs CP 2 and CP 2 x TP 2 against one process, and the
-TOML form of a CP run against its generated registry, bit for bit.
+2.3e-7. ``titan-train`` itself then runs CP 2 and CP 2 x TP 2 against one process (training and validation losses),
+the TOML form of a CP run against its generated registry bit for bit, and a CP run resumed
+from its checkpoint against the straight run bit for bit.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -405,3 +407,21 @@ def test_a_cp_toml_and_its_generated_registry_train_bit_for_bit(tmp_path):
     assert len(toml_run.losses) == 10
     assert loss_bits(toml_run.losses) == loss_bits(code_run.losses)
     assert toml_run.losses[-1] < toml_run.losses[0] - 0.5
+
+
+@pytest.mark.slow
+def test_a_cp_run_resumed_from_its_checkpoint_ends_bit_for_bit_as_the_straight_run(tmp_path):
+    args = ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, "--training.steps", "4"]
+    args += ["--checkpoint.enable", "--checkpoint.interval", "2"]
+    args += ["--parallelism.context_parallel_degree", "2"]
+    (straight,) = titan_trains([Launch(args, dump_folder=tmp_path / "a", legacy=True, nproc=2)])
+    straight.check()
+    (tmp_path / "b" / "checkpoint").mkdir(parents=True)
+    shutil.copytree(
+        tmp_path / "a" / "checkpoint" / "step-2", tmp_path / "b" / "checkpoint" / "step-2"
+    )
+    (resumed,) = titan_trains([Launch(args, dump_folder=tmp_path / "b", legacy=True, nproc=2)])
+    resumed.check()
+    assert "loaded checkpoint from" in resumed.stderr
+    assert len(straight.losses) == 4 and len(resumed.losses) == 2
+    assert loss_bits(resumed.losses) == loss_bits(straight.losses[2:])
