@@ -8,9 +8,9 @@ with FSDP, HSDP, CP 4 and CP with TP (llama4 also with its chunked iRoPE layers)
 loss, every gradient, the gradient norm and the MoE load-balancing biases (bitwise) each step.
 fp32 tolerances: gradients rtol 1e-4 / atol 2e-6, losses and norms 1e-5 relative; measured
 worst: gradients 9.0e-7 (deepseek_v3 CP 2 x TP 2; others <= 2.4e-7), losses 2.1e-7, norms
-2.3e-7. ``titan-train`` itself then runs CP 2 and CP 2 x TP 2 against one process (training and validation losses),
-the TOML form of a CP run against its generated registry bit for bit, and a CP run resumed
-from its checkpoint against the straight run bit for bit.
+2.3e-7. ``titan-train`` itself then runs CP 2 and CP 2 x TP 2 against one process (training
+and validation losses), the TOML form of a CP run against its generated registry bit for bit,
+and a CP run resumed from its checkpoint against the straight run bit for bit.
 """
 
 from __future__ import annotations
