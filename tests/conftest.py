@@ -34,6 +34,7 @@ MULTI_PROCESS_MODULES = frozenset(
     {
         "test_checkpoint.py",
         "test_context_parallel.py",
+        "test_context_parallel_train.py",
         "test_corpus_training.py",
         "test_deepseek_v3_train.py",
         "test_distributed_failures.py",

@@ -42,7 +42,7 @@ def test_every_family_record_is_a_capabilities_record_and_llama3_trains():
     llama3 = model_registry("llama3", "debugmodel").capabilities
     assert llama3.training_refusal is None
     assert (llama3.fsdp, llama3.ddp, llama3.tp, llama3.compile) == (True, True, True, True)
-    assert not (llama3.pp or llama3.cp or llama3.ep or llama3.etp)
+    assert llama3.cp and not (llama3.pp or llama3.ep or llama3.etp)
 
 
 def test_a_feature_for_every_capability_field():
@@ -79,7 +79,6 @@ def test_llama3_debug_config_runs_as_it_is():
     ("field", "words"),
     [
         ("pipeline_parallel_degree", "pipeline parallel"),
-        ("context_parallel_degree", "context parallel"),
         ("expert_parallel_degree", "expert parallel"),
     ],
 )
@@ -91,6 +90,41 @@ def test_degrees_no_family_has_are_refused_by_name(field, words):
         f"{words} is not supported by titan-train yet (parallelism.{field} = 2)"
     )
     assert refusal.hint == f"set parallelism.{field} to 1"
+
+
+TRAINABLE = [
+    family
+    for family in SUPPORTED_MODELS
+    if model_registry(family, flavor_names(family)[0]).capabilities.training_refusal is None
+]
+
+
+@pytest.mark.parametrize("family", TRAINABLE)
+def test_every_trainable_family_runs_context_parallel(family):
+    spec = model_registry(family, flavor_names(family)[0])
+    config = _config(spec, parallelism__context_parallel_degree=2)
+    assert spec.refusals(config, world_size=2) == []
+
+
+def test_a_family_record_without_cp_refuses_it_by_name():
+    # A custom family opts in once its attention runs the CP view (titan.models.common.cp_attention).
+    spec = _with(model_registry("llama3", "debugmodel"), cp=False)
+    config = _config(spec, parallelism__context_parallel_degree=2)
+    (refusal,) = spec.refusals(config, world_size=2)
+    assert refusal.key == "parallelism.context_parallel_degree"
+    assert refusal.message.startswith(
+        "context parallel is not supported by titan-train yet "
+        "(parallelism.context_parallel_degree = 2)"
+    )
+    assert refusal.hint == "set parallelism.context_parallel_degree to 1"
+
+
+def test_the_shard_degree_left_over_counts_the_context_parallel_ranks():
+    spec = _with(model_registry("llama3", "debugmodel"), fsdp=False)
+    config = _config(spec, parallelism__context_parallel_degree=2)
+    (refusal,) = spec.refusals(config, world_size=8)
+    assert "(parallelism.data_parallel_shard_degree = 4)" in refusal.message
+    assert spec.refusals(config, world_size=2) == []
 
 
 def test_a_family_record_without_tp_refuses_tp_and_names_the_key():

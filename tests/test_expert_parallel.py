@@ -80,8 +80,13 @@ def test_without_ep_nothing_changes():
     ],
 )
 def test_a_layout_that_cannot_be_formed_fails_with_the_validators_rule(world_size, degrees, fact):
+    """The run's checks refuse it with titan-validate's expert-parallel finding (one rule:
+    titan.schemas.expert_rules.expert_layout_problem), and ParallelDims never builds it."""
+    from titan.models.qwen3.config_registry import qwen3_moe_debug
+    from titan.training.run_checks import ConfigFindings, refuse_findings
+
     parallelism = ParallelismConfig(**degrees)
-    with pytest.raises(ValueError) as raised:
+    with pytest.raises(ValueError, match="titan-validate --ngpu N names what to change"):
         ParallelDims.from_config(parallelism, world_size=world_size)
     shard = world_size // parallelism.tensor_parallel_degree
     problem = expert_layout_problem(
@@ -93,10 +98,13 @@ def test_a_layout_that_cannot_be_formed_fails_with_the_validators_rule(world_siz
     )
     assert problem is not None and problem[0] == fact
     _, message, hint = problem
-    assert str(raised.value) == (
-        f"parallelism.expert_{'tensor_' if fact == 'etp' else ''}parallel_degree: "
-        f"{message}; hint: {hint}"
-    )
+    config = qwen3_moe_debug()
+    config.parallelism = parallelism
+    with pytest.raises(ConfigFindings) as raised:
+        refuse_findings(config, world_size=world_size)
+    found = [f for f in raised.value.findings if f.code == "expert-parallel"]
+    assert [(f.message, f.hint) for f in found] == [(message, hint)]
+    assert found[0].path.endswith(f"expert_{'tensor_' if fact == 'etp' else ''}parallel_degree")
 
 
 @pytest.mark.parametrize("ep", ["3", "8"])

@@ -66,6 +66,14 @@ PLACES: dict[tuple[str, tuple[str, ...]], str] = {
         ("deepseek_v3", "gpt_oss", "llama3", "llama3_ft", "llama4", "qwen3"),
     ): "the flavors the seeded migrate-tree corpus draws from (changing them changes the bench)",
     ("bench/migrate_tree.py", ("llama3", "qwen3")): "the families its float8 jobs use",
+    (
+        "tests/test_context_parallel_train.py",
+        ("deepseek_v3", "gpt_oss", "llama3", "llama4", "qwen3"),
+    ): "each family's context-parallel scenarios on two ranks (masks, iRoPE, sinks)",
+    (
+        "tests/test_context_parallel_train.py",
+        ("deepseek_v3", "gpt_oss", "llama3", "qwen3"),
+    ): "each family's context-parallel scenarios on four ranks",
 }
 """Every place that names two or more families in one literal (path, the names) -> why it may."""
 

@@ -125,10 +125,13 @@ CONFIG_REFUSALS = [
         ],
     ),
     (
-        "context-parallel",
+        "context-parallel-beyond-the-world-size",
         ["--config", "llama3_debugmodel", "--parallelism.context_parallel_degree", "2"],
         1,
-        ["context parallel is not supported by titan-train yet", "^^^^"],
+        [
+            "error[world-size] 1 GPU cannot be split by context_parallel_degree=2",
+            "run on a multiple of 2 GPUs",
+        ],
     ),
     (
         "expert-parallel",

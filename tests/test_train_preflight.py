@@ -363,8 +363,18 @@ def test_the_command_passes_and_refuses_with_its_exit_codes(tmp_path):
         passed.stdout == "pre-flight passed: llama3 debugmodel, 8 GPUs (FSDP 8), 6.2M parameters\n"
     )
     refused = titan_train(
-        "--ngpu", "2", "--config", "llama3_debugmodel", "--parallelism.context_parallel_degree", "2"
+        "--ngpu",
+        "4",
+        "--config",
+        "qwen3_moe_debug",
+        "--parallelism.context_parallel_degree",
+        "2",
+        "--parallelism.expert_parallel_degree",
+        "2",
     )
     assert refused.returncode == 1
-    assert "context parallel is not supported by titan-train yet" in refused.stderr
+    assert (
+        "expert parallel together with context parallel is not supported by titan-train yet"
+        in refused.stderr
+    )
     assert list(tmp_path.iterdir()) == []

@@ -21,24 +21,28 @@ if TYPE_CHECKING:
 # each replica next, tensor parallel innermost so its frequent collectives stay within a host.
 # With expert parallel, dp_shard is split into the part EP does not borrow (dp_shard_mod_ep, the
 # FSDP shards of the experts) and the part it borrows (dp_shard_in_ep), which keeps the ranks of
-# one EP group adjacent, as torchtitan v0.2.0 laid them out.
-MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp")
+# one EP group adjacent, as torchtitan v0.2.0 laid them out. Context parallel sits between the
+# shards and tensor parallel, as in torchtitan.
+MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp", "tp")
 
 # The flattened dimension of replicate x shard; built only when both are > 1, otherwise "dp" is the
 # one data-parallel dimension that exists (no extra process group).
 FLAT_DP_NAME = "dp"
 
-# What each name ``ParallelDims.mesh`` accepts stands for. Without context parallel, torchtitan's
-# cp-folded names ("dp_shard_cp", "dp_cp") are their plain data-parallel counterparts. "dp_shard"
+# What each name ``ParallelDims.mesh`` accepts stands for. torchtitan's cp-folded names
+# ("dp_shard_cp": what FSDP shards over, "dp_cp": what the loss is averaged over) add the context
+# parallel ranks, which see other tokens of the same batch; without CP they are their plain
+# data-parallel counterparts. "dp_shard"
 # is one dimension without EP and the two EP halves of it with EP; "ep" is the borrowed half (and
 # tp when the experts are not TP-sharded); "efsdp" shards the experts with FSDP. "dp_tp" (titan's)
 # holds every rank that routes its own tokens when expert parallel takes the TP ranks.
 MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "dp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
-    "dp_cp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
+    "dp_cp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp"),
     "dp_replicate": ("dp_replicate",),
     "dp_shard": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
-    "dp_shard_cp": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
+    "dp_shard_cp": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp"),
+    "cp": ("cp",),
     "tp": ("tp",),
     "ep": ("dp_shard_in_ep", "tp"),
     "efsdp": ("dp_shard_mod_ep",),
@@ -68,7 +72,8 @@ class ParallelDims:
     pp: int = 1
     """Pipeline-parallel degree (always 1: titan-train has no pipeline parallel yet)."""
     cp: int = 1
-    """Context-parallel degree (always 1: titan-train has no context parallel yet)."""
+    """Context-parallel degree: each rank of a CP group holds ``seq_len / cp`` tokens of the
+    same sequences (``titan.distributed.cp_batch``)."""
     ep: int = 1
     """Expert-parallel degree: the routed experts are split over this many ranks."""
     etp: int = 1
@@ -86,28 +91,30 @@ class ParallelDims:
         (``titan.schemas.layout_rules``, ``expert_rules``), which the run's checks apply before
         this is called (``titan.training.run_checks.refuse_findings``); the shard degree -1 is
         resolved by the same function the rules use. A layout the rules would refuse raises
-        ``ValueError`` here instead of becoming a wrong mesh.
+        ``ValueError`` here instead of becoming a wrong mesh. What titan-train does not run yet
+        (pipeline parallel, expert parallel together with context parallel) is refused before,
+        by the family's capability record (``ModelSpec.refusals``).
         """
         replicate = parallelism.data_parallel_replicate_degree
         tp = parallelism.tensor_parallel_degree
+        cp = parallelism.context_parallel_degree
         ep = parallelism.expert_parallel_degree
         etp = parallelism.expert_tensor_parallel_degree
-        # Pipeline and context parallel are refused earlier, by the family's capability record.
         shard = resolve_dp_shard(
             parallelism.data_parallel_shard_degree,
             world_size=world_size,
             replicate=replicate,
             tp=tp,
             pp=1,
-            cp=1,
+            cp=cp,
         )
-        degrees = (replicate, tp, ep, etp)
-        if shard is None or min(shard, *degrees) < 1 or replicate * shard * tp != world_size:
+        degrees = (replicate, tp, cp, ep, etp)
+        if shard is None or min(shard, *degrees) < 1 or replicate * shard * cp * tp != world_size:
             raise ValueError(
                 f"parallelism {_layout_words(parallelism)} cannot run on {world_size} "
                 "processes; titan-validate --ngpu N names what to change"
             )
-        if ep > 1 and expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=1, dp_shard=shard):
+        if ep > 1 and expert_layout_problem(ep=ep, etp=etp, tp=tp, cp=cp, dp_shard=shard):
             raise ValueError(
                 f"parallelism {_layout_words(parallelism)} cannot lay out expert parallel; "
                 "titan-validate --ngpu N names what to change"
@@ -116,6 +123,7 @@ class ParallelDims:
             dp_replicate=replicate,
             dp_shard=shard,
             tp=tp,
+            cp=cp,
             ep=ep,
             etp=etp,
             world_size=world_size,
@@ -139,9 +147,15 @@ class ParallelDims:
         return self.dp_shard > 1
 
     @property
+    def cp_enabled(self) -> bool:
+        """Whether context parallel splits each sequence over ranks."""
+        return self.cp > 1
+
+    @property
     def fsdp_enabled(self) -> bool:
-        """Whether FSDP shards the model (same as ``dp_shard_enabled`` without context parallel)."""
-        return self.dp_shard_enabled
+        """Whether FSDP shards the model: over the shard ranks and the context parallel ones,
+        which hold the same weights and average their gradients as data-parallel ranks do."""
+        return self.dp_shard_enabled or self.cp_enabled
 
     @property
     def tp_enabled(self) -> bool:
@@ -212,8 +226,9 @@ class ParallelDims:
 
     @property
     def seq_len_divisor(self) -> int:
-        """What the sequence length must be a multiple of: sequence parallel splits it by TP."""
-        return self.tp
+        """What the sequence length must be a multiple of: context parallel cuts it into ``2 *
+        cp`` chunks, and sequence parallel splits each rank's share by TP."""
+        return self.tp * (2 * self.cp if self.cp_enabled else 1)
 
     @property
     def mesh_dim_names(self) -> tuple[str, ...]:
@@ -231,9 +246,11 @@ class ParallelDims:
     def fsdp_mesh_dim_names(self) -> tuple[str, ...]:
         """Mesh dimensions ``fully_shard`` takes: both for HSDP, the shard one alone for FSDP
         (with EP, "dp_shard" is the flattened dimension :meth:`build_mesh` makes, or the one half
-        of it that is not of size 1 when EP takes the TP ranks)."""
-        shard_dims = self._present_dims("dp_shard")
-        shard = shard_dims[0] if len(shard_dims) == 1 else "dp_shard"
+        of it that is not of size 1 when EP takes the TP ranks; with context parallel,
+        "dp_shard_cp", the shard and CP ranks flattened, or "cp" alone)."""
+        name = "dp_shard_cp" if self.cp_enabled else "dp_shard"
+        shard_dims = self._present_dims(name)
+        shard = shard_dims[0] if len(shard_dims) == 1 else name
         if self.dp_replicate_enabled:
             return ("dp_replicate", shard)
         return (shard,)
@@ -256,6 +273,7 @@ class ParallelDims:
             "dp_shard": shard,
             "dp_shard_mod_ep": mod_ep,
             "dp_shard_in_ep": in_ep,
+            "cp": self.cp,
             "tp": self.tp,
         }
 
@@ -264,7 +282,8 @@ class ParallelDims:
         """The world mesh over ``device_type`` ("cpu", "cuda"), or None for a single process.
 
         Also builds the flattened dimensions the run uses, so that every rank creates their
-        process groups in the same order: "dp" when both data-parallel dimensions are > 1, and
+        process groups in the same order: "dp" when both data-parallel dimensions are > 1,
+        "dp_shard_cp" and "dp_cp" with context parallel, and
         with EP "dp_shard" (the dense FSDP dimension) and "ep" when they span several dimensions,
         and "dp_tp" when EP takes the TP ranks.
         """
@@ -277,7 +296,14 @@ class ParallelDims:
         world_mesh = init_device_mesh(
             device_type, tuple(degrees[name] for name in names), mesh_dim_names=names
         )
-        for name in ("dp_shard", "dp", "ep", *(("dp_tp",) if self.ep_borrows_tp else ())):
+        cp_names = ("dp_shard_cp", "dp_cp") if self.cp_enabled else ()
+        for name in (
+            "dp_shard",
+            "dp",
+            *cp_names,
+            "ep",
+            *(("dp_tp",) if self.ep_borrows_tp else ()),
+        ):
             self.mesh(world_mesh, name)
         return world_mesh
 
@@ -324,8 +350,11 @@ class ParallelDims:
 
 def _flat_name(dims: tuple[str, ...]) -> str:
     """The name of the flattened mesh over ``dims``: data parallel with tp ("dp_tp"), the expert
-    group when tp is folded in ("ep"), data parallel with replicas ("dp"), else the (EP-split)
+    group when tp is folded in ("ep"), data parallel with context parallel ("dp_cp" with
+    replicas, else "dp_shard_cp"), data parallel with replicas ("dp"), else the (EP-split)
     shard dimension."""
+    if "cp" in dims:
+        return "dp_cp" if "dp_replicate" in dims else "dp_shard_cp"
     if "tp" in dims:
         return "dp_tp" if set(dims) - {"dp_shard_in_ep", "tp"} else "ep"
     if "dp_replicate" in dims:
@@ -340,6 +369,7 @@ def _layout_words(parallelism: ParallelismConfig) -> str:
         for name in (
             "data_parallel_replicate_degree",
             "data_parallel_shard_degree",
+            "context_parallel_degree",
             "tensor_parallel_degree",
             "expert_parallel_degree",
             "expert_tensor_parallel_degree",

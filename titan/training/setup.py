@@ -24,6 +24,7 @@ from titan.components.run_files import replace_run_file
 from titan.config.serialize import to_json
 from titan.distributed.amp import amp_context
 from titan.distributed.config_agreement import check_same_config
+from titan.distributed.cp_batch import context_parallel_parts
 from titan.distributed.determinism import set_determinism
 from titan.distributed.grad_norm import clip_grad_norm_
 from titan.distributed.parallel_dims import ParallelDims
@@ -131,8 +132,9 @@ class RunParts:
         return self.parallel_dims.dp_degree
 
     def dp_mean(self, value: torch.Tensor) -> float:
-        """``value`` averaged over the data-parallel ranks, as a Python float."""
-        mesh = self.parallel_dims.mesh(self.world_mesh, "dp") if self.world_mesh else None
+        """``value`` averaged over the data-parallel ranks (and the context parallel ones, each
+        of which holds a share of the batch's tokens), as a Python float."""
+        mesh = self.parallel_dims.mesh(self.world_mesh, "dp_cp") if self.world_mesh else None
         return dist_mean(value, mesh)
 
     def to_device(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[Any, Any]:
@@ -302,6 +304,14 @@ def _build(
     )
     # Built once per batch from its tokens, as torchtitan's trainer does for flex/varlen.
     attention_masks = functools.partial(model.attention_masks, eos_id=eos_id)
+    if parallel_dims.cp_enabled:
+        loss_fn, attention_masks = context_parallel_parts(
+            loss_fn=loss_fn,
+            model=model,
+            eos_id=eos_id,
+            parallel_dims=parallel_dims,
+            world_mesh=world_mesh,
+        )
     validator = None
     if config.validator.enable:
         validator = config.validator.build(
@@ -314,7 +324,7 @@ def _build(
             attention_masks=attention_masks,
             metrics=metrics,
             device=device,
-            dp_mesh=parallel_dims.mesh(world_mesh, "dp") if world_mesh is not None else None,
+            dp_mesh=parallel_dims.mesh(world_mesh, "dp_cp") if world_mesh is not None else None,
             amp=lambda: _amp(parallel_dims, training, device),
             loss_context=lambda: _loss_context(parallel_dims),
         )
@@ -377,7 +387,7 @@ def _loss_context(parallel_dims: ParallelDims):
 
 def degrees_in_words(parallel_dims: ParallelDims) -> str:
     """The parallelisms in use, in words ("FSDP 4, TP 2"; "one process" when none)."""
-    names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "ep": "EP"}
+    names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "cp": "CP", "tp": "TP", "ep": "EP"}
     used = [f"{label} {getattr(parallel_dims, name)}" for name, label in names.items()]
     if parallel_dims.etp_enabled:
         used.append(f"ETP {parallel_dims.etp}")

@@ -26,6 +26,7 @@ from titan.models.common import decoder as decoder_config
 from titan.models.common import feed_forward as feed_forward_config
 from titan.models.common import rope as rope_config
 from titan.models.common.attention_masks import AttentionMasks, MaskSpec, build_attention_masks
+from titan.models.common.cp_attention import ContextParallelMask, local_batch
 
 # torchtitan's init constants: the std of the input projections, and the cutoff (in stds) of
 # the final output projection's truncated normal.
@@ -186,8 +187,11 @@ class Attention(nn.Module):
         bs, seqlen, _ = x.shape
         xq, xk, xv = self.project_heads(x)
         xq, xk = self.rotate(xq, xk, freqs_cis)
-        keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
-        values = repeat_kv(xv, self.n_rep).transpose(1, 2)
+        # Under context parallel the key/value heads travel unrepeated (n_rep times less to
+        # gather); the CP attention repeats them after the gather.
+        n_rep = 1 if isinstance(attention_mask, ContextParallelMask) else self.n_rep
+        keys = repeat_kv(xk, n_rep).transpose(1, 2)
+        values = repeat_kv(xv, n_rep).transpose(1, 2)
         out = masked_sdpa(xq.transpose(1, 2), keys, values, attention_mask=attention_mask)
         return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
 
@@ -200,10 +204,13 @@ def masked_sdpa(
     attention_mask: torch.Tensor | None,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """SDPA of ``[bs, heads, seq, d]`` tensors: causal without a mask, else the boolean mask's.
+    """SDPA of ``[bs, heads, seq, d]`` tensors: causal without a mask, else the boolean mask's;
+    under context parallel (a ``ContextParallelMask``) over every CP rank's keys and values.
 
     Every mask titan builds lets each query see itself, so no softmax row is empty.
     """
+    if isinstance(attention_mask, ContextParallelMask):
+        return attention_mask.attend(queries, keys, values, scale=scale)
     if attention_mask is None:
         return F.scaled_dot_product_attention(queries, keys, values, is_causal=True, scale=scale)
     return F.scaled_dot_product_attention(
@@ -406,6 +413,8 @@ class Decoder(nn.Module):
 
         ``attention_masks`` are the batch's masks from ``attention_masks``; when left out they
         are built here, which a model with ``block_causal`` layers refuses (it needs the EOS id).
+        Under context parallel they are the batch's ``ContextParallelBatch``: the model then
+        runs this rank's ``seq / cp`` tokens and returns their logits only.
         """
         if tokens.shape[1] > self.freqs_cis.shape[0]:
             raise ValueError(
@@ -413,9 +422,10 @@ class Decoder(nn.Module):
             )
         if attention_masks is None:
             attention_masks = self.attention_masks(tokens)
+        tokens, rotary_table = local_batch(tokens, self.freqs_cis, attention_masks)
         h = self.tok_embeddings(tokens)
         for layer, spec in zip(self.layers.values(), self.mask_specs, strict=True):
-            h = layer(h, self.freqs_cis, attention_mask=attention_masks.get(spec))
+            h = layer(h, rotary_table, attention_mask=attention_masks.get(spec))
         return self.output(self.norm(h))
 
 

@@ -21,6 +21,7 @@ FAMILY = ModelFamily(
         fsdp=True,
         ddp=True,
         tp=True,
+        cp=True,
         ep=True,
         etp=True,
         float8=True,

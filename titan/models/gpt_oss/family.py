@@ -21,6 +21,7 @@ FAMILY = ModelFamily(
         fsdp=True,
         ddp=True,
         tp=True,
+        cp=True,
         ep=True,
         compile=True,
         activation_checkpoint=True,

@@ -36,6 +36,7 @@ from torch.distributed.tensor import DTensor
 
 from titan.distributed.expert_parallel import with_grad_summed_over
 from titan.models.common.attention_masks import MaskSpec
+from titan.models.common.cp_attention import ContextParallelMask
 from titan.models.common.model import Decoder, RoPE, block_init_std, repeat_kv
 from titan.models.common.moe_model import (
     MoE,
@@ -206,9 +207,16 @@ class GptOssAttention(nn.Module):
         xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
         xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
         xq, xk = apply_rotary_emb(xq, xk, rope_cache)
+        mask = attention_mask
+        if isinstance(mask, ContextParallelMask):
+            # Context parallel: every CP rank's keys and values, gathered before the heads are
+            # repeated; the mask is this rank's queries over them.
+            xk, xv = (
+                t.transpose(1, 2) for t in mask.gather(xk.transpose(1, 2), xv.transpose(1, 2))
+            )
+            mask = mask.mask
         keys = repeat_kv(xk, self.n_rep).transpose(1, 2)
         values = repeat_kv(xv, self.n_rep).transpose(1, 2)
-        mask = attention_mask
         if mask is None:
             mask = MaskSpec().build(seqlen=seqlen, device=x.device)
         # Under tensor parallelism the sinks are sharded by head like wq's rows: the local ones.

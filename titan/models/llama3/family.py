@@ -12,11 +12,12 @@ FAMILY = ModelFamily(
     flavors=flavors.FLAVORS,
     model_config=Llama3Model.Config,
     aliases={"llama3_ft": "titan.experiments.ft.trainer:FaultTolerantTrainer.Config"},
-    # PP, CP and EP are not in titan-train; everything else llama3 runs, tests prove it.
+    # PP and EP are not in titan-train for llama3; everything else it runs, tests prove it.
     capabilities=Capabilities(
         fsdp=True,
         ddp=True,
         tp=True,
+        cp=True,
         float8=True,
         compile=True,
         activation_checkpoint=True,

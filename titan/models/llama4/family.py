@@ -22,6 +22,7 @@ FAMILY = ModelFamily(
         fsdp=True,
         ddp=True,
         tp=True,
+        cp=True,
         ep=True,
         etp=True,
         activation_checkpoint=True,

@@ -23,6 +23,7 @@ FAMILY = ModelFamily(
         fsdp=True,
         ddp=True,
         tp=True,
+        cp=True,
         ep=True,
         etp=True,
         activation_checkpoint=True,

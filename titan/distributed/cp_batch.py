@@ -1,0 +1,177 @@
+"""A training run under context parallel: its checks before launch, and each batch's CP view.
+
+Every rank of a CP group loads the same batches (they share a data-parallel rank). For each
+batch, :func:`batch_view` builds what the model's forward takes in place of the attention
+masks: a ``ContextParallelBatch`` naming this rank's tokens (chunks ``r`` and ``2·cp − 1 − r`` of
+``2·cp``, the "head-tail" balance), their RoPE positions, and the mask of every layer's kind
+over the gathered keys (plain causal, per document, chunked or windowed). The loss keeps the
+same rank's labels (:class:`LocalLabelsLoss`). Each rank's loss is the mean over its own
+``seq / cp`` tokens; FSDP, which shards over the data-parallel and CP ranks together, averages
+the gradients over both, and the logged loss is averaged over both (the ``dp_cp`` mesh), which
+is the mean over every token of the batch.
+
+``context_parallel_rotate_method`` chose the collective of torch's ring attention, which titan
+does not use (keys and values are all-gathered); ``context_parallel_load_balancer`` chose among
+torch's balancers, of which titan runs head-tail. Both are accepted and reported as having no
+effect (:func:`context_parallel_notes`); the numbers a run computes do not depend on either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from titan.distributed.context_parallel import balance, check_sequence_split, cp_mask, positions
+from titan.models.common.attention_masks import MaskSpec, document_ids
+from titan.models.common.cp_attention import ContextParallelBatch, ContextParallelMask
+
+if TYPE_CHECKING:
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from titan.distributed.parallel_dims import ParallelDims
+
+log = logging.getLogger("titan")
+
+# The balancer titan runs, and what each other setting would have chosen in torch.
+HEAD_TAIL = "headtail"
+OTHER_BALANCERS = {
+    "ptrr": "torch's processing-time round-robin balancer (FlexAttention only)",
+    None: "no load balancing (contiguous slices)",
+}
+
+
+def check_context_parallel(config: Any, parallel_dims: ParallelDims) -> None:
+    """Raise ``ValueError`` when the run's sequences cannot be cut for context parallel: the
+    training (and validation) sequence length must divide into ``2 * cp`` chunks, each rank's
+    share into ``tp`` sequence-parallel slices. Nothing to check without CP."""
+    if not parallel_dims.cp_enabled:
+        return
+    lengths = [("training.seq_len", config.training.seq_len)]
+    if config.validator.enable and config.validator.seq_len:
+        lengths.append(("validator.seq_len", config.validator.seq_len))
+    for key, seq_len in lengths:
+        try:
+            check_sequence_split(
+                seq_len,
+                cp=parallel_dims.cp,
+                tp=parallel_dims.tp,
+                sequence_parallel=parallel_dims.tp_enabled,
+            )
+        except ValueError as error:
+            raise ValueError(f"{key}: {error}") from None
+
+
+def context_parallel_notes(parallelism: Any) -> list[str]:
+    """What the run accepts but does not act on under context parallel, one sentence each."""
+    notes = []
+    if parallelism.context_parallel_rotate_method != "allgather":
+        notes.append(
+            f"parallelism.context_parallel_rotate_method = "
+            f"{parallelism.context_parallel_rotate_method!r} has no effect in titan-train: "
+            "context parallel all-gathers the keys and values along the sequence (it has no "
+            "ring to rotate)"
+        )
+    balancer = parallelism.context_parallel_load_balancer
+    if parallelism.context_parallel_degree > 1 and balancer != HEAD_TAIL:
+        notes.append(
+            f"parallelism.context_parallel_load_balancer = {balancer!r} "
+            f"({OTHER_BALANCERS.get(balancer, 'unknown to torch')}) has no effect in "
+            "titan-train: context parallel always balances head-tail (rank r holds chunks r "
+            "and 2·cp−1−r); the results are the same"
+        )
+    return notes
+
+
+def warn_context_parallel_notes(parallelism: Any) -> None:
+    """Log each of :func:`context_parallel_notes` as a warning."""
+    for note in context_parallel_notes(parallelism):
+        log.warning("%s", note)
+
+
+def batch_view(
+    tokens: torch.Tensor,
+    *,
+    mask_specs: list[MaskSpec],
+    eos_id: int | None,
+    group: dist.ProcessGroup | None,
+    cp: int,
+    rank: int,
+) -> ContextParallelBatch:
+    """The CP view of the full batch ``tokens`` ``[bs, seq]`` on CP rank ``rank``: one mask per
+    kind in ``mask_specs`` (kinds equal at this length share one tensor) and this rank's
+    positions."""
+    seq_len = tokens.shape[1]
+    check_sequence_split(seq_len, cp=cp)
+    effective = {spec: spec.for_length(seq_len) for spec in mask_specs}
+    documents = None
+    if any(spec.documents for spec in effective.values()):
+        if eos_id is None:
+            raise ValueError(
+                "block_causal attention needs the id of the EOS token that ends each document"
+            )
+        documents = document_ids(tokens, eos_id=eos_id)
+    built = {
+        kind: ContextParallelMask(
+            cp_mask(
+                kind,
+                seq_len=seq_len,
+                cp=cp,
+                rank=rank,
+                device=tokens.device,
+                documents=documents if kind.documents else None,
+            ),
+            group,
+        )
+        for kind in set(effective.values())
+    }
+    return ContextParallelBatch(
+        {spec: built[kind] for spec, kind in effective.items()},
+        positions=positions(seq_len, cp=cp, rank=rank, device=tokens.device),
+    )
+
+
+class LocalLabelsLoss:
+    """``loss_fn(pred, labels)`` on this CP rank's logits and its share of the full labels."""
+
+    def __init__(self, loss_fn: Callable[[Any, torch.Tensor], Any], *, cp: int, rank: int):
+        self.loss_fn, self.cp, self.rank = loss_fn, cp, rank
+
+    def __call__(self, pred: Any, labels: torch.Tensor) -> Any:
+        """The loss of this rank's tokens (the mean over them, as ``loss_fn`` computes it)."""
+        return self.loss_fn(pred, balance(labels, 1, cp=self.cp, rank=self.rank))
+
+
+def context_parallel_parts(
+    *,
+    loss_fn: Callable[[Any, torch.Tensor], Any],
+    model: torch.nn.Module,
+    eos_id: int | None,
+    parallel_dims: ParallelDims,
+    world_mesh: DeviceMesh | None,
+) -> tuple[Callable[[Any, torch.Tensor], Any], Callable[[torch.Tensor], Any]]:
+    """The run's ``loss_fn`` (on this rank's labels) and ``attention_masks(inputs)`` (each
+    batch's CP view) under context parallel, from the one-process ``loss_fn`` and ``model``."""
+    cp_mesh = parallel_dims.mesh(world_mesh, "cp")
+    assert cp_mesh is not None
+    cp, rank, group = parallel_dims.cp, cp_mesh.get_local_rank(), cp_mesh.get_group()
+    specs = list(model.mask_specs)
+
+    def attention_masks(tokens: torch.Tensor) -> ContextParallelBatch:
+        """The batch's CP view on this rank."""
+        return batch_view(tokens, mask_specs=specs, eos_id=eos_id, group=group, cp=cp, rank=rank)
+
+    return LocalLabelsLoss(loss_fn, cp=cp, rank=rank), attention_masks
+
+
+__all__ = [
+    "LocalLabelsLoss",
+    "batch_view",
+    "check_context_parallel",
+    "context_parallel_notes",
+    "context_parallel_parts",
+    "warn_context_parallel_notes",
+]
