@@ -134,19 +134,29 @@ def global_batch(facts: ConfigFacts) -> Iterator[Diagnostic]:
 
 
 def sequence_length(facts: ConfigFacts) -> Iterator[Diagnostic]:
-    """With TP or CP, seq_len is divisible by tp × 2·cp."""
-    seq, tp, cp = facts.seq_len, facts.tp, facts.cp
-    if not ints(seq, tp, cp) or (tp.value <= 1 and cp.value <= 1) or tp.value < 1 or cp.value < 1:
+    """With TP or CP, the training and validation sequence lengths are divisible by tp × 2·cp:
+    context parallel cuts a sequence into 2·cp chunks, sequence parallel each rank's share
+    into tp slices."""
+    tp, cp = facts.tp, facts.cp
+    if not ints(tp, cp) or (tp.value <= 1 and cp.value <= 1) or tp.value < 1 or cp.value < 1:
         return
     unit = tp.value * 2 * cp.value
-    if seq.value % unit:
-        yield diag(
-            "seq-len",
-            blame(seq, tp, cp),
-            f"sequence length {seq.value} is not divisible by tp × 2·cp = {unit}",
-            f"use a sequence length divisible by {unit}, e.g. {max(unit, seq.value // unit * unit)}, "
-            "or other tensor/context parallel degrees",
-        )
+    lengths = [facts.seq_len]
+    validation = facts.validation_seq_len
+    if facts.validation_enable.value is True and validation.value not in (
+        None,
+        facts.seq_len.value,
+    ):
+        lengths.append(validation)  # the same length would be the same finding
+    for seq in lengths:
+        if ints(seq) and seq.value % unit:
+            yield diag(
+                "seq-len",
+                blame(seq, tp, cp),
+                f"sequence length {seq.value} is not divisible by tp × 2·cp = {unit}",
+                f"use a sequence length divisible by {unit}, e.g. "
+                f"{max(unit, seq.value // unit * unit)}, or other tensor/context parallel degrees",
+            )
 
 
 def tensor_parallel_heads(facts: ConfigFacts) -> Iterator[Diagnostic]:

@@ -134,6 +134,8 @@ class ConfigFacts(Frozen):
         "async_tp",
         "cp_load_balancer",
         "validation_steps",
+        "validation_enable",
+        "validation_seq_len",
         "float8_recipe",
         "float8_all_gather",
         "float8_precompute",
@@ -191,6 +193,10 @@ class ConfigFacts(Frozen):
     async_tp: Setting
     cp_load_balancer: Setting
     validation_steps: Setting
+    validation_enable: Setting
+    """Whether the run validates (the validation section's switch)."""
+    validation_seq_len: Setting
+    """The validation sequence length; None follows training.seq_len (registry form only)."""
     float8_recipe: Setting
     float8_all_gather: Setting
     float8_precompute: Setting
@@ -256,6 +262,8 @@ class ConfigFacts(Frozen):
         async_tp: Setting,
         cp_load_balancer: Setting,
         validation_steps: Setting,
+        validation_enable: Setting,
+        validation_seq_len: Setting,
         float8_recipe: Setting,
         float8_all_gather: Setting,
         float8_precompute: Setting,
@@ -306,6 +314,8 @@ class ConfigFacts(Frozen):
         _set(self, "async_tp", async_tp)
         _set(self, "cp_load_balancer", cp_load_balancer)
         _set(self, "validation_steps", validation_steps)
+        _set(self, "validation_enable", validation_enable)
+        _set(self, "validation_seq_len", validation_seq_len)
         _set(self, "float8_recipe", float8_recipe)
         _set(self, "float8_all_gather", float8_all_gather)
         _set(self, "float8_precompute", float8_precompute)

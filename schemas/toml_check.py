@@ -831,6 +831,8 @@ def legacy_facts(
         early_step_in_backward=get("optimizer.early_step_in_backward"),
         fault_tolerance=fault_tolerance,
         validation_steps=get("validation.steps"),
+        validation_enable=get("validation.enable"),
+        validation_seq_len=get("validation.seq_len"),
         float8_recipe=get("quantize.linear.float8.recipe_name"),
         float8_all_gather=get("quantize.linear.float8.enable_fsdp_float8_all_gather"),
         float8_precompute=get("quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"),

@@ -184,10 +184,11 @@ def test_a_sequence_that_does_not_cut_into_the_chunks_is_refused_before_launch(
     )
     code, out, err = preflight(capsys, "--ngpu", "8", *config, *cp, *flags)
     assert code == 1 and out == ""
-    assert divisor in err and "Traceback" not in err
+    assert "error[seq-len] sequence length" in err and "Traceback" not in err
+    assert f"is not divisible by tp × 2·cp = {divisor}" in err
 
 
-def test_the_trainer_itself_refuses_a_validation_sequence_that_does_not_cut(capsys):
+def test_a_validation_sequence_that_does_not_cut_is_the_seq_len_finding(capsys):
     code, out, err = preflight(
         capsys,
         "--ngpu",
@@ -201,7 +202,8 @@ def test_the_trainer_itself_refuses_a_validation_sequence_that_does_not_cut(caps
         "30",
     )
     assert code == 1 and out == ""
-    assert "validator.seq_len: seq_len 30 is not divisible by 2 * cp = 2 * 2 = 4" in err
+    assert "error[seq-len] sequence length 30 is not divisible by tp × 2·cp = 4" in err
+    assert "--validator.seq_len" in err  # the flag that set it is underlined
 
 
 @pytest.mark.parametrize(

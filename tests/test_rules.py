@@ -157,6 +157,14 @@ CASES = {
         [training]
         seq_len = 2050  # error[seq-len] training.seq_len: sequence length 2050 is not divisible by tp × 2·cp = 4
     """,
+    "seq-len-of-validation": """
+        [parallelism]
+        context_parallel_degree = 2
+        [validation]
+        enable = true
+        seq_len = 1022  # error[seq-len] validation.seq_len: sequence length 1022 is not divisible by tp × 2·cp = 4
+    """,
+    "seq-len-of-validation-off": "[parallelism]\ncontext_parallel_degree = 2\n[validation]\nseq_len = 1022\n",
     "seq-len-default-blames-cp": """
         [parallelism]
         context_parallel_degree = 3  # error[seq-len] parallelism.context_parallel_degree: sequence length 2048 is not divisible by tp × 2·cp = 6
@@ -452,7 +460,8 @@ def test_rules_check_reports_the_paths_it_is_given():
         "fault_tolerance": False, "ac_mode": "selective", "selective_ac_option": "2",
         "compile_enable": False, "compile_components": ["model"], "cpu_offload": False,
         "async_tp": False, "cp_load_balancer": "headtail",
-        "validation_steps": -1, "float8_recipe": None, "float8_all_gather": False,
+        "validation_steps": -1, "validation_enable": False, "validation_seq_len": None,
+        "float8_recipe": None, "float8_all_gather": False,
         "float8_precompute": False, "model_name": "llama3", "flavor": "debugmodel",
     }
     # fmt: on

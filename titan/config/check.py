@@ -326,6 +326,8 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rule_facts
             span=locate("fault_tolerance.enable"),
         ),
         validation_steps=get("validator.steps"),
+        validation_enable=get("validator.enable"),
+        validation_seq_len=get("validator.seq_len"),
         float8_recipe=rule_facts.Setting(f8.recipe_name, f"{f8_path}.recipe_name", locate(f8_path)),
         float8_all_gather=rule_facts.Setting(
             f8.enable_fsdp_float8_all_gather,

@@ -44,27 +44,6 @@ OTHER_BALANCERS = {
 }
 
 
-def check_context_parallel(config: Any, parallel_dims: ParallelDims) -> None:
-    """Raise ``ValueError`` when the run's sequences cannot be cut for context parallel: the
-    training (and validation) sequence length must divide into ``2 * cp`` chunks, each rank's
-    share into ``tp`` sequence-parallel slices. Nothing to check without CP."""
-    if not parallel_dims.cp_enabled:
-        return
-    lengths = [("training.seq_len", config.training.seq_len)]
-    if config.validator.enable and config.validator.seq_len:
-        lengths.append(("validator.seq_len", config.validator.seq_len))
-    for key, seq_len in lengths:
-        try:
-            check_sequence_split(
-                seq_len,
-                cp=parallel_dims.cp,
-                tp=parallel_dims.tp,
-                sequence_parallel=parallel_dims.tp_enabled,
-            )
-        except ValueError as error:
-            raise ValueError(f"{key}: {error}") from None
-
-
 def context_parallel_notes(parallelism: Any) -> list[str]:
     """What the run accepts but does not act on under context parallel, one sentence each."""
     notes = []
@@ -170,7 +149,6 @@ def context_parallel_parts(
 __all__ = [
     "LocalLabelsLoss",
     "batch_view",
-    "check_context_parallel",
     "context_parallel_notes",
     "context_parallel_parts",
     "warn_context_parallel_notes",
