@@ -139,6 +139,7 @@ CODES: dict[str, str] = {
     "async-tp": "Async tensor parallel without a compiled model, or without tensor parallel (no effect).",
     "ddp-layout": "DDP (unsharded replicas) combined with tensor, pipeline or context parallel.",
     "cpu-offload": "CPU offload without FSDP shards to offload.",
+    "no-effect": "A setting titan-train accepts but does not act on (context parallel's rotate method and load balancer).",
     "unknown-model": "A model name titan does not know.",
     "unknown-flavor": "A flavor the model does not have.",
     "unknown-config": "A registry function name (--config) that no registry defines.",

@@ -293,3 +293,39 @@ def cpu_offload(facts: ConfigFacts) -> Iterator[Diagnostic]:
             "set data_parallel_shard_degree > 1 (or -1 on several GPUs), or turn "
             "enable_cpu_offload off",
         )
+
+
+HEAD_TAIL = "headtail"
+OTHER_BALANCERS = {
+    "ptrr": "torch's processing-time round-robin balancer (FlexAttention only)",
+    None: "no load balancing (contiguous slices)",
+}
+"""The other load balancers v0.2.2 could name, in words."""
+
+
+def context_parallel_options(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """Context parallel settings titan-train accepts but does not act on: it all-gathers keys
+    and values (no ring whose rotation could be chosen) and always balances head-tail."""
+    rotate, balancer, cp = facts.cp_rotate_method, facts.cp_load_balancer, facts.cp
+    if isinstance(rotate.value, str) and rotate.value != "allgather":
+        yield diag(
+            "no-effect",
+            rotate,
+            f"context_parallel_rotate_method = {rotate.value!r} has no effect in titan-train: "
+            "context parallel all-gathers the keys and values along the sequence (it has no "
+            "ring to rotate)",
+            'leave it out, or set it to "allgather"',
+            severity=Severity.WARNING,
+        )
+    cp_on = ints(cp) and cp.value > 1
+    if cp_on and balancer.value != HEAD_TAIL and balancer.value != "":
+        what = OTHER_BALANCERS.get(balancer.value, "unknown to torch")
+        yield diag(
+            "no-effect",
+            balancer,
+            f"context_parallel_load_balancer = {balancer.value!r} ({what}) has no effect in "
+            "titan-train: context parallel always balances head-tail (rank r holds chunks r and "
+            "2·cp−1−r); the results are the same",
+            f'leave it out, or set it to "{HEAD_TAIL}"',
+            severity=Severity.WARNING,
+        )

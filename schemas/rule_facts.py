@@ -90,6 +90,7 @@ SHARED_FACT_PATHS: dict[str, str] = {
     "cpu_offload": "training.enable_cpu_offload",
     "async_tp": "parallelism.enable_async_tensor_parallel",
     "cp_load_balancer": "parallelism.context_parallel_load_balancer",
+    "cp_rotate_method": "parallelism.context_parallel_rotate_method",
     "pp_schedule": "parallelism.pipeline_parallel_schedule",
     "pp_schedule_csv": "parallelism.pipeline_parallel_schedule_csv",
     "pp_layers_per_stage": "parallelism.pipeline_parallel_layers_per_stage",
@@ -133,6 +134,7 @@ class ConfigFacts(Frozen):
         "cpu_offload",
         "async_tp",
         "cp_load_balancer",
+        "cp_rotate_method",
         "validation_steps",
         "validation_enable",
         "validation_seq_len",
@@ -192,6 +194,8 @@ class ConfigFacts(Frozen):
     """FSDP's CPU offload of parameters, gradients and optimizer states."""
     async_tp: Setting
     cp_load_balancer: Setting
+    cp_rotate_method: Setting
+    """How v0.2.2's ring attention passed keys and values around (titan gathers them)."""
     validation_steps: Setting
     validation_enable: Setting
     """Whether the run validates (the validation section's switch)."""
@@ -261,6 +265,7 @@ class ConfigFacts(Frozen):
         cpu_offload: Setting,
         async_tp: Setting,
         cp_load_balancer: Setting,
+        cp_rotate_method: Setting,
         validation_steps: Setting,
         validation_enable: Setting,
         validation_seq_len: Setting,
@@ -313,6 +318,7 @@ class ConfigFacts(Frozen):
         _set(self, "cpu_offload", cpu_offload)
         _set(self, "async_tp", async_tp)
         _set(self, "cp_load_balancer", cp_load_balancer)
+        _set(self, "cp_rotate_method", cp_rotate_method)
         _set(self, "validation_steps", validation_steps)
         _set(self, "validation_enable", validation_enable)
         _set(self, "validation_seq_len", validation_seq_len)

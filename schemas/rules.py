@@ -16,6 +16,7 @@ from titan.schemas.expert_rules import expert_parallel, moe_routing
 from titan.schemas.layout_rules import (
     activation_checkpointing,
     async_tensor_parallel,
+    context_parallel_options,
     cpu_offload,
     global_batch,
     parallel_degrees,
@@ -389,6 +390,7 @@ RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     async_tensor_parallel,
     replication_layout,
     cpu_offload,
+    context_parallel_options,
     value_constraints,
 )
 """Every cross-field rule, in the order their findings are reported."""

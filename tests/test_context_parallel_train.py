@@ -35,7 +35,7 @@ from tests.training_runs import (
 )
 from titan.config.configs import ParallelismConfig
 from titan.distributed.context_parallel import balance, cp_mask, positions
-from titan.distributed.cp_batch import LocalLabelsLoss, batch_view, context_parallel_notes
+from titan.distributed.cp_batch import LocalLabelsLoss, batch_view
 from titan.distributed.parallel_dims import ParallelDims
 from titan.models.common.attention_masks import MaskSpec
 from titan.train import main
@@ -223,7 +223,15 @@ def test_a_validation_sequence_that_does_not_cut_is_the_seq_len_finding(capsys):
     ],
 )
 def test_settings_without_effect_are_noted(settings, noted):
-    notes = context_parallel_notes(ParallelismConfig(context_parallel_degree=2, **settings))
+    """A warning of the shared rules (titan-validate in both forms, titan-train's check)."""
+    from titan.config.check import check_config
+    from titan.models.llama3.config_registry import llama3_debugmodel
+
+    config = llama3_debugmodel()
+    config.parallelism = ParallelismConfig(context_parallel_degree=2, **settings)
+    found = check_config(config, ngpu=2, locate=lambda path: None)
+    notes = [d.message for d in found if d.code == "no-effect"]
+    assert all(d.severity.value == "warning" for d in found if d.code == "no-effect")
     assert len(notes) == len(noted)
     for note, words in zip(notes, noted, strict=True):
         assert words in note and "has no effect in titan-train" in note

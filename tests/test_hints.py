@@ -436,6 +436,18 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
             ),
         ),
     ],
+    "no-effect": [
+        (
+            "rotate",
+            _v('[parallelism]\ncontext_parallel_rotate_method = "alltoall"\n'),
+        ),
+        (
+            "balancer",
+            _v(
+                '[parallelism]\ncontext_parallel_degree = 2\ncontext_parallel_load_balancer = "ptrr"\n'
+            ),
+        ),
+    ],
     "cpu-offload": [
         (
             "one gpu",

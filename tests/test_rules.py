@@ -157,6 +157,10 @@ CASES = {
         [training]
         seq_len = 2050  # error[seq-len] training.seq_len: sequence length 2050 is not divisible by tp × 2·cp = 4
     """,
+    "cp-rotate-method": """
+        [parallelism]
+        context_parallel_rotate_method = "alltoall"  # warning[no-effect] parallelism.context_parallel_rotate_method: context_parallel_rotate_method = 'alltoall' has no effect in titan-train: context parallel all-gathers the keys and values along the sequence (it has no ring to rotate)
+    """,
     "seq-len-of-validation": """
         [parallelism]
         context_parallel_degree = 2
@@ -459,6 +463,7 @@ def test_rules_check_reports_the_paths_it_is_given():
         "last_save_model_only": True, "converters": [], "early_step_in_backward": False,
         "fault_tolerance": False, "ac_mode": "selective", "selective_ac_option": "2",
         "compile_enable": False, "compile_components": ["model"], "cpu_offload": False,
+        "cp_rotate_method": "allgather",
         "async_tp": False, "cp_load_balancer": "headtail",
         "validation_steps": -1, "validation_enable": False, "validation_seq_len": None,
         "float8_recipe": None, "float8_all_gather": False,
@@ -496,7 +501,7 @@ def test_every_code_the_rules_emit_has_a_case():
     covered = {e[0] for case in CASES for e in expected(source(case))}
     # A TOML names a flavor, whose routing is fixed: moe-routing is a registry function's
     # finding (tests/test_moe_checks.py).
-    assert len(emitted) == 21 and emitted - {"moe-routing"} <= covered
+    assert len(emitted) == 22 and emitted - {"moe-routing"} <= covered
 
 
 @pytest.mark.parametrize(

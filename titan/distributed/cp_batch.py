@@ -1,4 +1,4 @@
-"""A training run under context parallel: its checks before launch, and each batch's CP view.
+"""A training run under context parallel: each batch's CP view.
 
 Every rank of a CP group loads the same batches (they share a data-parallel rank). For each
 batch, :func:`batch_view` builds what the model's forward takes in place of the attention
@@ -13,12 +13,13 @@ is the mean over every token of the batch.
 ``context_parallel_rotate_method`` chose the collective of torch's ring attention, which titan
 does not use (keys and values are all-gathered); ``context_parallel_load_balancer`` chose among
 torch's balancers, of which titan runs head-tail. Both are accepted and reported as having no
-effect (:func:`context_parallel_notes`); the numbers a run computes do not depend on either.
+effect (``titan.schemas.layout_rules.context_parallel_options``, a warning of titan-validate and
+of titan-train's config check); the numbers a run computes do not depend on either. Which
+sequence lengths CP can cut is the shared ``seq-len`` rule's.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -33,42 +34,6 @@ if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
     from titan.distributed.parallel_dims import ParallelDims
-
-log = logging.getLogger("titan")
-
-# The balancer titan runs, and what each other setting would have chosen in torch.
-HEAD_TAIL = "headtail"
-OTHER_BALANCERS = {
-    "ptrr": "torch's processing-time round-robin balancer (FlexAttention only)",
-    None: "no load balancing (contiguous slices)",
-}
-
-
-def context_parallel_notes(parallelism: Any) -> list[str]:
-    """What the run accepts but does not act on under context parallel, one sentence each."""
-    notes = []
-    if parallelism.context_parallel_rotate_method != "allgather":
-        notes.append(
-            f"parallelism.context_parallel_rotate_method = "
-            f"{parallelism.context_parallel_rotate_method!r} has no effect in titan-train: "
-            "context parallel all-gathers the keys and values along the sequence (it has no "
-            "ring to rotate)"
-        )
-    balancer = parallelism.context_parallel_load_balancer
-    if parallelism.context_parallel_degree > 1 and balancer != HEAD_TAIL:
-        notes.append(
-            f"parallelism.context_parallel_load_balancer = {balancer!r} "
-            f"({OTHER_BALANCERS.get(balancer, 'unknown to torch')}) has no effect in "
-            "titan-train: context parallel always balances head-tail (rank r holds chunks r "
-            "and 2·cp−1−r); the results are the same"
-        )
-    return notes
-
-
-def warn_context_parallel_notes(parallelism: Any) -> None:
-    """Log each of :func:`context_parallel_notes` as a warning."""
-    for note in context_parallel_notes(parallelism):
-        log.warning("%s", note)
 
 
 def batch_view(
@@ -149,7 +114,5 @@ def context_parallel_parts(
 __all__ = [
     "LocalLabelsLoss",
     "batch_view",
-    "context_parallel_notes",
     "context_parallel_parts",
-    "warn_context_parallel_notes",
 ]

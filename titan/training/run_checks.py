@@ -33,7 +33,6 @@ from typing import Any
 import torch
 
 from titan.config.configurable import NotBuildableError
-from titan.distributed.cp_batch import warn_context_parallel_notes
 from titan.distributed.parallel_dims import ParallelDims
 from titan.training.weights import DTYPES, default_dtype
 
@@ -114,7 +113,6 @@ def check_config(config: Any, *, world_size: int, warn: bool = True) -> CheckedR
     refuse_findings(config, world_size=world_size)
     spec.check_capabilities(config, world_size=world_size)
     parallel_dims = ParallelDims.from_config(config.parallelism, world_size=world_size)
-    warn_context_parallel_notes(config.parallelism)
     # The family's functions the run imports (the loss always, the TP plan under TP, the others
     # when named), so that a missing one is found before anything is built.
     needed = ["build_loss_fn", *(["parallelize_fn"] if parallel_dims.tp_enabled else [])]
