@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 # each replica next, tensor parallel innermost so its frequent collectives stay within a host.
 # With expert parallel, dp_shard is split into the part EP does not borrow (dp_shard_mod_ep, the
 # FSDP shards of the experts) and the part it borrows (dp_shard_in_ep), which keeps the ranks of
-# one EP group adjacent, as torchtitan v0.2.0 laid them out.
-MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp")
+# one EP group adjacent, as torchtitan v0.2.0 laid them out. Pipeline stages are outermost: their
+# point-to-point sends are the rarest traffic, so they may cross hosts.
+MESH_DIM_ORDER = ("pp", "dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp")
 
 # The flattened dimension of replicate x shard; built only when both are > 1, otherwise "dp" is the
 # one data-parallel dimension that exists (no extra process group).
@@ -44,6 +45,7 @@ MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "dp_tp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp"),
     "dp_shard_mod_ep": ("dp_shard_mod_ep",),
     "dp_shard_in_ep": ("dp_shard_in_ep",),
+    "pp": ("pp",),
 }
 
 
@@ -65,7 +67,7 @@ class ParallelDims:
     tp: int
     """Tensor-parallel degree."""
     pp: int = 1
-    """Pipeline-parallel degree (always 1: titan-train has no pipeline parallel yet)."""
+    """Pipeline-parallel degree: the model is cut into stages over this many ranks."""
     cp: int = 1
     """Context-parallel degree (always 1: titan-train has no context parallel yet)."""
     ep: int = 1
@@ -82,8 +84,8 @@ class ParallelDims:
         """The degrees of ``parallelism`` for ``world_size`` processes; ``ValueError`` if they
         cannot run (a degree < 1, or a product other than the world size).
 
-        Pipeline and context parallel degrees are not read: the model's capability check
-        (``ModelSpec.refusals``) refuses them before a run is built. An expert-parallel layout is
+        The context parallel degree is not read: the model's capability check
+        (``ModelSpec.refusals``) refuses it before a run is built. An expert-parallel layout is
         checked with the rule ``titan-validate`` reports (``titan.schemas.rules.expert_layout_problem``).
         """
         if world_size < 1:
@@ -91,7 +93,9 @@ class ParallelDims:
         replicate = parallelism.data_parallel_replicate_degree
         shard = parallelism.data_parallel_shard_degree
         tp = parallelism.tensor_parallel_degree
+        pp = parallelism.pipeline_parallel_degree
         for field_name, degree in (
+            ("pipeline_parallel_degree", pp),
             ("data_parallel_replicate_degree", replicate),
             ("tensor_parallel_degree", tp),
             ("expert_parallel_degree", parallelism.expert_parallel_degree),
@@ -100,17 +104,18 @@ class ParallelDims:
             if degree < 1:
                 raise ValueError(f"parallelism.{field_name} must be at least 1, got {degree}")
         if shard == -1:
-            shard = _leftover_shard_degree(replicate=replicate, tp=tp, world_size=world_size)
+            shard = _leftover_shard_degree(replicate=replicate, tp=tp, pp=pp, world_size=world_size)
         elif shard < 1:
             raise ValueError(
                 f"parallelism.data_parallel_shard_degree must be -1 (all ranks left over) or "
                 f"at least 1, got {shard}"
             )
-        product = replicate * shard * tp
+        product = pp * replicate * shard * tp
         if product != world_size:
+            piped = f"pipeline_parallel_degree ({pp}) x " if pp != 1 else ""
             raise ValueError(
                 "the parallel degrees do not multiply to the world size: "
-                f"data_parallel_replicate_degree ({replicate}) x data_parallel_shard_degree "
+                f"{piped}data_parallel_replicate_degree ({replicate}) x data_parallel_shard_degree "
                 f"({shard}) x tensor_parallel_degree ({tp}) = {product}, but the world size is "
                 f"{world_size}; hint: set data_parallel_shard_degree = -1 to take the ranks left "
                 "over, or launch a matching number of processes"
@@ -123,6 +128,7 @@ class ParallelDims:
             dp_replicate=replicate,
             dp_shard=shard,
             tp=tp,
+            pp=pp,
             ep=ep,
             etp=etp,
             world_size=world_size,
@@ -149,6 +155,11 @@ class ParallelDims:
     def fsdp_enabled(self) -> bool:
         """Whether FSDP shards the model (same as ``dp_shard_enabled`` without context parallel)."""
         return self.dp_shard_enabled
+
+    @property
+    def pp_enabled(self) -> bool:
+        """Whether the model is cut into pipeline stages over several ranks."""
+        return self.pp > 1
 
     @property
     def tp_enabled(self) -> bool:
@@ -214,7 +225,8 @@ class ParallelDims:
 
     @property
     def non_data_parallel_size(self) -> int:
-        """Ranks that see the same batch (one data-parallel rank's model-parallel group)."""
+        """Ranks that see the same batch (one data-parallel rank's model-parallel group, pipeline
+        stages included)."""
         return self.world_size // self.dp_degree
 
     @property
@@ -259,6 +271,7 @@ class ParallelDims:
         else:
             shard, mod_ep, in_ep = self.dp_shard, 1, 1
         return {
+            "pp": self.pp,
             "dp_replicate": self.dp_replicate,
             "dp_shard": shard,
             "dp_shard_mod_ep": mod_ep,
@@ -352,13 +365,14 @@ def _check_expert_layout(*, ep: int, etp: int, tp: int, dp_shard: int) -> None:
 _EXPERT_FIELDS = {"ep": "expert_parallel_degree", "etp": "expert_tensor_parallel_degree"}
 
 
-def _leftover_shard_degree(*, replicate: int, tp: int, world_size: int) -> int:
+def _leftover_shard_degree(*, replicate: int, tp: int, pp: int, world_size: int) -> int:
     """``data_parallel_shard_degree = -1``: every rank the other degrees leave over."""
-    others = replicate * tp
+    others = pp * replicate * tp
     if world_size % others != 0:
+        piped = f"pipeline_parallel_degree ({pp}) x " if pp != 1 else ""
         raise ValueError(
             f"cannot resolve data_parallel_shard_degree = -1: the world size {world_size} is not "
-            f"a multiple of data_parallel_replicate_degree ({replicate}) x tensor_parallel_degree "
-            f"({tp}) = {others}"
+            f"a multiple of {piped}data_parallel_replicate_degree ({replicate}) x "
+            f"tensor_parallel_degree ({tp}) = {others}"
         )
     return world_size // others

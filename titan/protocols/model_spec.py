@@ -100,7 +100,11 @@ def _shard_degree(config: Any, world_size: int | None) -> int | None:
     parallelism = config.parallelism
     shard = parallelism.data_parallel_shard_degree
     if shard == -1 and world_size is not None:
-        others = parallelism.data_parallel_replicate_degree * parallelism.tensor_parallel_degree
+        others = (
+            parallelism.pipeline_parallel_degree
+            * parallelism.data_parallel_replicate_degree
+            * parallelism.tensor_parallel_degree
+        )
         shard = world_size // others if others > 0 and world_size % others == 0 else 1
     return shard if shard > 1 else None
 

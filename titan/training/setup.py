@@ -124,6 +124,9 @@ class RunParts:
     """Collective timeouts (the training one applies after the first step)."""
     locks: list[Any] = dataclasses.field(default_factory=list)
     """The output folders' locks (rank 0), released when the run closes."""
+    pipeline_step: Any = None
+    """Under pipeline parallel, the ``PipelineStep`` that runs each micro-batch through the
+    schedule (``titan.training.pipeline_step``); None without it."""
 
     @property
     def dp_degree(self) -> int:
@@ -150,7 +153,8 @@ class RunParts:
 
     def clip_grad_norm(self) -> torch.Tensor:
         """Clip every parameter's gradient to ``max_norm`` together; returns the total norm."""
-        return clip_grad_norm_(self.parameters, self.max_norm)
+        pp_mesh = self.parallel_dims.mesh(self.world_mesh, "pp") if self.world_mesh else None
+        return clip_grad_norm_(self.parameters, self.max_norm, pp_mesh=pp_mesh)
 
     def after_first_step(self) -> None:
         """The first step is done: collectives may now use the (shorter) training timeout."""
@@ -243,8 +247,8 @@ def _build(
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
     )
     converters.convert(model)
-    model = parallelize_model(
-        model,
+    parallelize = functools.partial(
+        parallelize_model,
         spec=spec,
         parallel_dims=parallel_dims,
         world_mesh=world_mesh,
@@ -255,13 +259,41 @@ def _build(
         float8_enabled=converters.float8_tensorwise_linears(),
         dump_folder=dump_folder,
     )
-    init_weights(model, model_config, parallel_dims, training, device)
-    model.train()
-    model_parts = [model]
+    initialize = functools.partial(
+        init_weights,
+        model_config=model_config,
+        parallel_dims=parallel_dims,
+        training=training,
+        device=device,
+    )
 
     loss_fn = build_loss()
     if config.compile.enable and "loss" in config.compile.components:
         loss_fn = torch.compile(loss_fn, backend=config.compile.backend)
+    pipeline_step = None
+    if parallel_dims.pp_enabled:
+        from titan.training.pipeline_step import build_pipeline_step
+
+        pipeline_step = build_pipeline_step(
+            model,
+            config=config,
+            parallel_dims=parallel_dims,
+            world_mesh=world_mesh,
+            device=device,
+            loss_fn=loss_fn,
+            accumulation_steps=accumulation_steps,
+            parallelize=parallelize,
+            init=initialize,
+            amp=lambda: _amp(parallel_dims, training, device),
+            loss_context=lambda: _loss_context(parallel_dims),
+        )
+        model_parts = pipeline_step.pipeline.model_parts
+        model = model_parts[0]
+    else:
+        model = parallelize(model)
+        initialize(model)
+        model.train()
+        model_parts = [model]
 
     optimizers = config.optimizer.build(
         model_parts=model_parts, gradient_accumulation_steps=accumulation_steps
@@ -320,7 +352,7 @@ def _build(
         )
 
     summary = (
-        f"{spec.name} {spec.flavor}, {sum(p.numel() for p in model.parameters()):,} parameters, "
+        f"{spec.name} {spec.flavor}, {checked.parameters:,} parameters, "
         f"world size {world_size} ({degrees_in_words(parallel_dims)}), device {device.type}, "
         f"{accumulation_steps} micro-batch(es) of {training.local_batch_size}×{training.seq_len}"
     )
@@ -351,6 +383,7 @@ def _build(
         summary=summary,
         comm=config.comm,
         locks=locks,
+        pipeline_step=pipeline_step,
     )
 
 
@@ -377,7 +410,7 @@ def _loss_context(parallel_dims: ParallelDims):
 
 def degrees_in_words(parallel_dims: ParallelDims) -> str:
     """The parallelisms in use, in words ("FSDP 4, TP 2"; "one process" when none)."""
-    names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "ep": "EP"}
+    names = {"pp": "PP", "dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "ep": "EP"}
     used = [f"{label} {getattr(parallel_dims, name)}" for name, label in names.items()]
     if parallel_dims.etp_enabled:
         used.append(f"ETP {parallel_dims.etp}")

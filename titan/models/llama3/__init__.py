@@ -21,8 +21,9 @@ def model_registry(flavor: str) -> ModelSpec:
         "llama3",
         flavor,
         flavors=flavors.FLAVORS,
-        # PP, CP and EP are not in titan-train; everything else llama3 runs, tests prove it.
+        # CP and EP are not in titan-train; everything else llama3 runs, tests prove it.
         capabilities=Capabilities(
+            pp=True,
             fsdp=True,
             ddp=True,
             tp=True,
