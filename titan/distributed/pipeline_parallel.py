@@ -71,6 +71,82 @@ def microbatch_count(parallelism: ParallelismConfig, *, local_batch_size: int) -
     return local_batch_size // size
 
 
+def _at_least_stages(microbatches: int, *, stages: int, pp: int) -> str | None:
+    """torch's 1F1B and DualPipeV: no fewer microbatches than stages."""
+    return None if microbatches >= stages else f"at least as many microbatches as stages ({stages})"
+
+
+def _whole_rounds(microbatches: int, *, stages: int, pp: int) -> str | None:
+    """torch's interleaved schedules: whole rounds of ``microbatches // pp`` microbatches."""
+    rounds = max(1, microbatches // pp)
+    if microbatches % rounds == 0:
+        return None
+    return f"a microbatch count that is a multiple of microbatches // pipeline_parallel_degree ({rounds})"
+
+
+MICROBATCH_RULES: dict[str, Callable[..., str | None]] = {
+    "1F1B": _at_least_stages,
+    "DualPipeV": _at_least_stages,
+    "Interleaved1F1B": _whole_rounds,
+    "InterleavedZeroBubble": _whole_rounds,
+}
+"""What torch 2.13's schedules ask of the microbatch count, by schedule name (the others run
+any count); each returns the requirement in words when ``microbatches`` breaks it."""
+
+
+def refuse_unpipelinable(
+    parallelism: ParallelismConfig,
+    *,
+    model: nn.Module,
+    model_config: Any,
+    local_batch_size: int,
+    validation: bool,
+) -> None:
+    """Raise ``ValueError`` (message; hint) when ``parallelism``'s pipeline cannot run on the
+    meta ``model``: a layout the split rules refuse, a microbatch size that does not divide the
+    local batch, an output projection tied to the embeddings (two stages would hold one
+    weight), per-document attention masks (built from token ids that only the first stage
+    sees), or validation (not run through the schedule)."""
+    from titan.schemas.pipeline_split import PipelineSplitError
+
+    try:
+        layout = layout_of(parallelism, n_layers=len(model.layers))
+    except PipelineSplitError as error:
+        raise ValueError(f"{error.message}; hint: {error.hint}") from None
+    microbatches = microbatch_count(parallelism, local_batch_size=local_batch_size)
+    pp = parallelism.pipeline_parallel_degree
+    rule = None if parallelism.pipeline_parallel_schedule_csv else layout.schedule.name
+    needed = MICROBATCH_RULES.get(rule, lambda *_, **__: None)(
+        microbatches, stages=layout.stages, pp=pp
+    )
+    if needed is not None:
+        raise ValueError(
+            f"schedule {layout.schedule.name!r} needs {needed}, but training.local_batch_size "
+            f"({local_batch_size}) / pipeline_parallel_microbatch_size "
+            f"({parallelism.pipeline_parallel_microbatch_size}) gives {microbatches}; hint: "
+            "raise training.local_batch_size or lower parallelism.pipeline_parallel_microbatch_size"
+        )
+    if getattr(model_config, "enable_weight_tying", False):
+        raise ValueError(
+            f"pipeline parallel (pipeline_parallel_degree = {pp}) cannot cut a model whose output "
+            "projection is tied to its embeddings: the first and the last stage would each hold "
+            "the one weight; hint: set enable_weight_tying = False in the model config, or "
+            "pipeline_parallel_degree = 1"
+        )
+    if model.needs_documents():
+        raise ValueError(
+            f"pipeline parallel (pipeline_parallel_degree = {pp}) does not run block_causal "
+            "attention: its per-document masks are built from the token ids, which only the "
+            "first stage receives; hint: set the attention's attn_mask_type to 'causal', or "
+            "pipeline_parallel_degree = 1"
+        )
+    if validation:
+        raise ValueError(
+            f"validation does not run under pipeline parallel yet (pipeline_parallel_degree = "
+            f"{pp}); hint: set validator.enable = False, or pipeline_parallel_degree = 1"
+        )
+
+
 def split_model(model: nn.Module, modules: list[str]) -> nn.Module:
     """A copy of ``model`` (on the meta device) that holds only ``modules`` (``tok_embeddings``,
     ``layers.<i>``, ``norm``, ``output``); the decoder's other ends become ``None``."""
@@ -209,5 +285,6 @@ __all__ = [
     "build_pipeline",
     "layout_of",
     "microbatch_count",
+    "refuse_unpipelinable",
     "split_model",
 ]
