@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +116,12 @@ def refuse_unpipelinable(
         raise ValueError(f"{error.message}; hint: {error.hint}") from None
     microbatches = microbatch_count(parallelism, local_batch_size=local_batch_size)
     pp = parallelism.pipeline_parallel_degree
+    csv = parallelism.pipeline_parallel_schedule_csv
+    if csv and not os.path.isfile(csv):
+        raise ValueError(
+            f"parallelism.pipeline_parallel_schedule_csv {csv!r} is not a file; hint: give the "
+            "path of the schedule's CSV file, or leave it empty to run the named schedule"
+        )
     rule = None if parallelism.pipeline_parallel_schedule_csv else layout.schedule.name
     needed = MICROBATCH_RULES.get(rule, lambda *_, **__: None)(
         microbatches, stages=layout.stages, pp=pp
@@ -274,7 +281,14 @@ def _build_schedule(
         **SCHEDULE_KWARGS,
     )
     if csv:
-        schedule._load_csv(csv)
+        try:
+            schedule._load_csv(csv)
+        except (OSError, ValueError, AssertionError, RuntimeError, IndexError, KeyError) as error:
+            raise ValueError(
+                f"parallelism.pipeline_parallel_schedule_csv {csv!r} is not a schedule torch can "
+                f"run on these {layout.stages} stages: {error}; hint: write one row per pipeline "
+                "rank of actions such as 0F0 (stage 0, forward, microbatch 0) and 0B0"
+            ) from None
     return schedule
 
 
