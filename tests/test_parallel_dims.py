@@ -90,8 +90,9 @@ def test_degrees_below_one_are_refused(degrees, match):
 
 
 def test_mesh_names_are_checked():
-    with pytest.raises(KeyError, match="unknown mesh name 'pp'"):
-        dims(1).mesh(None, "pp")
+    with pytest.raises(KeyError, match="unknown mesh name 'cp'"):
+        dims(1).mesh(None, "cp")
+    assert dims(1).mesh(None, "pp") is None
 
 
 def test_parallel_dims_does_not_import_torch():

@@ -106,12 +106,34 @@ REFUSALS = [
         ["error[tp-heads] tensor parallel degree 3 does not divide the 16 attention heads"],
     ),
     (
-        "pipeline-parallel",
-        ["--ngpu", "2", *FORMS["legacy"], "--parallelism.pipeline_parallel_degree", "2"],
+        "pipeline-parallel-with-validation",
         [
-            "error[unsupported-parallelism] pipeline parallel is not supported by titan-train "
-            "yet (parallelism.pipeline_parallel_degree = 2) for llama3"
+            "--ngpu",
+            "2",
+            *FORMS["legacy"],
+            "--parallelism.pipeline_parallel_degree",
+            "2",
+            "--validation.enable",
         ],
+        [
+            "validation does not run under pipeline parallel yet (pipeline_parallel_degree = 2)",
+            "hint: set validator.enable = False",
+        ],
+    ),
+    (
+        "pipeline-parallel-with-too-few-microbatches",
+        [
+            "--ngpu",
+            "2",
+            *FORMS["registry"],
+            "--parallelism.pipeline_parallel_degree",
+            "2",
+            "--parallelism.pipeline_parallel_schedule",
+            "DualPipeV",
+            "--training.local_batch_size",
+            "2",
+        ],
+        ["'DualPipeV' needs at least as many microbatches as stages (4)"],
     ),
     (
         "degrees-not-the-world-size",
