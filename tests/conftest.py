@@ -44,6 +44,7 @@ MULTI_PROCESS_MODULES = frozenset(
         "test_moe.py",
         "test_parallelize.py",
         "test_pipeline_checkpoint.py",
+        "test_pipeline_families.py",
         "test_pipeline_train.py",
         "test_qwen3_train.py",
         "test_run_files_safety.py",

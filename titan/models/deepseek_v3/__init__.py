@@ -31,6 +31,7 @@ def model_registry(flavor: str) -> ModelSpec:
         # (tests/test_deepseek_v3_compile.py); EP with TP (over the TP ranks, and expert TP)
         # matches one process (tests/test_expert_parallel_tp.py).
         capabilities=Capabilities(
+            pp=True,
             fsdp=True,
             ddp=True,
             tp=True,

@@ -32,6 +32,7 @@ def model_registry(flavor: str) -> ModelSpec:
         # EP 2 (whole experts per rank) against one process on two ranks
         # (tests/test_expert_parallel.py). float8 is not tested for gpt_oss.
         capabilities=Capabilities(
+            pp=True,
             fsdp=True,
             ddp=True,
             tp=True,

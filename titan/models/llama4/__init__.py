@@ -35,6 +35,7 @@ def model_registry(flavor: str) -> ModelSpec:
         # ranks, and expert TP) matches one process on 4 ranks (tests/test_expert_parallel_tp.py).
         # No float8, PP or CP yet.
         capabilities=Capabilities(
+            pp=True,
             fsdp=True,
             ddp=True,
             tp=True,

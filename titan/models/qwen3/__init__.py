@@ -31,6 +31,7 @@ def model_registry(flavor: str) -> ModelSpec:
         # ranks and resumes bitwise (tests/test_expert_parallel_tp.py). PP, CP and float8 are
         # not proved.
         capabilities=Capabilities(
+            pp=True,
             fsdp=True,
             ddp=True,
             tp=True,
