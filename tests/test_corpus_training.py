@@ -2,9 +2,10 @@
 llama4, deepseek_v3, gpt_oss), as a user would hand it over.
 
 1. ``titan-train --preflight`` at the GPU count the file was written for passes, or refuses the
-   layout with the message a run would print (pipeline and context parallel: not in titan-train
-   yet; every other refusal says in ``EXPECTED`` what it waits for).
-2. (slow) The same file, shrunk to two CPU processes by one rule (``shrunk``), trains two steps
+   layout with the message a run would print (context parallel: not in titan-train yet; every
+   other refusal says in ``EXPECTED`` what it waits for).
+2. (slow) The same file, shrunk to two CPU processes (four where pipeline and tensor parallel
+   meet) by one rule (``shrunk``), trains two steps
    under torchrun with gloo and logs two finite losses, or is refused as in 1.
 
 The corpus is read from ``../shared/corpus`` (``tests.reference``): without it these tests skip,
