@@ -182,6 +182,24 @@ def test_behaviour_titan_adds_is_listed_in_the_report(tmp_path: Path) -> None:
     assert "trained on through a NaN" in change["why"]
 
 
+@pytest.mark.parametrize(("degree", "noted"), [(1, False), (2, True), (4, True)])
+def test_a_pipeline_is_reported_to_compute_other_grad_norms_than_v022(
+    tmp_path: Path, degree: int, noted: bool
+) -> None:
+    path = write(
+        tmp_path, "job.toml", f"{LLAMA}[parallelism]\npipeline_parallel_degree = {degree}\n"
+    )
+    code, report = migrate_json(path, "-o", tmp_path / "out.py")
+    (file,) = report["files"]
+    assert code == 0 and file["lossless"] is True  # the value is carried; the gradients differ
+    changes = {change["setting"]: change["why"] for change in file["behaviour_changes"]}
+    assert ("parallelism.pipeline_parallel_degree" in changes) is noted
+    if noted:
+        why = changes["parallelism.pipeline_parallel_degree"]
+        assert "v0.2.2 pipeline ran backward on each microbatch's summed loss" in why
+        assert "grad norms" in why
+
+
 def test_upstream_target_with_a_todo_is_not_lossless_and_fails_strict(tmp_path: Path) -> None:
     # 0.3.0 has no memory estimator: a warning and a TODO, so not lossless
     path = write(tmp_path, "job.toml", f"{LLAMA}[memory_estimation]\nenable = true\n")
