@@ -217,6 +217,19 @@ def test_tied_embeddings_block_causal_masks_and_validation_are_refused_with_the_
     message = _refusal(model=meta_model("debugmodel_flex_attn"))
     assert "block_causal" in message and "attn_mask_type to 'causal'" in message
 
+    for setting in ("initial_load_in_hf", "last_save_in_hf"):
+        with pytest.raises(ValueError) as raised:
+            refuse_unpipelinable(
+                ParallelismConfig(pipeline_parallel_degree=2),
+                model=meta_model(),
+                model_config=None,
+                local_batch_size=4,
+                validation=False,
+                hf_settings=(setting,),
+            )
+        assert f"checkpoint.{setting} does not run under pipeline parallel yet" in str(raised.value)
+        assert f"hint: set checkpoint.{setting} = False" in str(raised.value)
+
     message = _refusal(validation=True)
     assert "validation does not run under pipeline parallel" in message
     assert "validator.enable = False" in message

@@ -102,12 +102,15 @@ def refuse_unpipelinable(
     model_config: Any,
     local_batch_size: int,
     validation: bool,
+    hf_settings: tuple[str, ...] = (),
 ) -> None:
     """Raise ``ValueError`` (message; hint) when ``parallelism``'s pipeline cannot run on the
     meta ``model``: a layout the split rules refuse, a microbatch size that does not divide the
     local batch, an output projection tied to the embeddings (two stages would hold one
     weight), per-document attention masks (built from token ids that only the first stage
-    sees), or validation (not run through the schedule)."""
+    sees), validation (not run through the schedule), or Hugging Face checkpoints
+    (``hf_settings``: the ``checkpoint.*_in_hf`` switches that are on; their full state dict is
+    gathered on, and scattered from, rank 0, which holds only its own stages)."""
     from titan.schemas.pipeline_split import PipelineSplitError
 
     try:
@@ -146,6 +149,14 @@ def refuse_unpipelinable(
             "attention: its per-document masks are built from the token ids, which only the "
             "first stage receives; hint: set the attention's attn_mask_type to 'causal', or "
             "pipeline_parallel_degree = 1"
+        )
+    if hf_settings:
+        setting = hf_settings[0]
+        raise ValueError(
+            f"checkpoint.{setting} does not run under pipeline parallel yet "
+            f"(pipeline_parallel_degree = {pp}): the Hugging Face weights pass through rank 0, "
+            f"which holds only its own stages; hint: set checkpoint.{setting} = False (DCP "
+            "checkpoints load under any pipeline degree), or pipeline_parallel_degree = 1"
         )
     if validation:
         raise ValueError(

@@ -356,6 +356,11 @@ def _check_model(
             model_config=config.model_spec.model,
             local_batch_size=config.training.local_batch_size,
             validation=config.validator.enable,
+            hf_settings=tuple(
+                name
+                for name in ("initial_load_in_hf", "last_save_in_hf")
+                if getattr(config.checkpoint, name)
+            ),
         )
 
 
