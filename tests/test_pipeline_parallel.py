@@ -140,7 +140,7 @@ def meta_model(flavor: str = "debugmodel") -> torch.nn.Module:
         return model_registry(flavor).model.build()
 
 
-def _refusal(model=None, model_config=None, *, batch=4, validation=False, **degrees) -> str:
+def _refusal(model=None, model_config=None, *, batch=4, validation=None, **degrees) -> str:
     model = model if model is not None else meta_model()
     with pytest.raises(ValueError) as raised:
         refuse_unpipelinable(
@@ -148,7 +148,7 @@ def _refusal(model=None, model_config=None, *, batch=4, validation=False, **degr
             model=model,
             model_config=model_config,
             local_batch_size=batch,
-            validation=validation,
+            validation_batch_size=validation,
         )
     return str(raised.value)
 
@@ -204,11 +204,10 @@ def test_batches_the_schedule_runs_pass(batch, schedule):
         model=meta_model(),
         model_config=None,
         local_batch_size=batch,
-        validation=False,
     )
 
 
-def test_tied_embeddings_block_causal_masks_and_validation_are_refused_with_the_fix():
+def test_tied_embeddings_block_causal_masks_hf_checkpoints_and_v_validation_are_refused():
     tied = qwen3_registry("debugmodel").model
     tied.enable_weight_tying = True
     message = _refusal(model_config=tied)
@@ -224,12 +223,23 @@ def test_tied_embeddings_block_causal_masks_and_validation_are_refused_with_the_
                 model=meta_model(),
                 model_config=None,
                 local_batch_size=4,
-                validation=False,
                 hf_settings=(setting,),
             )
         assert f"checkpoint.{setting} does not run under pipeline parallel yet" in str(raised.value)
         assert f"hint: set checkpoint.{setting} = False" in str(raised.value)
 
-    message = _refusal(validation=True)
-    assert "validation does not run under pipeline parallel" in message
-    assert "validator.enable = False" in message
+    for schedule in ("ZBVZeroBubble", "DualPipeV"):
+        message = _refusal(validation=4, pipeline_parallel_schedule=schedule)
+        assert f"validation does not run with schedule {schedule!r}" in message
+        assert "set validator.enable = False" in message
+    message = _refusal(validation=6)
+    assert "validator.local_batch_size (6) must be a multiple of the pipeline's 4 microbatches" in (
+        message
+    )
+    refuse_unpipelinable(
+        ParallelismConfig(pipeline_parallel_degree=2, pipeline_parallel_schedule="LoopedBFS"),
+        model=meta_model(),
+        model_config=None,
+        local_batch_size=4,
+        validation_batch_size=8,
+    )

@@ -106,18 +106,20 @@ REFUSALS = [
         ["error[tp-heads] tensor parallel degree 3 does not divide the 16 attention heads"],
     ),
     (
-        "pipeline-parallel-with-validation",
+        "pipeline-parallel-v-schedule-with-validation",
         [
             "--ngpu",
             "2",
             *FORMS["legacy"],
             "--parallelism.pipeline_parallel_degree",
             "2",
+            "--parallelism.pipeline_parallel_schedule",
+            "ZBVZeroBubble",
             "--validation.enable",
         ],
         [
-            "validation does not run under pipeline parallel yet (pipeline_parallel_degree = 2)",
-            "hint: set validator.enable = False",
+            "validation does not run with schedule 'ZBVZeroBubble'",
+            "hint: choose another schedule",
         ],
     ),
     (

@@ -95,20 +95,27 @@ MICROBATCH_RULES: dict[str, Callable[..., str | None]] = {
 any count); each returns the requirement in words when ``microbatches`` breaks it."""
 
 
+NO_FORWARD_ONLY = frozenset({"ZBVZeroBubble", "DualPipeV"})
+"""Schedules whose ``eval`` (forward only, for validation) torch 2.13 cannot run: their V
+stages split backward into parts that assume one ran ("can't steal_bwd_input if this stage
+doesn't have backward")."""
+
+
 def refuse_unpipelinable(
     parallelism: ParallelismConfig,
     *,
     model: nn.Module,
     model_config: Any,
     local_batch_size: int,
-    validation: bool,
+    validation_batch_size: int | None = None,
     hf_settings: tuple[str, ...] = (),
 ) -> None:
     """Raise ``ValueError`` (message; hint) when ``parallelism``'s pipeline cannot run on the
     meta ``model``: a layout the split rules refuse, a microbatch size that does not divide the
     local batch, an output projection tied to the embeddings (two stages would hold one
     weight), per-document attention masks (built from token ids that only the first stage
-    sees), validation (not run through the schedule), or Hugging Face checkpoints
+    sees), a validation batch (``validation_batch_size`` rows, None without validation) the
+    schedule's microbatch count does not divide, or Hugging Face checkpoints
     (``hf_settings``: the ``checkpoint.*_in_hf`` switches that are on; their full state dict is
     gathered on, and scattered from, rank 0, which holds only its own stages)."""
     from titan.schemas.pipeline_split import PipelineSplitError
@@ -158,10 +165,19 @@ def refuse_unpipelinable(
             f"which holds only its own stages; hint: set checkpoint.{setting} = False (DCP "
             "checkpoints load under any pipeline degree), or pipeline_parallel_degree = 1"
         )
-    if validation:
+    if validation_batch_size is not None and rule in NO_FORWARD_ONLY:
         raise ValueError(
-            f"validation does not run under pipeline parallel yet (pipeline_parallel_degree = "
-            f"{pp}); hint: set validator.enable = False, or pipeline_parallel_degree = 1"
+            f"validation does not run with schedule {rule!r}: torch cannot run its V-shaped "
+            "stages forward only; hint: choose another schedule (Interleaved1F1B runs 2 stages "
+            "per rank too), or set validator.enable = False"
+        )
+    if validation_batch_size is not None and validation_batch_size % microbatches:
+        raise ValueError(
+            f"validator.local_batch_size ({validation_batch_size}) must be a multiple of the "
+            f"pipeline's {microbatches} microbatches (training.local_batch_size / "
+            "pipeline_parallel_microbatch_size): validation runs each batch through the same "
+            "schedule; hint: set validator.local_batch_size to a multiple of "
+            f"{microbatches}, or leave it unset to use training.local_batch_size"
         )
 
 

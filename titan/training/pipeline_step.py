@@ -11,7 +11,8 @@ backward on per-microbatch sums and divided only the reported loss afterwards, s
 gradients, and grad norms, were not those of the same run without it.)
 
 The loss lives on the ranks of the last stage; the others report it after one sum over the
-pipeline ranks, so every rank logs and checks the same value.
+pipeline ranks, so every rank logs and checks the same value. Validation runs each batch
+through the same schedule, forward only (:meth:`PipelineStep.evaluate`).
 """
 
 from __future__ import annotations
@@ -78,6 +79,22 @@ class PipelineStep:
                 losses=losses if last else None,
                 return_outputs=False,
                 loss_kwargs=loss_kwargs,
+            )
+        return self._reported(losses if last else [])
+
+    def evaluate(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The batch's mean loss, forward only (validation), the same on every pipeline rank."""
+        pipeline = self.pipeline
+        first, last = pipeline.has_first_stage, pipeline.has_last_stage
+        losses: list[torch.Tensor] = []
+        args = (inputs,) if first else ()
+        with self.loss_context(), self.amp():
+            pipeline.schedule.eval(
+                *args,
+                target=labels if last else None,
+                losses=losses if last else None,
+                return_outputs=False,
+                loss_kwargs={"batch_tokens": labels.numel(), "accumulation_steps": 1},
             )
         return self._reported(losses if last else [])
 

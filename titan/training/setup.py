@@ -351,6 +351,8 @@ def _build(
             loss_context=lambda: _loss_context(parallel_dims),
         )
 
+    if validator is not None and pipeline_step is not None:
+        validator.forward_loss = pipeline_step.evaluate  # the stages run in the schedule
     summary = (
         f"{spec.name} {spec.flavor}, {checked.parameters:,} parameters, "
         f"world size {world_size} ({degrees_in_words(parallel_dims)}), device {device.type}, "
