@@ -27,7 +27,6 @@ from titan.distributed.config_agreement import check_same_config
 from titan.distributed.determinism import set_determinism
 from titan.distributed.grad_norm import clip_grad_norm_
 from titan.distributed.parallel_dims import ParallelDims
-from titan.distributed.parallelize import parallelize_model
 from titan.distributed.process_group import (
     destroy_distributed,
     init_distributed,
@@ -42,6 +41,7 @@ from titan.training.dump_lock import (
     release_all,
     saved_config_file,
 )
+from titan.training.model_parts import build_model_parts
 from titan.training.run_checks import (
     CheckedRun,
     check_config,
@@ -49,7 +49,7 @@ from titan.training.run_checks import (
     check_folders,
 )
 from titan.training.state import GarbageCollection, TrainState
-from titan.training.weights import DTYPES, default_dtype, init_weights
+from titan.training.weights import DTYPES, default_dtype
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -247,53 +247,24 @@ def _build(
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
     )
     converters.convert(model)
-    parallelize = functools.partial(
-        parallelize_model,
-        spec=spec,
-        parallel_dims=parallel_dims,
-        world_mesh=world_mesh,
-        training=training,
-        parallelism=config.parallelism,
-        activation_checkpoint=config.activation_checkpoint,
-        compile=config.compile,
-        float8_enabled=converters.float8_tensorwise_linears(),
-        dump_folder=dump_folder,
-    )
-    initialize = functools.partial(
-        init_weights,
-        model_config=model_config,
-        parallel_dims=parallel_dims,
-        training=training,
-        device=device,
-    )
-
     loss_fn = build_loss()
     if config.compile.enable and "loss" in config.compile.components:
         loss_fn = torch.compile(loss_fn, backend=config.compile.backend)
-    pipeline_step = None
-    if parallel_dims.pp_enabled:
-        from titan.training.pipeline_step import build_pipeline_step
-
-        pipeline_step = build_pipeline_step(
-            model,
-            config=config,
-            parallel_dims=parallel_dims,
-            world_mesh=world_mesh,
-            device=device,
-            loss_fn=loss_fn,
-            accumulation_steps=accumulation_steps,
-            parallelize=parallelize,
-            init=initialize,
-            amp=lambda: _amp(parallel_dims, training, device),
-            loss_context=lambda: _loss_context(parallel_dims),
-        )
-        model_parts = pipeline_step.pipeline.model_parts
-        model = model_parts[0]
-    else:
-        model = parallelize(model)
-        initialize(model)
-        model.train()
-        model_parts = [model]
+    model_parts, pipeline_step = build_model_parts(
+        model,
+        config=config,
+        spec=spec,
+        model_config=model_config,
+        parallel_dims=parallel_dims,
+        world_mesh=world_mesh,
+        device=device,
+        float8_enabled=converters.float8_tensorwise_linears(),
+        loss_fn=loss_fn,
+        accumulation_steps=accumulation_steps,
+        amp=lambda: _amp(parallel_dims, training, device),
+        loss_context=lambda: _loss_context(parallel_dims),
+    )
+    model = model_parts[0]
 
     optimizers = config.optimizer.build(
         model_parts=model_parts, gradient_accumulation_steps=accumulation_steps
