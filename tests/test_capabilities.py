@@ -41,8 +41,8 @@ def test_every_family_record_is_a_capabilities_record_and_llama3_trains():
         assert isinstance(spec.capabilities, Capabilities)
     llama3 = model_registry("llama3", "debugmodel").capabilities
     assert llama3.training_refusal is None
-    assert (llama3.fsdp, llama3.ddp, llama3.tp, llama3.compile) == (True, True, True, True)
-    assert llama3.cp and not (llama3.pp or llama3.ep or llama3.etp)
+    assert (llama3.fsdp, llama3.ddp, llama3.tp, llama3.compile, llama3.pp, llama3.cp) == (True,) * 6
+    assert not (llama3.ep or llama3.etp)
 
 
 def test_a_feature_for_every_capability_field():
@@ -78,7 +78,6 @@ def test_llama3_debug_config_runs_as_it_is():
 @pytest.mark.parametrize(
     ("field", "words"),
     [
-        ("pipeline_parallel_degree", "pipeline parallel"),
         ("expert_parallel_degree", "expert parallel"),
     ],
 )
@@ -125,6 +124,20 @@ def test_the_shard_degree_left_over_counts_the_context_parallel_ranks():
     (refusal,) = spec.refusals(config, world_size=8)
     assert "(parallelism.data_parallel_shard_degree = 4)" in refusal.message
     assert spec.refusals(config, world_size=2) == []
+
+
+def test_pipeline_parallel_is_one_keyword_of_the_family_record():
+    config = _config(parallelism__pipeline_parallel_degree=2)
+    assert config.model_spec.refusals(config, world_size=8) == []
+    spec = _with(model_registry("llama3", "debugmodel"), pp=False)
+    config = _config(spec, parallelism__pipeline_parallel_degree=2)
+    (refusal,) = spec.refusals(config, world_size=8)
+    assert refusal.key == "parallelism.pipeline_parallel_degree"
+    assert refusal.message == (
+        "pipeline parallel is not supported by titan-train yet "
+        "(parallelism.pipeline_parallel_degree = 2) for llama3"
+    )
+    assert refusal.hint == "set parallelism.pipeline_parallel_degree to 1"
 
 
 def test_a_family_record_without_tp_refuses_tp_and_names_the_key():
@@ -236,7 +249,7 @@ def test_the_capability_check_does_not_import_torch():
         "import sys\n"
         "from titan.models.llama3.config_registry import llama3_debugmodel\n"
         "config = llama3_debugmodel()\n"
-        "config.parallelism.pipeline_parallel_degree = 2\n"
+        "config.parallelism.expert_parallel_degree = 2\n"  # llama3 has no experts
         "assert config.model_spec.refusals(config, world_size=2)\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )

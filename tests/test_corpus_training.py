@@ -2,9 +2,10 @@
 llama4, deepseek_v3, gpt_oss), as a user would hand it over.
 
 1. ``titan-train --preflight`` at the GPU count the file was written for passes, or refuses the
-   layout with the message a run would print (pipeline and context parallel: not in titan-train
-   yet; every other refusal says in ``EXPECTED`` what it waits for).
-2. (slow) The same file, shrunk to two CPU processes by one rule (``shrunk``), trains two steps
+   layout with the message a run would print (context parallel: not in titan-train yet; every
+   other refusal says in ``EXPECTED`` what it waits for).
+2. (slow) The same file, shrunk to two CPU processes (four where pipeline and tensor parallel
+   meet) by one rule (``shrunk``), trains two steps
    under torchrun with gloo and logs two finite losses, or is refused as in 1.
 
 The corpus is read from ``../shared/corpus`` (``tests.reference``): without it these tests skip,
@@ -35,7 +36,10 @@ FAMILIES = tuple(
 """The families titan-train trains."""
 TOKENIZER = REPO / "tests" / "assets" / "tokenizer"
 
-PIPELINE = "pipeline parallel is not supported by titan-train yet"
+PIPELINE_BATCH = (
+    "schedule '1F1B' needs at least as many microbatches as stages (4), but "
+    "training.local_batch_size (1) / pipeline_parallel_microbatch_size (1) gives 1"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,9 +96,12 @@ EXPECTED: dict[str, Expected] = {
     "llama4/train_configs/llama4_17bx16e.toml": Expected(
         gpus=8, passed="llama4 17bx16e, 8 GPUs (TP 8), 107.8B parameters"
     ),
-    # Pipeline 4 x tensor parallel 8: 32 GPUs.
+    # Pipeline 4 x tensor parallel 8: 32 GPUs. Its local batch of 1 is one microbatch, and
+    # torch's 1F1B needs one per stage (torchtitan v0.2.2 stops on torch's error at its first step).
     "llama4/train_configs/llama4_17bx128e.toml": Expected(
-        gpus=32, refused=(PIPELINE,), waits_for="pipeline parallel"
+        gpus=32,
+        refused=(PIPELINE_BATCH,),
+        waits_for="a local batch of at least 4 in the file",
     ),
     "deepseek_v3/train_configs/debug_model.toml": Expected(
         gpus=8, passed="deepseek_v3 debugmodel, 8 GPUs (FSDP 8), 33.0M parameters"
@@ -111,8 +118,14 @@ EXPECTED: dict[str, Expected] = {
 }
 
 # Files refused at full size that train once shrunk: the converter under its stale name is
-# dropped with the rest.
-SHRUNK_PASSES = {"llama3/train_configs/llama3_405b.toml"}
+# dropped with the rest; the shrunk local batch of 2 feeds 1F1B's 2 stages.
+SHRUNK_PASSES = {
+    "llama3/train_configs/llama3_405b.toml",
+    "llama4/train_configs/llama4_17bx128e.toml",
+}
+
+# Processes of a shrunk file whose degrees of 2 multiply past 2 (pipeline 2 x tensor parallel 2).
+SHRUNK_NPROC = {"llama4/train_configs/llama4_17bx128e.toml": 4}
 
 # Each family's debug flavor, dense and with experts (qwen3 has both).
 DEBUG_FLAVOR = {"qwen3": {"dense": "debugmodel", "moe": "debugmodel_moe"}}
@@ -221,7 +234,7 @@ def test_the_file_shrunk_to_two_processes_trains_two_steps(name, tmp_path):
         ["--job.config_file", str(shrunk(name, tmp_path))],
         dump_folder=tmp_path / "run",
         legacy=True,
-        nproc=2,
+        nproc=SHRUNK_NPROC.get(name, 2),
     )
     if expected.passed is None and name not in SHRUNK_PASSES:
         assert run.returncode == 1, run.stderr[-4000:]

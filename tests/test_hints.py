@@ -610,11 +610,15 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
     ],
     "unsupported-parallelism": [
         (
-            "pp",
+            "ep with cp",
             lambda t: titan_train_check(
                 "--job.config_file",
-                _toml(t, "[parallelism]\npipeline_parallel_degree = 2\n"),
-                world_size=2,
+                _toml(
+                    t,
+                    '[model]\nname = "qwen3"\nflavor = "debugmodel_moe"\n[parallelism]\n'
+                    "expert_parallel_degree = 2\ncontext_parallel_degree = 2\n",
+                ),
+                world_size=4,
             ),
         )
     ],

@@ -85,8 +85,9 @@ def test_a_layout_the_rules_refuse_is_never_built(world_size, degrees, code):
 
 
 def test_mesh_names_are_checked():
-    with pytest.raises(KeyError, match="unknown mesh name 'pp'"):
-        dims(1).mesh(None, "pp")
+    with pytest.raises(KeyError, match="unknown mesh name 'xp'"):
+        dims(1).mesh(None, "xp")
+    assert dims(1).mesh(None, "pp") is None and dims(1).mesh(None, "cp") is None
 
 
 def test_parallel_dims_does_not_import_torch():

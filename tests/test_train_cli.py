@@ -115,13 +115,12 @@ CONFIG_REFUSALS = [
         ["Error parsing --training.steps", "'abc'"],
     ),
     (
-        "pipeline-parallel",
+        "pipeline-parallel-on-one-process",
         ["--job.config_file", TOML, "--parallelism.pipeline_parallel_degree", "2"],
         1,
         [
-            "pipeline parallel is not supported by titan-train yet "
-            "(parallelism.pipeline_parallel_degree = 2)",
-            "set parallelism.pipeline_parallel_degree to 1",
+            "error[world-size] 1 GPU cannot be split by pipeline_parallel_degree=2",
+            "run on a multiple of 2 GPUs",
         ],
     ),
     (

@@ -106,12 +106,36 @@ REFUSALS = [
         ["error[tp-heads] tensor parallel degree 3 does not divide the 16 attention heads"],
     ),
     (
-        "pipeline-parallel",
-        ["--ngpu", "2", *FORMS["legacy"], "--parallelism.pipeline_parallel_degree", "2"],
+        "pipeline-parallel-v-schedule-with-validation",
         [
-            "error[unsupported-parallelism] pipeline parallel is not supported by titan-train "
-            "yet (parallelism.pipeline_parallel_degree = 2) for llama3"
+            "--ngpu",
+            "2",
+            *FORMS["legacy"],
+            "--parallelism.pipeline_parallel_degree",
+            "2",
+            "--parallelism.pipeline_parallel_schedule",
+            "ZBVZeroBubble",
+            "--validation.enable",
         ],
+        [
+            "validation does not run with schedule 'ZBVZeroBubble'",
+            "hint: choose another schedule",
+        ],
+    ),
+    (
+        "pipeline-parallel-with-too-few-microbatches",
+        [
+            "--ngpu",
+            "2",
+            *FORMS["registry"],
+            "--parallelism.pipeline_parallel_degree",
+            "2",
+            "--parallelism.pipeline_parallel_schedule",
+            "DualPipeV",
+            "--training.local_batch_size",
+            "2",
+        ],
+        ["'DualPipeV' needs at least as many microbatches as stages (4)"],
     ),
     (
         "degrees-not-the-world-size",

@@ -286,6 +286,8 @@ class Trainer(Configurable):
     def forward_backward(self, inputs: Any, labels: Any) -> Any:
         """Loss of one micro-batch, already divided by the accumulation steps; runs backward."""
         parts = self.parts
+        if parts.pipeline_step is not None:  # the schedule runs forward and backward
+            return parts.pipeline_step.forward_backward(inputs, labels)
         with parts.loss_context():
             with parts.amp():
                 pred = parts.model(inputs, attention_masks=parts.attention_masks(inputs))

@@ -88,6 +88,9 @@ class Validator(BaseValidator):
         self.dp_mesh = dp_mesh
         self.amp = amp
         self.loss_context = loss_context
+        self.forward_loss: Any = None
+        """``forward_loss(inputs, labels)``: a batch's mean loss computed elsewhere (a pipeline's
+        schedule, which holds the model's stages); None: ``model_parts[0]`` and ``loss_fn``."""
 
     def should_validate(self, step: int) -> bool:
         """Validation runs at step 1 and every ``freq`` steps."""
@@ -116,9 +119,12 @@ class Validator(BaseValidator):
                     break
                 assert batch is not None
                 inputs, labels = (t.to(self.device) for t in batch)
-                with self.loss_context(), self.amp():
-                    pred = model_parts[0](inputs, attention_masks=self.attention_masks(inputs))
-                    loss = self.loss_fn(pred, labels).detach()
+                if self.forward_loss is not None:
+                    loss = self.forward_loss(inputs, labels)
+                else:
+                    with self.loss_context(), self.amp():
+                        pred = model_parts[0](inputs, attention_masks=self.attention_masks(inputs))
+                        loss = self.loss_fn(pred, labels).detach()
                 if hasattr(loss, "full_tensor"):  # loss parallel gives a replicated DTensor
                     loss = loss.full_tensor()
                 loss_sum += loss.double() * labels.numel()

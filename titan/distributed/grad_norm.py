@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import torch
+import torch.distributed as dist
 from torch.distributed.tensor import DTensor
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 @torch.no_grad()
@@ -16,6 +22,7 @@ def clip_grad_norm_(
     norm_type: float = 2.0,
     error_if_nonfinite: bool = False,
     foreach: bool | None = None,
+    pp_mesh: DeviceMesh | None = None,
 ) -> torch.Tensor:
     """Scale the gradients of ``parameters`` in place so their total ``norm_type``-norm is at most
     ``max_norm``; return that total norm (before clipping) as a plain tensor on the grads' device.
@@ -24,7 +31,8 @@ def clip_grad_norm_(
     shards, replicated TP norms, expert-parallel shards): the norm of a DTensor is a partial norm
     per rank, and ``full_tensor()`` all-reduces it into the norm of the whole unsharded gradient,
     so every rank clips with the same factor. Gradients on different meshes are normed apart and
-    then combined.
+    then combined. Under pipeline parallel (``pp_mesh``) each rank holds some stages: their
+    norms are combined over the pipeline ranks, so every rank clips by the whole model's norm.
     """
     params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
     groups = _by_mesh([p for p in params if p.grad is not None])
@@ -42,9 +50,23 @@ def clip_grad_norm_(
     else:
         # The norm of the per-mesh norms is the norm of all gradients, for every p (and inf).
         total_norm = torch.linalg.vector_norm(torch.stack(norms), ord=norm_type)
+    if pp_mesh is not None:
+        total_norm = _across_stages(total_norm, norm_type=norm_type, pp_mesh=pp_mesh)
     for group in groups:
         torch.nn.utils.clip_grads_with_norm_(group, max_norm, total_norm, foreach=foreach)
     return total_norm
+
+
+def _across_stages(norm: torch.Tensor, *, norm_type: float, pp_mesh: DeviceMesh) -> torch.Tensor:
+    """The norm of the stages' norms over the pipeline ranks (their largest for the inf-norm)."""
+    group = pp_mesh.get_group()
+    if math.isinf(norm_type):
+        norm = norm.clone()
+        dist.all_reduce(norm, op=dist.ReduceOp.MAX, group=group)
+        return norm
+    powered = norm.double() ** norm_type
+    dist.all_reduce(powered, op=dist.ReduceOp.SUM, group=group)
+    return (powered ** (1.0 / norm_type)).to(norm.dtype)
 
 
 def _by_mesh(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:

@@ -21,9 +21,18 @@ if TYPE_CHECKING:
 # each replica next, tensor parallel innermost so its frequent collectives stay within a host.
 # With expert parallel, dp_shard is split into the part EP does not borrow (dp_shard_mod_ep, the
 # FSDP shards of the experts) and the part it borrows (dp_shard_in_ep), which keeps the ranks of
-# one EP group adjacent, as torchtitan v0.2.0 laid them out. Context parallel sits between the
-# shards and tensor parallel, as in torchtitan.
-MESH_DIM_ORDER = ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp", "tp")
+# one EP group adjacent, as torchtitan v0.2.0 laid them out. Pipeline stages are outermost: their
+# point-to-point sends are the rarest traffic, so they may cross hosts. Context parallel sits
+# between the shards and tensor parallel, as in torchtitan.
+MESH_DIM_ORDER = (
+    "pp",
+    "dp_replicate",
+    "dp_shard",
+    "dp_shard_mod_ep",
+    "dp_shard_in_ep",
+    "cp",
+    "tp",
+)
 
 # The flattened dimension of replicate x shard; built only when both are > 1, otherwise "dp" is the
 # one data-parallel dimension that exists (no extra process group).
@@ -49,6 +58,7 @@ MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "dp_tp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp"),
     "dp_shard_mod_ep": ("dp_shard_mod_ep",),
     "dp_shard_in_ep": ("dp_shard_in_ep",),
+    "pp": ("pp",),
 }
 
 
@@ -70,7 +80,7 @@ class ParallelDims:
     tp: int
     """Tensor-parallel degree."""
     pp: int = 1
-    """Pipeline-parallel degree (always 1: titan-train has no pipeline parallel yet)."""
+    """Pipeline-parallel degree: the model is cut into stages over this many ranks."""
     cp: int = 1
     """Context-parallel degree: each rank of a CP group holds ``seq_len / cp`` tokens of the
     same sequences (``titan.distributed.cp_batch``)."""
@@ -88,16 +98,17 @@ class ParallelDims:
         """The degrees of ``parallelism`` for ``world_size`` processes.
 
         Whether a layout can run is decided by the layout rules every command shares
-        (``titan.schemas.layout_rules``, ``expert_rules``), which the run's checks apply before
-        this is called (``titan.training.run_checks.refuse_findings``); the shard degree -1 is
-        resolved by the same function the rules use. A layout the rules would refuse raises
-        ``ValueError`` here instead of becoming a wrong mesh. What titan-train does not run yet
-        (pipeline parallel, expert parallel together with context parallel) is refused before,
-        by the family's capability record (``ModelSpec.refusals``).
+        (``titan.schemas.layout_rules``, ``expert_rules``, ``pipeline_rules``), which the run's
+        checks apply before this is called (``titan.training.run_checks.refuse_findings``); the
+        shard degree -1 is resolved by the same function the rules use. A layout the rules would
+        refuse raises ``ValueError`` here instead of becoming a wrong mesh. What titan-train does
+        not run yet (expert parallel together with context parallel) is refused before, by the
+        family's capability record (``ModelSpec.refusals``).
         """
         replicate = parallelism.data_parallel_replicate_degree
         tp = parallelism.tensor_parallel_degree
         cp = parallelism.context_parallel_degree
+        pp = parallelism.pipeline_parallel_degree
         ep = parallelism.expert_parallel_degree
         etp = parallelism.expert_tensor_parallel_degree
         shard = resolve_dp_shard(
@@ -105,11 +116,15 @@ class ParallelDims:
             world_size=world_size,
             replicate=replicate,
             tp=tp,
-            pp=1,
+            pp=pp,
             cp=cp,
         )
-        degrees = (replicate, tp, cp, ep, etp)
-        if shard is None or min(shard, *degrees) < 1 or replicate * shard * cp * tp != world_size:
+        degrees = (pp, replicate, tp, cp, ep, etp)
+        if (
+            shard is None
+            or min(shard, *degrees) < 1
+            or pp * replicate * shard * cp * tp != world_size
+        ):
             raise ValueError(
                 f"parallelism {_layout_words(parallelism)} cannot run on {world_size} "
                 "processes; titan-validate --ngpu N names what to change"
@@ -123,6 +138,7 @@ class ParallelDims:
             dp_replicate=replicate,
             dp_shard=shard,
             tp=tp,
+            pp=pp,
             cp=cp,
             ep=ep,
             etp=etp,
@@ -156,6 +172,11 @@ class ParallelDims:
         """Whether FSDP shards the model: over the shard ranks and the context parallel ones,
         which hold the same weights and average their gradients as data-parallel ranks do."""
         return self.dp_shard_enabled or self.cp_enabled
+
+    @property
+    def pp_enabled(self) -> bool:
+        """Whether the model is cut into pipeline stages over several ranks."""
+        return self.pp > 1
 
     @property
     def tp_enabled(self) -> bool:
@@ -221,7 +242,8 @@ class ParallelDims:
 
     @property
     def non_data_parallel_size(self) -> int:
-        """Ranks that see the same batch (one data-parallel rank's model-parallel group)."""
+        """Ranks that see the same batch (one data-parallel rank's model-parallel group, pipeline
+        stages included)."""
         return self.world_size // self.dp_degree
 
     @property
@@ -269,6 +291,7 @@ class ParallelDims:
         else:
             shard, mod_ep, in_ep = self.dp_shard, 1, 1
         return {
+            "pp": self.pp,
             "dp_replicate": self.dp_replicate,
             "dp_shard": shard,
             "dp_shard_mod_ep": mod_ep,
@@ -367,6 +390,7 @@ def _layout_words(parallelism: ParallelismConfig) -> str:
     return ", ".join(
         f"{name} = {getattr(parallelism, name)}"
         for name in (
+            "pipeline_parallel_degree",
             "data_parallel_replicate_degree",
             "data_parallel_shard_degree",
             "context_parallel_degree",

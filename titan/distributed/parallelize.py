@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from titan.distributed.parallel_dims import ParallelDims
     from titan.protocols.model_spec import ModelSpec
 
-# fsdp_reshard_after_forward -> fully_shard's reshard_after_forward. "default" means True because
-# titan-train has no pipeline parallel (the one case where torchtitan keeps parameters gathered).
+# fsdp_reshard_after_forward -> fully_shard's reshard_after_forward. "default" is True without
+# pipeline parallel and False with it (torchtitan's policy: a stage runs several microbatches'
+# forwards in a row, and gathering its parameters again for each would repeat the all-gathers).
 RESHARD_AFTER_FORWARD = {"default": True, "always": True, "never": False}
 
 # DDP gradient buckets, as torchtitan sizes them.
@@ -100,6 +101,7 @@ def parallelize_model(
             param_dtype=DTYPE_OF_NAME[training.mixed_precision_param],
             reduce_dtype=DTYPE_OF_NAME[training.mixed_precision_reduce],
             reshard_after_forward=parallelism.fsdp_reshard_after_forward,
+            pp_enabled=parallel_dims.pp_enabled,
             cpu_offload=training.enable_cpu_offload,
             expert_mesh=(
                 world_mesh[parallel_dims.expert_fsdp_mesh_dim_names]
@@ -146,12 +148,16 @@ def fsdp_units(model: nn.Module) -> list[list[nn.Module]]:
     """The module groups FSDP shards one by one: ``model.fsdp_units()`` when the model defines
     it, else the embeddings, each block, then the final norm with the output projection."""
     if hasattr(model, "fsdp_units"):
-        return model.fsdp_units()
-    return [
-        [model.tok_embeddings],
-        *([block] for block in model.layers.values()),
-        [model.norm, model.output],
-    ]
+        units = model.fsdp_units()
+    else:
+        units = [
+            [model.tok_embeddings],
+            *([block] for block in model.layers.values()),
+            [model.norm, model.output],
+        ]
+    # A pipeline stage lacks the modules other stages hold (they are None).
+    units = [[module for module in unit if module is not None] for unit in units]
+    return [unit for unit in units if unit]
 
 
 def apply_fsdp(
@@ -161,6 +167,7 @@ def apply_fsdp(
     param_dtype: torch.dtype,
     reduce_dtype: torch.dtype,
     reshard_after_forward: str = "default",
+    pp_enabled: bool = False,
     cpu_offload: bool = False,
     expert_mesh: DeviceMesh | None = None,
     ep_degree: int = 1,
@@ -174,6 +181,8 @@ def apply_fsdp(
     divided by ``gradient_divide_factor`` (the data-parallel degree).
     """
     reshard = RESHARD_AFTER_FORWARD[reshard_after_forward]
+    if reshard_after_forward == "default" and pp_enabled:
+        reshard = False
     shard_options: dict[str, Any] = {
         "mesh": dp_mesh,
         "mp_policy": MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype),

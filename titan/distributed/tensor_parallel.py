@@ -90,19 +90,19 @@ def parallelize_decoder_ends(model: nn.Module, *, tp_mesh: DeviceMesh, loss_para
     With ``loss_parallel`` the output logits stay sharded on the vocabulary (a DTensor): compute
     the loss under ``torch.distributed.tensor.parallel.loss_parallel()``.
     """
-    parallelize_module(
-        model,
-        tp_mesh,
-        {
-            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
-            "norm": SequenceParallel(),
-            "output": ColwiseParallel(
-                input_layouts=Shard(1),
-                output_layouts=Shard(-1) if loss_parallel else Replicate(),
-                use_local_output=not loss_parallel,
-            ),
-        },
-    )
+    plan = {
+        "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+        "norm": SequenceParallel(),
+        "output": ColwiseParallel(
+            input_layouts=Shard(1),
+            output_layouts=Shard(-1) if loss_parallel else Replicate(),
+            use_local_output=not loss_parallel,
+        ),
+    }
+    # A pipeline stage holds only some of the ends (the others are None).
+    plan = {name: style for name, style in plan.items() if getattr(model, name) is not None}
+    if plan:
+        parallelize_module(model, tp_mesh, plan)
 
 
 def attention_plan(styles: TPStyles) -> dict[str, ParallelStyle]:

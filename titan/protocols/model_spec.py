@@ -286,6 +286,12 @@ TOGETHER: tuple[_Together, ...] = (
         fix="set parallelism.expert_parallel_degree to 1 (the experts are then FSDP-sharded over "
         "the data-parallel and context parallel ranks), or context_parallel_degree to 1",
     ),
+    _Together(
+        features=("pp", "cp"),
+        keys=("parallelism.pipeline_parallel_degree", "parallelism.context_parallel_degree"),
+        words="pipeline parallel together with context parallel",
+        fix="set parallelism.pipeline_parallel_degree or context_parallel_degree to 1",
+    ),
 )
 """Combinations titan-train refuses although each part runs (the layout rules accept them)."""
 

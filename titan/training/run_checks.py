@@ -365,6 +365,25 @@ def _check_model(
         # A run has a device mesh, and so a device type, only with several processes.
         device_type=default_device_type() if world_size > 1 else None,
     )
+    if parallel_dims.pp_enabled:
+        from titan.distributed.pipeline_parallel import refuse_unpipelinable
+
+        refuse_unpipelinable(
+            config.parallelism,
+            model=model,
+            model_config=config.model_spec.model,
+            local_batch_size=config.training.local_batch_size,
+            validation_batch_size=(
+                (config.validator.local_batch_size or config.training.local_batch_size)
+                if config.validator.enable
+                else None
+            ),
+            hf_settings=tuple(
+                name
+                for name in ("initial_load_in_hf", "last_save_in_hf")
+                if getattr(config.checkpoint, name)
+            ),
+        )
 
 
 def _check_validator(config: Any, loader_args: dict[str, Any]) -> None:

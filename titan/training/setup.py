@@ -28,7 +28,6 @@ from titan.distributed.cp_batch import context_parallel_parts
 from titan.distributed.determinism import set_determinism
 from titan.distributed.grad_norm import clip_grad_norm_
 from titan.distributed.parallel_dims import ParallelDims
-from titan.distributed.parallelize import parallelize_model
 from titan.distributed.process_group import (
     destroy_distributed,
     init_distributed,
@@ -43,6 +42,7 @@ from titan.training.dump_lock import (
     release_all,
     saved_config_file,
 )
+from titan.training.model_parts import build_model_parts
 from titan.training.run_checks import (
     CheckedRun,
     check_config,
@@ -50,7 +50,7 @@ from titan.training.run_checks import (
     check_folders,
 )
 from titan.training.state import GarbageCollection, TrainState
-from titan.training.weights import DTYPES, default_dtype, init_weights
+from titan.training.weights import DTYPES, default_dtype
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -125,6 +125,9 @@ class RunParts:
     """Collective timeouts (the training one applies after the first step)."""
     locks: list[Any] = dataclasses.field(default_factory=list)
     """The output folders' locks (rank 0), released when the run closes."""
+    pipeline_step: Any = None
+    """Under pipeline parallel, the ``PipelineStep`` that runs each micro-batch through the
+    schedule (``titan.training.pipeline_step``); None without it."""
 
     @property
     def dp_degree(self) -> int:
@@ -152,7 +155,8 @@ class RunParts:
 
     def clip_grad_norm(self) -> torch.Tensor:
         """Clip every parameter's gradient to ``max_norm`` together; returns the total norm."""
-        return clip_grad_norm_(self.parameters, self.max_norm)
+        pp_mesh = self.parallel_dims.mesh(self.world_mesh, "pp") if self.world_mesh else None
+        return clip_grad_norm_(self.parameters, self.max_norm, pp_mesh=pp_mesh)
 
     def after_first_step(self) -> None:
         """The first step is done: collectives may now use the (shorter) training timeout."""
@@ -245,25 +249,24 @@ def _build(
         parallel_dims=parallel_dims, model_compile_enabled=compile_model
     )
     converters.convert(model)
-    model = parallelize_model(
-        model,
-        spec=spec,
-        parallel_dims=parallel_dims,
-        world_mesh=world_mesh,
-        training=training,
-        parallelism=config.parallelism,
-        activation_checkpoint=config.activation_checkpoint,
-        compile=config.compile,
-        float8_enabled=converters.float8_tensorwise_linears(),
-        dump_folder=dump_folder,
-    )
-    init_weights(model, model_config, parallel_dims, training, device)
-    model.train()
-    model_parts = [model]
-
     loss_fn = build_loss()
     if config.compile.enable and "loss" in config.compile.components:
         loss_fn = torch.compile(loss_fn, backend=config.compile.backend)
+    model_parts, pipeline_step = build_model_parts(
+        model,
+        config=config,
+        spec=spec,
+        model_config=model_config,
+        parallel_dims=parallel_dims,
+        world_mesh=world_mesh,
+        device=device,
+        float8_enabled=converters.float8_tensorwise_linears(),
+        loss_fn=loss_fn,
+        accumulation_steps=accumulation_steps,
+        amp=lambda: _amp(parallel_dims, training, device),
+        loss_context=lambda: _loss_context(parallel_dims),
+    )
+    model = model_parts[0]
 
     optimizers = config.optimizer.build(
         model_parts=model_parts, gradient_accumulation_steps=accumulation_steps
@@ -329,8 +332,10 @@ def _build(
             loss_context=lambda: _loss_context(parallel_dims),
         )
 
+    if validator is not None and pipeline_step is not None:
+        validator.forward_loss = pipeline_step.evaluate  # the stages run in the schedule
     summary = (
-        f"{spec.name} {spec.flavor}, {sum(p.numel() for p in model.parameters()):,} parameters, "
+        f"{spec.name} {spec.flavor}, {checked.parameters:,} parameters, "
         f"world size {world_size} ({degrees_in_words(parallel_dims)}), device {device.type}, "
         f"{accumulation_steps} micro-batch(es) of {training.local_batch_size}×{training.seq_len}"
     )
@@ -361,6 +366,7 @@ def _build(
         summary=summary,
         comm=config.comm,
         locks=locks,
+        pipeline_step=pipeline_step,
     )
 
 
@@ -387,7 +393,14 @@ def _loss_context(parallel_dims: ParallelDims):
 
 def degrees_in_words(parallel_dims: ParallelDims) -> str:
     """The parallelisms in use, in words ("FSDP 4, TP 2"; "one process" when none)."""
-    names = {"dp_replicate": "DDP", "dp_shard": "FSDP", "cp": "CP", "tp": "TP", "ep": "EP"}
+    names = {
+        "pp": "PP",
+        "dp_replicate": "DDP",
+        "dp_shard": "FSDP",
+        "cp": "CP",
+        "tp": "TP",
+        "ep": "EP",
+    }
     used = [f"{label} {getattr(parallel_dims, name)}" for name, label in names.items()]
     if parallel_dims.etp_enabled:
         used.append(f"ETP {parallel_dims.etp}")

@@ -24,17 +24,21 @@ def init_weights(
     On CUDA each shard draws its own part of the full random tensor (DTensor's RNG tracker). On
     CPU torch has no such tracker and every shard would draw the same values, so the full model
     is initialised once and its shards are loaded from it: the same weights as a one-process run.
+    A pipeline stage (``model`` holds some of the modules) takes its own modules' weights from
+    that full model on CPU, for the same reason: drawn on its own, a stage would draw the
+    embeddings' random numbers for its first block.
     """
     init_device = torch.device("cpu") if training.enable_cpu_offload else device
     buffer_device = device if training.enable_cpu_offload else None
     model.to_empty(device=init_device)
-    sharded = parallel_dims.fsdp_enabled or parallel_dims.tp_enabled
+    sharded = parallel_dims.fsdp_enabled or parallel_dims.tp_enabled or parallel_dims.pp_enabled
     with torch.no_grad():
         if not (sharded and device.type == "cpu"):
             model.init_weights(buffer_device=buffer_device)
             return
         from torch.distributed.checkpoint.state_dict import (
             StateDictOptions,
+            get_model_state_dict,
             set_model_state_dict,
         )
 
@@ -45,9 +49,9 @@ def init_weights(
         full.to_empty(device="cpu")
         full.init_weights()
         model.init_buffers(buffer_device)
-        set_model_state_dict(
-            model, full.state_dict(), options=StateDictOptions(full_state_dict=True)
-        )
+        own = get_model_state_dict(model).keys()  # a stage's keys: those of its modules
+        weights = {key: value for key, value in full.state_dict().items() if key in own}
+        set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
 
 
 @contextlib.contextmanager

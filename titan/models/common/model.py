@@ -371,13 +371,17 @@ class Decoder(nn.Module):
         e.g. ``"cuda"`` when the parameters were moved to CPU for offloading.
         """
         self.init_buffers(buffer_device)
-        nn.init.normal_(self.tok_embeddings.weight)
+        # A pipeline stage holds only some of the modules; the others are None.
+        if self.tok_embeddings is not None:
+            nn.init.normal_(self.tok_embeddings.weight)
         for layer in self.layers.values():
             layer.init_weights(buffer_device or self.freqs_cis.device)
-        self.norm.reset_parameters()
-        std = self.config.dim**-0.5
-        bound = OUTPUT_CUTOFF_STDS * std
-        nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
+        if self.norm is not None:
+            self.norm.reset_parameters()
+        if self.output is not None:
+            std = self.config.dim**-0.5
+            bound = OUTPUT_CUTOFF_STDS * std
+            nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
 
     def init_buffers(self, buffer_device: torch.device | str | None = None) -> None:
         """Recompute the rotary table and zero the MoE buffers (bias, token counts).
@@ -414,7 +418,12 @@ class Decoder(nn.Module):
         ``attention_masks`` are the batch's masks from ``attention_masks``; when left out they
         are built here, which a model with ``block_causal`` layers refuses (it needs the EOS id).
         Under context parallel they are the batch's ``ContextParallelBatch``: the model then
-        runs this rank's ``seq / cp`` tokens and returns their logits only.
+        runs this rank's ``seq / cp`` tokens and returns their logits only. A pipeline stage
+        (``titan.distributed.pipeline_parallel``) holds some of the modules: without embeddings
+        it takes the previous stage's hidden states ``[bs, seq, dim]``, without the output
+        projection it returns its own, and the layers it holds keep their names, so
+        ``mask_specs[int(name)]`` is each one's mask kind. (Pipeline and context parallel do not
+        run together yet: the capability check refuses the pair.)
         """
         if tokens.shape[1] > self.freqs_cis.shape[0]:
             raise ValueError(
@@ -422,11 +431,17 @@ class Decoder(nn.Module):
             )
         if attention_masks is None:
             attention_masks = self.attention_masks(tokens)
-        tokens, rotary_table = local_batch(tokens, self.freqs_cis, attention_masks)
-        h = self.tok_embeddings(tokens)
-        for layer, spec in zip(self.layers.values(), self.mask_specs, strict=True):
+        if self.tok_embeddings is None:
+            h, rotary_table = tokens, self.freqs_cis  # a later stage: hidden states
+        else:
+            tokens, rotary_table = local_batch(tokens, self.freqs_cis, attention_masks)
+            h = self.tok_embeddings(tokens)
+        for name, layer in self.layers.items():
+            spec = self.mask_specs[int(name)]
             h = layer(h, rotary_table, attention_mask=attention_masks.get(spec))
-        return self.output(self.norm(h))
+        if self.norm is not None:
+            h = self.norm(h)
+        return h if self.output is None else self.output(h)
 
 
 __all__ = [

@@ -22,6 +22,7 @@ FAMILY = ModelFamily(
         ddp=True,
         tp=True,
         cp=True,
+        pp=True,
         ep=True,
         etp=True,
         float8=True,

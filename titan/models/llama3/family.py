@@ -12,12 +12,14 @@ FAMILY = ModelFamily(
     flavors=flavors.FLAVORS,
     model_config=Llama3Model.Config,
     aliases={"llama3_ft": "titan.experiments.ft.trainer:FaultTolerantTrainer.Config"},
-    # PP and EP are not in titan-train for llama3; everything else it runs, tests prove it.
+    # EP is not in titan-train for llama3 (it has no experts); everything else it runs, tests
+    # prove it.
     capabilities=Capabilities(
         fsdp=True,
         ddp=True,
         tp=True,
         cp=True,
+        pp=True,
         float8=True,
         compile=True,
         activation_checkpoint=True,

@@ -17,12 +17,14 @@ FAMILY = ModelFamily(
     # FSDP ranks, tests/test_expert_parallel.py) matches one process on 2 gloo ranks;
     # compiled blocks train as the eager expert loop bit for bit; EP with TP (over the TP
     # ranks, and expert TP) matches one process on 4 ranks (tests/test_expert_parallel_tp.py).
-    # No float8, PP or CP yet.
+    # PP (tests/test_pipeline_families.py) and CP (tests/test_context_parallel_train.py)
+    # match one process on 2 gloo ranks. No float8 yet.
     capabilities=Capabilities(
         fsdp=True,
         ddp=True,
         tp=True,
         cp=True,
+        pp=True,
         ep=True,
         etp=True,
         activation_checkpoint=True,

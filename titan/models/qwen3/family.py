@@ -17,13 +17,15 @@ FAMILY = ModelFamily(
     # run replicated (parallelize.py). EP=2 matches one process and FSDP=2 and resumes
     # bitwise (tests/test_expert_parallel.py); compiled blocks train as the eager expert loop
     # bit for bit; EP with TP (over the TP ranks, and expert TP) matches one process on 2-4
-    # ranks and resumes bitwise (tests/test_expert_parallel_tp.py). PP, CP and float8 are
-    # not proved.
+    # ranks and resumes bitwise (tests/test_expert_parallel_tp.py). PP and CP match one process
+    # (tests/test_pipeline_families.py, tests/test_context_parallel_train.py); float8 is not
+    # proved.
     capabilities=Capabilities(
         fsdp=True,
         ddp=True,
         tp=True,
         cp=True,
+        pp=True,
         ep=True,
         etp=True,
         activation_checkpoint=True,

@@ -1,0 +1,331 @@
+"""Pipeline parallel: a model cut into stages, each rank's stages built and parallelized, and
+torch's schedule over them (``torch.distributed.pipelining``).
+
+The split is :mod:`titan.schemas.pipeline_split`'s (torchtitan's rules, shared with
+``titan-validate``): each stage is a copy of the meta model that keeps only its own modules.
+``layers`` is a ``ModuleDict``, so a stage's blocks keep their names (``layers.<i>``) and every
+stage's state dict holds the same keys the whole model's does: checkpoints load with any
+pipeline degree, or none. The modules a stage lacks are ``None`` and the decoder's forward skips
+them (the first stage embeds tokens, the last one applies the final norm and the output).
+
+Each stage is parallelized on its own (TP, AC, compile, FSDP inside the stage, as torchtitan
+does), then given real weights, then wrapped in a ``PipelineStage`` over the ``pp`` mesh.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from titan.distributed.pipeline_split import (
+    SCHEDULE_KWARGS,
+    PipelineLayout,
+    pipeline_layout,
+    schedule_class,
+)
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from titan.config.configs import ParallelismConfig
+    from titan.distributed.parallel_dims import ParallelDims
+
+HEAD = "output"
+"""The output projection's module name in titan's decoders."""
+
+ENDS = ("tok_embeddings", "norm", HEAD)
+"""The decoder's modules outside ``layers`` that belong to one stage each."""
+
+
+def layout_of(parallelism: ParallelismConfig, *, n_layers: int) -> PipelineLayout:
+    """The pipeline layout ``parallelism`` asks for on an ``n_layers`` model; refuses one that
+    cannot be built with :class:`~titan.schemas.pipeline_split.PipelineSplitError`."""
+    return pipeline_layout(
+        n_layers=n_layers,
+        pp=parallelism.pipeline_parallel_degree,
+        schedule=parallelism.pipeline_parallel_schedule,
+        layers_per_stage=parallelism.pipeline_parallel_layers_per_stage,
+        first_stage_less_layers=parallelism.pipeline_parallel_first_stage_less_layers,
+        last_stage_less_layers=parallelism.pipeline_parallel_last_stage_less_layers,
+        module_fqns_per_model_part=parallelism.module_fqns_per_model_part,
+        csv=bool(parallelism.pipeline_parallel_schedule_csv),
+        head=HEAD,
+    )
+
+
+def microbatch_count(parallelism: ParallelismConfig, *, local_batch_size: int) -> int:
+    """How many pipeline microbatches one local batch is cut into; ``ValueError`` when
+    ``pipeline_parallel_microbatch_size`` does not divide ``training.local_batch_size``."""
+    size = parallelism.pipeline_parallel_microbatch_size
+    if size < 1 or local_batch_size % size:
+        raise ValueError(
+            f"parallelism.pipeline_parallel_microbatch_size ({size}) must divide "
+            f"training.local_batch_size ({local_batch_size}): each local batch is cut into "
+            "microbatches of that many rows; hint: set it to a divisor of the local batch size"
+        )
+    return local_batch_size // size
+
+
+def _at_least_stages(microbatches: int, *, stages: int, pp: int) -> str | None:
+    """torch's 1F1B and DualPipeV: no fewer microbatches than stages."""
+    return None if microbatches >= stages else f"at least as many microbatches as stages ({stages})"
+
+
+def _whole_rounds(microbatches: int, *, stages: int, pp: int) -> str | None:
+    """torch's interleaved schedules: whole rounds of ``microbatches // pp`` microbatches."""
+    rounds = max(1, microbatches // pp)
+    if microbatches % rounds == 0:
+        return None
+    return f"a microbatch count that is a multiple of microbatches // pipeline_parallel_degree ({rounds})"
+
+
+MICROBATCH_RULES: dict[str, Callable[..., str | None]] = {
+    "1F1B": _at_least_stages,
+    "DualPipeV": _at_least_stages,
+    "Interleaved1F1B": _whole_rounds,
+    "InterleavedZeroBubble": _whole_rounds,
+}
+"""What torch 2.13's schedules ask of the microbatch count, by schedule name (the others run
+any count); each returns the requirement in words when ``microbatches`` breaks it."""
+
+
+NO_FORWARD_ONLY = frozenset({"ZBVZeroBubble", "DualPipeV"})
+"""Schedules whose ``eval`` (forward only, for validation) torch 2.13 cannot run: their V
+stages split backward into parts that assume one ran ("can't steal_bwd_input if this stage
+doesn't have backward")."""
+
+
+def refuse_unpipelinable(
+    parallelism: ParallelismConfig,
+    *,
+    model: nn.Module,
+    model_config: Any,
+    local_batch_size: int,
+    validation_batch_size: int | None = None,
+    hf_settings: tuple[str, ...] = (),
+) -> None:
+    """Raise ``ValueError`` (message; hint) when ``parallelism``'s pipeline cannot run on the
+    meta ``model``: a layout the split rules refuse, a microbatch size that does not divide the
+    local batch, an output projection tied to the embeddings (two stages would hold one
+    weight), per-document attention masks (built from token ids that only the first stage
+    sees), a validation batch (``validation_batch_size`` rows, None without validation) the
+    schedule's microbatch count does not divide, or Hugging Face checkpoints
+    (``hf_settings``: the ``checkpoint.*_in_hf`` switches that are on; their full state dict is
+    gathered on, and scattered from, rank 0, which holds only its own stages)."""
+    from titan.schemas.pipeline_split import PipelineSplitError
+
+    try:
+        layout = layout_of(parallelism, n_layers=len(model.layers))
+    except PipelineSplitError as error:
+        raise ValueError(f"{error.message}; hint: {error.hint}") from None
+    microbatches = microbatch_count(parallelism, local_batch_size=local_batch_size)
+    pp = parallelism.pipeline_parallel_degree
+    csv = parallelism.pipeline_parallel_schedule_csv
+    if csv and not os.path.isfile(csv):
+        raise ValueError(
+            f"parallelism.pipeline_parallel_schedule_csv {csv!r} is not a file; hint: give the "
+            "path of the schedule's CSV file, or leave it empty to run the named schedule"
+        )
+    rule = None if parallelism.pipeline_parallel_schedule_csv else layout.schedule.name
+    needed = MICROBATCH_RULES.get(rule, lambda *_, **__: None)(
+        microbatches, stages=layout.stages, pp=pp
+    )
+    if needed is not None:
+        raise ValueError(
+            f"schedule {layout.schedule.name!r} needs {needed}, but training.local_batch_size "
+            f"({local_batch_size}) / pipeline_parallel_microbatch_size "
+            f"({parallelism.pipeline_parallel_microbatch_size}) gives {microbatches}; hint: "
+            "raise training.local_batch_size or lower parallelism.pipeline_parallel_microbatch_size"
+        )
+    if getattr(model_config, "enable_weight_tying", False):
+        raise ValueError(
+            f"pipeline parallel (pipeline_parallel_degree = {pp}) cannot cut a model whose output "
+            "projection is tied to its embeddings: the first and the last stage would each hold "
+            "the one weight; hint: set enable_weight_tying = False in the model config, or "
+            "pipeline_parallel_degree = 1"
+        )
+    if model.needs_documents():
+        raise ValueError(
+            f"pipeline parallel (pipeline_parallel_degree = {pp}) does not run block_causal "
+            "attention: its per-document masks are built from the token ids, which only the "
+            "first stage receives; hint: set the attention's attn_mask_type to 'causal', or "
+            "pipeline_parallel_degree = 1"
+        )
+    if hf_settings:
+        setting = hf_settings[0]
+        raise ValueError(
+            f"checkpoint.{setting} does not run under pipeline parallel yet "
+            f"(pipeline_parallel_degree = {pp}): the Hugging Face weights pass through rank 0, "
+            f"which holds only its own stages; hint: set checkpoint.{setting} = False (DCP "
+            "checkpoints load under any pipeline degree), or pipeline_parallel_degree = 1"
+        )
+    if validation_batch_size is not None and rule in NO_FORWARD_ONLY:
+        raise ValueError(
+            f"validation does not run with schedule {rule!r}: torch cannot run its V-shaped "
+            "stages forward only; hint: choose another schedule (Interleaved1F1B runs 2 stages "
+            "per rank too), or set validator.enable = False"
+        )
+    if validation_batch_size is not None and validation_batch_size % microbatches:
+        raise ValueError(
+            f"validator.local_batch_size ({validation_batch_size}) must be a multiple of the "
+            f"pipeline's {microbatches} microbatches (training.local_batch_size / "
+            "pipeline_parallel_microbatch_size): validation runs each batch through the same "
+            "schedule; hint: set validator.local_batch_size to a multiple of "
+            f"{microbatches}, or leave it unset to use training.local_batch_size"
+        )
+
+
+def split_model(model: nn.Module, modules: list[str]) -> nn.Module:
+    """A copy of ``model`` (on the meta device) that holds only ``modules`` (``tok_embeddings``,
+    ``layers.<i>``, ``norm``, ``output``); the decoder's other ends become ``None``."""
+    keep = set(modules)
+    stage = copy.deepcopy(model)
+    for name in ENDS:
+        if name not in keep:
+            setattr(stage, name, None)
+    for name in list(stage.layers.keys()):
+        if f"layers.{name}" not in keep:
+            del stage.layers[name]
+    return stage
+
+
+@dataclasses.dataclass(kw_only=True)
+class Pipeline:
+    """This rank's stages of the model and the schedule that runs them."""
+
+    schedule: Any
+    """torch's schedule over this rank's stages (``step``, ``eval``)."""
+    stages: list[Any]
+    """This rank's ``PipelineStage`` objects, in stage order."""
+    model_parts: list[nn.Module]
+    """The stages' modules, as the optimizers and checkpoints see them."""
+    layout: PipelineLayout
+    """Every stage's modules and every pipeline rank's stages."""
+    pp_mesh: DeviceMesh
+    """The pipeline ranks this rank exchanges activations with."""
+    microbatches: int
+    """Microbatches per local batch."""
+
+    @property
+    def has_first_stage(self) -> bool:
+        """Whether this rank feeds the token ids in (it holds stage 0)."""
+        return any(stage.is_first for stage in self.stages)
+
+    @property
+    def has_last_stage(self) -> bool:
+        """Whether this rank computes the loss (it holds the last stage)."""
+        return any(stage.is_last for stage in self.stages)
+
+
+def build_pipeline(
+    model: nn.Module,
+    *,
+    parallel_dims: ParallelDims,
+    world_mesh: DeviceMesh,
+    parallelism: ParallelismConfig,
+    local_batch_size: int,
+    device: torch.device,
+    loss_fn: Callable[..., torch.Tensor],
+    parallelize: Callable[[nn.Module], nn.Module],
+    init: Callable[[nn.Module], None],
+) -> Pipeline:
+    """This rank's stages of the meta ``model``: each split off, ``parallelize``d, given real
+    weights by ``init``, wrapped in a ``PipelineStage``; and the schedule over them, which calls
+    ``loss_fn(logits, labels, **loss_kwargs)`` on the last stage's microbatches."""
+    from torch.distributed.pipelining import PipelineStage
+
+    layout = layout_of(parallelism, n_layers=len(model.layers))
+    pp_mesh = parallel_dims.mesh(world_mesh, "pp")
+    assert pp_mesh is not None
+    pp_rank = pp_mesh.get_local_rank()
+    group = pp_mesh.get_group()
+    stages, parts = [], []
+    # Every stage draws its weights from the same random state, the one the whole model would
+    # start from, so a rank's second stage is not initialised from where its first one left off.
+    rng = _random_state(device)
+    for index in layout.rank_stages[pp_rank]:
+        part = split_model(model, layout.modules[index])
+        part = parallelize(part)
+        _set_random_state(device, rng)
+        init(part)
+        part.train()
+        parts.append(part)
+        stages.append(PipelineStage(part, index, layout.stages, device, group=group))
+    microbatches = microbatch_count(parallelism, local_batch_size=local_batch_size)
+    schedule = _build_schedule(
+        parallelism, stages=stages, layout=layout, microbatches=microbatches, loss_fn=loss_fn
+    )
+    return Pipeline(
+        schedule=schedule,
+        stages=stages,
+        model_parts=parts,
+        layout=layout,
+        pp_mesh=pp_mesh,
+        microbatches=microbatches,
+    )
+
+
+def _random_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The CPU generator's state and ``device``'s (None on CPU)."""
+    accelerator = None
+    if device.type != "cpu":
+        accelerator = torch.get_device_module(device.type).get_rng_state(device)
+    return torch.get_rng_state(), accelerator
+
+
+def _set_random_state(
+    device: torch.device, state: tuple[torch.Tensor, torch.Tensor | None]
+) -> None:
+    """Restore what :func:`_random_state` returned."""
+    cpu, accelerator = state
+    torch.set_rng_state(cpu)
+    if accelerator is not None:
+        torch.get_device_module(device.type).set_rng_state(accelerator, device)
+
+
+def _build_schedule(
+    parallelism: ParallelismConfig,
+    *,
+    stages: list[Any],
+    layout: PipelineLayout,
+    microbatches: int,
+    loss_fn: Callable[..., torch.Tensor],
+) -> Any:
+    """torch's schedule of ``parallelism``'s name (or the CSV runtime) over ``stages``."""
+    csv = parallelism.pipeline_parallel_schedule_csv
+    cls = schedule_class(parallelism.pipeline_parallel_schedule, csv=bool(csv))
+    single = layout.schedule.kind == "single" and not csv
+    schedule = cls(
+        stages[0] if single else stages,
+        n_microbatches=microbatches,
+        loss_fn=loss_fn,
+        **SCHEDULE_KWARGS,
+    )
+    if csv:
+        try:
+            schedule._load_csv(csv)
+        except (OSError, ValueError, AssertionError, RuntimeError, IndexError, KeyError) as error:
+            raise ValueError(
+                f"parallelism.pipeline_parallel_schedule_csv {csv!r} is not a schedule torch can "
+                f"run on these {layout.stages} stages: {error}; hint: write one row per pipeline "
+                "rank of actions such as 0F0 (stage 0, forward, microbatch 0) and 0B0"
+            ) from None
+    return schedule
+
+
+__all__ = [
+    "ENDS",
+    "HEAD",
+    "Pipeline",
+    "build_pipeline",
+    "layout_of",
+    "microbatch_count",
+    "refuse_unpipelinable",
+    "split_model",
+]
