@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from titan.schemas.diagnostics import Diagnostic, Severity
+from titan.schemas.pipeline_batches import batch_problems
 from titan.schemas.pipeline_split import (
     PipelineSplitError,
     check_module_fqns,
@@ -34,7 +35,8 @@ _HEAD = "output"
 
 def pipeline_layout_rule(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """With pipeline parallel on, the schedule is one torch runs and the model splits into
-    stages its ranks can share; without it, a ``module_fqns_per_model_part`` list is ignored."""
+    stages its ranks can share, fed microbatches the schedule can run (training and validation);
+    without it, a ``module_fqns_per_model_part`` list is ignored."""
     if not _readable(facts):
         return
     pp = facts.pp.value
@@ -78,7 +80,7 @@ def pipeline_layout_rule(facts: ConfigFacts) -> Iterator[Diagnostic]:
             # schedule, which does not depend on the model, is checked
             schedule_facts(facts.pp_schedule.value, csv=csv)
             return
-        pipeline_layout(
+        layout = pipeline_layout(
             n_layers=n_layers,
             pp=pp,
             schedule=facts.pp_schedule.value,
@@ -91,6 +93,37 @@ def pipeline_layout_rule(facts: ConfigFacts) -> Iterator[Diagnostic]:
         )
     except PipelineSplitError as error:
         yield _finding(_setting_of(facts, error.key), error.message, error.hint)
+        return
+    yield from _batches(facts, schedule=None if csv else layout.schedule.name, stages=layout.stages)
+
+
+def _batches(facts: ConfigFacts, *, schedule: str | None, stages: int) -> Iterator[Diagnostic]:
+    """The microbatches the schedule is fed (``titan.schemas.pipeline_batches``), once the batch
+    sizes are numbers the rule can read."""
+    local, size = facts.local_batch_size, facts.pp_microbatch_size
+    validating = facts.validation_enable.value is True
+    validation = facts.validation_batch_size
+    rows = validation.value if validation.value is not None else local.value
+    if not (_count(local.value, least=1) and _count(size.value, least=1)):
+        return
+    if validating and not _count(rows, least=1):
+        return
+    blamed = {
+        "microbatch_size": size,
+        "schedule": facts.pp_schedule,
+        "validation_batch": validation if validation.written else facts.validation_enable,
+    }
+    for fact, message, hint in batch_problems(
+        schedule=schedule,
+        stages=stages,
+        pp=facts.pp.value,
+        local_batch_size=local.value,
+        microbatch_size=size.value,
+        validation_batch_size=rows if validating else None,
+    ):
+        setting = blamed[fact]
+        written = next((s for s in (setting, size, facts.pp) if s.written), setting)
+        yield _finding(written, message, hint)
 
 
 def _readable(facts: ConfigFacts) -> bool:

@@ -97,6 +97,7 @@ SHARED_FACT_PATHS: dict[str, str] = {
     "pp_first_less": "parallelism.pipeline_parallel_first_stage_less_layers",
     "pp_last_less": "parallelism.pipeline_parallel_last_stage_less_layers",
     "pp_module_fqns": "parallelism.module_fqns_per_model_part",
+    "pp_microbatch_size": "parallelism.pipeline_parallel_microbatch_size",
 }
 """Facts read from the same dotted path in a legacy TOML and in a ``Trainer.Config``; each side
 builds the remaining facts (converters, optimizer, validation, model) in its own words."""
@@ -138,6 +139,8 @@ class ConfigFacts(Frozen):
         "validation_steps",
         "validation_enable",
         "validation_seq_len",
+        "validation_batch_size",
+        "pp_microbatch_size",
         "float8_recipe",
         "float8_all_gather",
         "float8_precompute",
@@ -200,6 +203,11 @@ class ConfigFacts(Frozen):
     validation_enable: Setting
     """Whether the run validates (the validation section's switch)."""
     validation_seq_len: Setting
+    validation_batch_size: Setting
+    """The validation batch's rows per data-parallel rank; None follows local_batch_size
+    (registry form only)."""
+    pp_microbatch_size: Setting
+    """Rows per pipeline microbatch."""
     """The validation sequence length; None follows training.seq_len (registry form only)."""
     float8_recipe: Setting
     float8_all_gather: Setting
@@ -269,6 +277,8 @@ class ConfigFacts(Frozen):
         validation_steps: Setting,
         validation_enable: Setting,
         validation_seq_len: Setting,
+        validation_batch_size: Setting,
+        pp_microbatch_size: Setting,
         float8_recipe: Setting,
         float8_all_gather: Setting,
         float8_precompute: Setting,
@@ -322,6 +332,8 @@ class ConfigFacts(Frozen):
         _set(self, "validation_steps", validation_steps)
         _set(self, "validation_enable", validation_enable)
         _set(self, "validation_seq_len", validation_seq_len)
+        _set(self, "validation_batch_size", validation_batch_size)
+        _set(self, "pp_microbatch_size", pp_microbatch_size)
         _set(self, "float8_recipe", float8_recipe)
         _set(self, "float8_all_gather", float8_all_gather)
         _set(self, "float8_precompute", float8_precompute)

@@ -833,6 +833,7 @@ def legacy_facts(
         validation_steps=get("validation.steps"),
         validation_enable=get("validation.enable"),
         validation_seq_len=get("validation.seq_len"),
+        validation_batch_size=get("validation.local_batch_size"),
         float8_recipe=get("quantize.linear.float8.recipe_name"),
         float8_all_gather=get("quantize.linear.float8.enable_fsdp_float8_all_gather"),
         float8_precompute=get("quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"),

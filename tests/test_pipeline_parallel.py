@@ -152,17 +152,23 @@ def meta_model(flavor: str = "debugmodel") -> torch.nn.Module:
         return model_registry(flavor).model.build()
 
 
-def _refusal(model=None, model_config=None, *, batch=4, validation=None, **degrees) -> str:
-    model = model if model is not None else meta_model()
-    with pytest.raises(ValueError) as raised:
-        refuse_unpipelinable(
-            ParallelismConfig(pipeline_parallel_degree=2, **degrees),
-            model=model,
-            model_config=model_config,
-            local_batch_size=batch,
-            validation_batch_size=validation,
-        )
-    return str(raised.value)
+def _findings(*, batch=4, validation=None, world_size=2, **degrees) -> str:
+    """The errors the run's checks (the rules titan-validate reports) find in llama3's debug
+    config with a pipeline of degree 2 and ``degrees``; "" when there are none."""
+    from titan.models.llama3.config_registry import llama3_debugmodel
+    from titan.training.run_checks import ConfigFindings, refuse_findings
+
+    config = llama3_debugmodel()
+    config.parallelism = ParallelismConfig(pipeline_parallel_degree=2, **degrees)
+    config.training.local_batch_size = batch
+    config.validator.enable = validation is not None
+    config.validator.local_batch_size = validation
+    try:
+        refuse_findings(config, world_size=world_size)
+    except ConfigFindings as refused:
+        assert {f.code for f in refused.findings} == {"pipeline-layout"}, refused
+        return str(refused)
+    return ""
 
 
 @pytest.mark.parametrize(
@@ -201,7 +207,8 @@ def _refusal(model=None, model_config=None, *, batch=4, validation=None, **degre
     ],
 )
 def test_layouts_and_batches_the_schedule_cannot_run_are_refused(degrees, batch, texts):
-    message = _refusal(batch=batch, **degrees)
+    """By the shared pipeline rule (titan-validate, --preflight and the run alike)."""
+    message = _findings(batch=batch, **degrees)
     for text in texts:
         assert text in message
 
@@ -211,47 +218,46 @@ def test_layouts_and_batches_the_schedule_cannot_run_are_refused(degrees, batch,
     [(2, "1F1B"), (4, "DualPipeV"), (4, "GPipe"), (1, "GPipe"), (6, "Interleaved1F1B")],
 )
 def test_batches_the_schedule_runs_pass(batch, schedule):
-    refuse_unpipelinable(
-        ParallelismConfig(pipeline_parallel_degree=2, pipeline_parallel_schedule=schedule),
-        model=meta_model(),
-        model_config=None,
-        local_batch_size=batch,
+    assert _findings(batch=batch, pipeline_parallel_schedule=schedule) == ""
+
+
+def test_validation_through_the_schedule_is_the_rules_too():
+    for schedule in ("ZBVZeroBubble", "DualPipeV"):
+        message = _findings(validation=4, pipeline_parallel_schedule=schedule)
+        assert f"validation does not run with schedule {schedule!r}" in message
+        assert "turn validation off" in message
+    message = _findings(validation=6)
+    assert "the validation batch (6 rows) must be a multiple of the pipeline's 4 microbatches" in (
+        message
     )
+    assert _findings(validation=8, pipeline_parallel_schedule="LoopedBFS") == ""
 
 
-def test_tied_embeddings_block_causal_masks_hf_checkpoints_and_v_validation_are_refused():
-    tied = qwen3_registry("debugmodel").model
-    tied.enable_weight_tying = True
-    message = _refusal(model_config=tied)
-    assert "tied to its embeddings" in message and "enable_weight_tying = False" in message
+def test_tied_embeddings_block_causal_masks_and_hf_checkpoints_are_refused():
+    """What titan-train's pipeline does not run although the layout is sound."""
 
-    message = _refusal(model=meta_model("debugmodel_flex_attn"))
-    assert "block_causal" in message and "attn_mask_type to 'causal'" in message
-
-    for setting in ("initial_load_in_hf", "last_save_in_hf"):
+    def refusal(model=None, model_config=None, hf_settings=()) -> str:
         with pytest.raises(ValueError) as raised:
             refuse_unpipelinable(
                 ParallelismConfig(pipeline_parallel_degree=2),
-                model=meta_model(),
-                model_config=None,
-                local_batch_size=4,
-                hf_settings=(setting,),
+                model=model if model is not None else meta_model(),
+                model_config=model_config,
+                hf_settings=hf_settings,
             )
-        assert f"checkpoint.{setting} does not run under pipeline parallel yet" in str(raised.value)
-        assert f"hint: set checkpoint.{setting} = False" in str(raised.value)
+        return str(raised.value)
 
-    for schedule in ("ZBVZeroBubble", "DualPipeV"):
-        message = _refusal(validation=4, pipeline_parallel_schedule=schedule)
-        assert f"validation does not run with schedule {schedule!r}" in message
-        assert "set validator.enable = False" in message
-    message = _refusal(validation=6)
-    assert "validator.local_batch_size (6) must be a multiple of the pipeline's 4 microbatches" in (
-        message
-    )
+    tied = qwen3_registry("debugmodel").model
+    tied.enable_weight_tying = True
+    message = refusal(model_config=tied)
+    assert "tied to its embeddings" in message and "enable_weight_tying = False" in message
+
+    message = refusal(model=meta_model("debugmodel_flex_attn"))
+    assert "block_causal" in message and "attn_mask_type to 'causal'" in message
+
+    for setting in ("initial_load_in_hf", "last_save_in_hf"):
+        message = refusal(hf_settings=(setting,))
+        assert f"checkpoint.{setting} does not run under pipeline parallel yet" in message
+        assert f"hint: set checkpoint.{setting} = False" in message
     refuse_unpipelinable(
-        ParallelismConfig(pipeline_parallel_degree=2, pipeline_parallel_schedule="LoopedBFS"),
-        model=meta_model(),
-        model_config=None,
-        local_batch_size=4,
-        validation_batch_size=8,
+        ParallelismConfig(pipeline_parallel_degree=2), model=meta_model(), model_config=None
     )

@@ -161,6 +161,20 @@ CASES = {
         [parallelism]
         context_parallel_rotate_method = "alltoall"  # warning[no-effect] parallelism.context_parallel_rotate_method: context_parallel_rotate_method = 'alltoall' has no effect in titan-train: context parallel all-gathers the keys and values along the sequence (it has no ring to rotate)
     """,
+    "pp-microbatch-size": """
+        [parallelism]
+        pipeline_parallel_degree = 2
+        pipeline_parallel_microbatch_size = 3  # error[pipeline-layout] parallelism.pipeline_parallel_microbatch_size: pipeline_parallel_microbatch_size (3) must divide training.local_batch_size (4): each local batch is cut into microbatches of that many rows
+        [training]
+        local_batch_size = 4
+    """,
+    "pp-too-few-microbatches": """
+        [parallelism]
+        pipeline_parallel_degree = 2
+        pipeline_parallel_schedule = "DualPipeV"  # error[pipeline-layout] parallelism.pipeline_parallel_schedule: schedule 'DualPipeV' needs at least as many microbatches as stages (4), but training.local_batch_size (2) / pipeline_parallel_microbatch_size (1) gives 2
+        [training]
+        local_batch_size = 2
+    """,
     "seq-len-of-validation": """
         [parallelism]
         context_parallel_degree = 2
@@ -466,6 +480,7 @@ def test_rules_check_reports_the_paths_it_is_given():
         "cp_rotate_method": "allgather",
         "async_tp": False, "cp_load_balancer": "headtail",
         "validation_steps": -1, "validation_enable": False, "validation_seq_len": None,
+        "validation_batch_size": None, "pp_microbatch_size": 1,
         "float8_recipe": None, "float8_all_gather": False,
         "float8_precompute": False, "model_name": "llama3", "flavor": "debugmodel",
     }

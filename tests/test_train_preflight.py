@@ -118,8 +118,8 @@ REFUSALS = [
             "--validation.enable",
         ],
         [
-            "validation does not run with schedule 'ZBVZeroBubble'",
-            "hint: choose another schedule",
+            "error[pipeline-layout] validation does not run with schedule 'ZBVZeroBubble'",
+            "choose another schedule",
         ],
     ),
     (
@@ -135,7 +135,9 @@ REFUSALS = [
             "--training.local_batch_size",
             "2",
         ],
-        ["'DualPipeV' needs at least as many microbatches as stages (4)"],
+        [
+            "error[pipeline-layout] schedule 'DualPipeV' needs at least as many microbatches as stages (4)"
+        ],
     ),
     (
         "degrees-not-the-world-size",

@@ -328,6 +328,7 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rule_facts
         validation_steps=get("validator.steps"),
         validation_enable=get("validator.enable"),
         validation_seq_len=get("validator.seq_len"),
+        validation_batch_size=get("validator.local_batch_size"),
         float8_recipe=rule_facts.Setting(f8.recipe_name, f"{f8_path}.recipe_name", locate(f8_path)),
         float8_all_gather=rule_facts.Setting(
             f8.enable_fsdp_float8_all_gather,

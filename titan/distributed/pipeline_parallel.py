@@ -29,6 +29,7 @@ from titan.distributed.pipeline_split import (
     pipeline_layout,
     schedule_class,
 )
+from titan.schemas import pipeline_batches as batches
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -60,45 +61,12 @@ def layout_of(parallelism: ParallelismConfig, *, n_layers: int) -> PipelineLayou
 
 
 def microbatch_count(parallelism: ParallelismConfig, *, local_batch_size: int) -> int:
-    """How many pipeline microbatches one local batch is cut into; ``ValueError`` when
-    ``pipeline_parallel_microbatch_size`` does not divide ``training.local_batch_size``."""
-    size = parallelism.pipeline_parallel_microbatch_size
-    if size < 1 or local_batch_size % size:
-        raise ValueError(
-            f"parallelism.pipeline_parallel_microbatch_size ({size}) must divide "
-            f"training.local_batch_size ({local_batch_size}): each local batch is cut into "
-            "microbatches of that many rows; hint: set it to a divisor of the local batch size"
-        )
-    return local_batch_size // size
-
-
-def _at_least_stages(microbatches: int, *, stages: int, pp: int) -> str | None:
-    """torch's 1F1B and DualPipeV: no fewer microbatches than stages."""
-    return None if microbatches >= stages else f"at least as many microbatches as stages ({stages})"
-
-
-def _whole_rounds(microbatches: int, *, stages: int, pp: int) -> str | None:
-    """torch's interleaved schedules: whole rounds of ``microbatches // pp`` microbatches."""
-    rounds = max(1, microbatches // pp)
-    if microbatches % rounds == 0:
-        return None
-    return f"a microbatch count that is a multiple of microbatches // pipeline_parallel_degree ({rounds})"
-
-
-MICROBATCH_RULES: dict[str, Callable[..., str | None]] = {
-    "1F1B": _at_least_stages,
-    "DualPipeV": _at_least_stages,
-    "Interleaved1F1B": _whole_rounds,
-    "InterleavedZeroBubble": _whole_rounds,
-}
-"""What torch 2.13's schedules ask of the microbatch count, by schedule name (the others run
-any count); each returns the requirement in words when ``microbatches`` breaks it."""
-
-
-NO_FORWARD_ONLY = frozenset({"ZBVZeroBubble", "DualPipeV"})
-"""Schedules whose ``eval`` (forward only, for validation) torch 2.13 cannot run: their V
-stages split backward into parts that assume one ran ("can't steal_bwd_input if this stage
-doesn't have backward")."""
+    """How many pipeline microbatches one local batch is cut into (what the schedule may be fed
+    is the shared pipeline rule's: ``titan.schemas.pipeline_batches``)."""
+    return batches.microbatch_count(
+        local_batch_size=local_batch_size,
+        microbatch_size=parallelism.pipeline_parallel_microbatch_size,
+    )
 
 
 def refuse_unpipelinable(
@@ -106,42 +74,24 @@ def refuse_unpipelinable(
     *,
     model: nn.Module,
     model_config: Any,
-    local_batch_size: int,
-    validation_batch_size: int | None = None,
     hf_settings: tuple[str, ...] = (),
 ) -> None:
-    """Raise ``ValueError`` (message; hint) when ``parallelism``'s pipeline cannot run on the
-    meta ``model``: a layout the split rules refuse, a microbatch size that does not divide the
-    local batch, an output projection tied to the embeddings (two stages would hold one
-    weight), per-document attention masks (built from token ids that only the first stage
-    sees), a validation batch (``validation_batch_size`` rows, None without validation) the
-    schedule's microbatch count does not divide, or Hugging Face checkpoints
-    (``hf_settings``: the ``checkpoint.*_in_hf`` switches that are on; their full state dict is
-    gathered on, and scattered from, rank 0, which holds only its own stages)."""
-    from titan.schemas.pipeline_split import PipelineSplitError
+    """Raise ``ValueError`` (message; hint) for what titan-train's pipeline does not run on the
+    meta ``model`` although the layout is sound: a schedule CSV that is not a file, an output
+    projection tied to the embeddings (two stages would hold one weight), per-document
+    attention masks (built from token ids that only the first stage sees), or Hugging Face
+    checkpoints (``hf_settings``: the ``checkpoint.*_in_hf`` switches that are on; their full
+    state dict is gathered on, and scattered from, rank 0, which holds only its own stages).
 
-    try:
-        layout = layout_of(parallelism, n_layers=len(model.layers))
-    except PipelineSplitError as error:
-        raise ValueError(f"{error.message}; hint: {error.hint}") from None
-    microbatches = microbatch_count(parallelism, local_batch_size=local_batch_size)
+    The layout itself (the split, the microbatches each schedule can run, validation through
+    the schedule) is the shared pipeline rule's (``titan.schemas.pipeline_rules``), which the
+    run's checks apply first."""
     pp = parallelism.pipeline_parallel_degree
     csv = parallelism.pipeline_parallel_schedule_csv
     if csv and not os.path.isfile(csv):
         raise ValueError(
             f"parallelism.pipeline_parallel_schedule_csv {csv!r} is not a file; hint: give the "
             "path of the schedule's CSV file, or leave it empty to run the named schedule"
-        )
-    rule = None if parallelism.pipeline_parallel_schedule_csv else layout.schedule.name
-    needed = MICROBATCH_RULES.get(rule, lambda *_, **__: None)(
-        microbatches, stages=layout.stages, pp=pp
-    )
-    if needed is not None:
-        raise ValueError(
-            f"schedule {layout.schedule.name!r} needs {needed}, but training.local_batch_size "
-            f"({local_batch_size}) / pipeline_parallel_microbatch_size "
-            f"({parallelism.pipeline_parallel_microbatch_size}) gives {microbatches}; hint: "
-            "raise training.local_batch_size or lower parallelism.pipeline_parallel_microbatch_size"
         )
     if getattr(model_config, "enable_weight_tying", False):
         raise ValueError(
@@ -164,20 +114,6 @@ def refuse_unpipelinable(
             f"(pipeline_parallel_degree = {pp}): the Hugging Face weights pass through rank 0, "
             f"which holds only its own stages; hint: set checkpoint.{setting} = False (DCP "
             "checkpoints load under any pipeline degree), or pipeline_parallel_degree = 1"
-        )
-    if validation_batch_size is not None and rule in NO_FORWARD_ONLY:
-        raise ValueError(
-            f"validation does not run with schedule {rule!r}: torch cannot run its V-shaped "
-            "stages forward only; hint: choose another schedule (Interleaved1F1B runs 2 stages "
-            "per rank too), or set validator.enable = False"
-        )
-    if validation_batch_size is not None and validation_batch_size % microbatches:
-        raise ValueError(
-            f"validator.local_batch_size ({validation_batch_size}) must be a multiple of the "
-            f"pipeline's {microbatches} microbatches (training.local_batch_size / "
-            "pipeline_parallel_microbatch_size): validation runs each batch through the same "
-            "schedule; hint: set validator.local_batch_size to a multiple of "
-            f"{microbatches}, or leave it unset to use training.local_batch_size"
         )
 
 

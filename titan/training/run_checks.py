@@ -372,12 +372,6 @@ def _check_model(
             config.parallelism,
             model=model,
             model_config=config.model_spec.model,
-            local_batch_size=config.training.local_batch_size,
-            validation_batch_size=(
-                (config.validator.local_batch_size or config.training.local_batch_size)
-                if config.validator.enable
-                else None
-            ),
             hf_settings=tuple(
                 name
                 for name in ("initial_load_in_hf", "last_save_in_hf")
