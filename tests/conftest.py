@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
@@ -62,7 +63,13 @@ ONE_WORKER_MODULES = frozenset({"test_fresh_clone.py"})
 
 def pytest_configure(config):
     """Hypothesis keeps its caches (Unicode tables, collected constants) in a folder of this
-    process's own, never ``.hypothesis`` in the working tree, which parallel workers would share."""
+    process's own, never ``.hypothesis`` in the working tree, which parallel workers would share.
+
+    SIGINT is handled again if this process started with it ignored (a shell starts background
+    jobs so, e.g. ``make test &`` in a script): the processes the tests start would inherit the
+    ignored SIGINT, and the tests that interrupt them would wait for an exit that never comes."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
     config._titan_hypothesis_home = tempfile.mkdtemp(prefix=f"titan-hypothesis-{worker}-")
     set_hypothesis_home_dir(config._titan_hypothesis_home)

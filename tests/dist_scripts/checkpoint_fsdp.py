@@ -78,5 +78,7 @@ def _same(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], what: str
 
 
 if __name__ == "__main__":
+    from script_exit import run_and_leave  # beside this script: the first entry of sys.path
+
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    main(sys.argv[1])
+    run_and_leave(main, sys.argv[1])

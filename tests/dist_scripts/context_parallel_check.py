@@ -170,4 +170,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from script_exit import run_and_leave  # beside this script: the first entry of sys.path
+
+    run_and_leave(main)

@@ -388,5 +388,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from script_exit import run_and_leave  # beside this script: the first entry of sys.path
+
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    main()
+    run_and_leave(main)
