@@ -21,6 +21,7 @@ from titan.schemas.pipeline_split import (
 )
 from titan.schemas.ranges import is_int64
 from titan.schemas.rule_facts import ConfigFacts, Setting
+from titan.schemas.rule_helpers import diag
 
 CODE = "pipeline-layout"
 """The finding code of every pipeline layout problem."""
@@ -192,11 +193,4 @@ def _finding(
     setting: Setting, message: str, hint: str, *, severity: Severity = Severity.ERROR
 ) -> Diagnostic:
     """A pipeline-layout finding at ``setting``."""
-    return Diagnostic(
-        code=CODE,
-        severity=severity,
-        path=setting.path,
-        message=message,
-        hint=hint,
-        span=setting.span,
-    )
+    return diag(CODE, setting, message, hint, severity=severity)
