@@ -121,6 +121,9 @@ def check_migration(tomls: list[Path], tmp_path: Path, name: str) -> None:
         status = validate.run(
             ["--registry", str(path), "--config", function], stdout=out, stderr=err
         )
+        if function in UNRUNNABLE:  # the migration is faithful; the run cannot start
+            assert status == 1 and UNRUNNABLE[function] in out.getvalue(), out.getvalue()
+            continue
         assert status == 0, f"{function}: {out.getvalue()}{err.getvalue()}"
     done = subprocess.run(
         [str(RUFF), "format", "--check", "--diff", str(path)],
@@ -172,6 +175,14 @@ def test_each_legacy_config_alone(tmp_path):
         module = load_module(path, f"alone_{i}")
         same_config(getattr(module, plans[0].function)(), instantiate(plans[0]))
         assert "config = " not in code  # a single file is never derived
+
+
+UNRUNNABLE = {
+    # 4 pipeline stages on 1F1B fed local_batch_size 1 = one microbatch: torch's Schedule1F1B
+    # refuses it, upstream as in titan-train.
+    "llama4_17bx128e": "error[pipeline-layout] schedule '1F1B' needs at least as many microbatches",
+}
+"""Migrated upstream functions whose run cannot start, with the finding that says why."""
 
 
 def test_corpus_migrates(tmp_path):

@@ -182,7 +182,18 @@ def test_corpus_validates_except_where_v022_itself_failed():
         assert result.code == (1 if errors else 0)
         if errors:
             failing[file.name if "transformers" not in str(file) else "tmb/" + file.name] = errors
-    assert sorted(failing) == ["llama3_405b.toml", "tmb/debug_model.toml", "tmb/full.toml"]
+    assert sorted(failing) == [
+        "llama3_405b.toml",
+        "llama4_17bx128e.toml",
+        "tmb/debug_model.toml",
+        "tmb/full.toml",
+    ]
+    # 4 pipeline stages on 1F1B fed one microbatch: torch's Schedule1F1B refuses it.
+    pipeline = only(failing["llama4_17bx128e.toml"])
+    assert (
+        pipeline["code"] == "pipeline-layout"
+        and "microbatches as stages (4)" in pipeline["message"]
+    )
     converter = only(failing["llama3_405b.toml"])
     assert converter["code"] == "unknown-converter" and converter["line"] == 21
     assert '"quantize.linear.float8"' in converter["hint"]

@@ -287,12 +287,17 @@ def test_every_migrated_upstream_config_passes(tmp_path):
         )
         assert target.exists(), toml
     done = run(tmp_path, "--no-cache", "--format", "json", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["summary"]["files"] == len(tomls)
-    assert {d["code"] for d in report["diagnostics"]} <= {"migration-todo"}
-    strict = run(tmp_path, "--strict", cwd=tmp_path)
-    assert strict.returncode == (1 if report["diagnostics"] else 0)
+    # Upstream's llama4_17bx128e feeds its 4-stage 1F1B pipeline one microbatch, which torch's
+    # Schedule1F1B refuses: the migrated function is refused for that, and only that.
+    errors = [d for d in report["diagnostics"] if d["severity"] == "error"]
+    assert [
+        (d["code"], Path(d["file"]).parent.name.endswith("llama4_17bx128e")) for d in errors
+    ] == [("pipeline-layout", True)], errors
+    assert done.returncode == 1, done.stdout + done.stderr
+    others = [d for d in report["diagnostics"] if d not in errors]
+    assert {d["code"] for d in others} <= {"migration-todo"}
 
 
 def test_checking_a_registry_imports_no_torch():

@@ -40,7 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from titan.cli.console import console
 
     code = console(_main, argv=argv, prog="titan-train")
-    if _abandoned or _one_of_several_ranks():
+    ranks = _one_of_several_ranks()
+    if ranks is not None and _agreed_end:
+        # Every rank ended at the same point and has now said so: torchrun ends the other ranks
+        # as soon as one exits with an error, so none leaves before all have spoken.
+        ranks.leave(timeout_s=EXIT_WAIT_SECONDS, key="exited")
+    if _abandoned or ranks is not None:
         # A second signal abandoned a save: torch's checkpoint writer threads may still be
         # writing, and tearing the interpreter down under them aborts the process (SIGABRT)
         # instead of exiting with the signal's code. A rank of a multi-process job has closed
@@ -57,15 +62,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _one_of_several_ranks() -> bool:
-    """Whether this process joined a multi-process job (torchrun's ranks), imported only if it
-    did: a single process never loads torch.distributed here."""
+def _one_of_several_ranks() -> Any:
+    """This process's roll call when it joined a multi-process job (torchrun's ranks), else None;
+    a single process never loads torch.distributed here."""
     module = sys.modules.get("titan.distributed.roll_call")
-    return module is not None and module.joined() is not None
+    return None if module is None else module.joined()
+
+
+EXIT_WAIT_SECONDS = 30.0
+"""How long a rank of a run that ended on every rank at once waits for the others to have said
+how it ended (seconds after it, each of them will have)."""
 
 
 _abandoned = False
 """Set when a run ended on a second signal (see ``main``)."""
+_agreed_end = False
+"""Set when every rank ended the run at the same point (finished, stopped on a signal, or on a
+non-finite loss): then each waits for the others to report before its process ends."""
 
 
 def _main(args: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
@@ -155,6 +168,8 @@ def run(config: Any, *, failure: RunFailure | None = None) -> int:
             _say(failure, f"{failure.prog}: {terminal_safe(str(stopped))}")
             raise
         finally:
+            global _agreed_end
+            _agreed_end = trainer.finished
             trainer.close()  # after an error too: pending checkpoint saves are finished
     except RunStopped as stopped:  # a signal, after the step it stopped at was saved
         global _abandoned

@@ -19,6 +19,8 @@ Keys, under ``titan/<torchrun restart count>`` (a restarted job starts a fresh r
                                           a digest of the findings text
     left            "1,0,"                ranks whose last collective has returned, so that it
                                           may close its connections
+    exited          "0,1,"                ranks that have said how the run ended, so that none
+                                          ends its process while another is still saying it
 
 Every rank only appends to and reads whole lists, so a poll costs a few requests whatever the
 number of ranks.
@@ -138,7 +140,7 @@ class RollCall:
             )
         return "\n".join(said)
 
-    def leave(self, *, timeout_s: float) -> None:
+    def leave(self, *, timeout_s: float, key: str = "left") -> None:
         """Say that this rank's last collective has returned, and wait (up to ``timeout_s``)
         until every rank has said so. Never raises.
 
@@ -148,9 +150,9 @@ class RollCall:
         """
         deadline = time.monotonic() + timeout_s
         try:
-            self.keys.append("left", f"{self.rank},")
+            self.keys.append(key, f"{self.rank},")
             for _ in _polls():
-                if len(self._ranks("left")) >= self.world_size or time.monotonic() >= deadline:
+                if len(self._ranks(key)) >= self.world_size or time.monotonic() >= deadline:
                     return
         except Exception as error:  # noqa: BLE001 - a store served by a rank that already left
             logger.debug("could not wait for the other ranks to leave: %s", error)

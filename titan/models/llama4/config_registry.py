@@ -79,7 +79,7 @@ def llama4_17bx128e() -> Trainer.Config:
         dataloader=HuggingFaceTextDataLoader.Config(dataset="c4"),
         optimizer=OptimizersContainer.Config(lr=4e-3, eps=1e-15),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=600, min_lr_factor=0.1),
-        training=TrainingConfig(local_batch_size=1, seq_len=8192, steps=3000),
+        training=TrainingConfig(local_batch_size=4, seq_len=8192, steps=3000),
         # v0.2.2 validated 8 x 2048 whatever the training shape
         validator=Validator.Config(local_batch_size=8, seq_len=2048),
         parallelism=ParallelismConfig(
