@@ -169,7 +169,7 @@ def run(config: Any, *, failure: RunFailure | None = None) -> int:
             raise
         finally:
             global _agreed_end
-            _agreed_end = trainer.finished
+            _agreed_end = getattr(trainer, "finished", False)
             trainer.close()  # after an error too: pending checkpoint saves are finished
     except RunStopped as stopped:  # a signal, after the step it stopped at was saved
         global _abandoned
