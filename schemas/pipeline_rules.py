@@ -4,15 +4,18 @@ Reads the pipeline facts of :class:`~titan.schemas.rule_facts.ConfigFacts` (both
 fill them) and asks :mod:`titan.schemas.pipeline_split` -- the same rules the trainer applies --
 whether the schedule exists, the stage count suits the schedule and the pipeline ranks, the
 model has enough layers for the stages, and a ``module_fqns_per_model_part`` list names every
-module once, in order. Each refusal becomes one finding at the line of the key it is about.
+module once, in order; a schedule CSV's actions fit the layout and run to the end
+(:mod:`titan.schemas.pipeline_csv`). Each refusal becomes one finding at the line of the key it is about.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from titan.schemas.diagnostics import Diagnostic, Severity
-from titan.schemas.pipeline_batches import batch_problems
+from titan.schemas.pipeline_batches import batch_problems, microbatch_count
+from titan.schemas.pipeline_csv import ScheduleCsvError, read_schedule_csv
 from titan.schemas.pipeline_split import (
     PipelineSplitError,
     check_module_fqns,
@@ -95,7 +98,29 @@ def pipeline_layout_rule(facts: ConfigFacts) -> Iterator[Diagnostic]:
     except PipelineSplitError as error:
         yield _finding(_setting_of(facts, error.key), error.message, error.hint)
         return
-    yield from _batches(facts, schedule=None if csv else layout.schedule.name, stages=layout.stages)
+    problems = list(
+        _batches(facts, schedule=None if csv else layout.schedule.name, stages=layout.stages)
+    )
+    yield from problems
+    if csv and not problems:
+        yield from _schedule_csv(facts, rank_stages=layout.rank_stages)
+
+
+def _schedule_csv(
+    facts: ConfigFacts, *, rank_stages: list[tuple[int, ...]]
+) -> Iterator[Diagnostic]:
+    """The schedule CSV's actions fit this layout and run to the end
+    (:mod:`titan.schemas.pipeline_csv`); a path that is no file is the trainer's to refuse."""
+    local, size, setting = facts.local_batch_size, facts.pp_microbatch_size, facts.pp_schedule_csv
+    if not (_count(local.value, least=1) and _count(size.value, least=1)):
+        return
+    if not os.path.isfile(setting.value):
+        return
+    microbatches = microbatch_count(local_batch_size=local.value, microbatch_size=size.value)
+    try:
+        read_schedule_csv(setting.value, rank_stages=rank_stages, microbatches=microbatches)
+    except ScheduleCsvError as error:
+        yield _finding(setting, error.message, error.hint)
 
 
 def _batches(facts: ConfigFacts, *, schedule: str | None, stages: int) -> Iterator[Diagnostic]:

@@ -59,7 +59,7 @@ def _grad_norms(run) -> list[float]:
 
 # One torchrun launch per world size; each trains several pipelines in one process group.
 LAUNCHES = {
-    2: [*SCHEDULES, "csv", "1F1B_microbatch_2"],
+    2: [*SCHEDULES, "csv", "comms_csv", "1F1B_microbatch_2"],
     4: ["fsdp", "fsdp_1F1B", "tp", "tp_interleaved"],
 }
 

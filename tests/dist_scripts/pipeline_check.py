@@ -59,7 +59,7 @@ def _meta():
         return _config().build()
 
 
-def scenarios(csv_path: str) -> dict[str, dict]:
+def scenarios(csv_path: str, comms_path: str = "comms.csv") -> dict[str, dict]:
     """Every scenario's parallelism settings, by name."""
     found: dict[str, dict] = {}
     for name in (
@@ -75,6 +75,12 @@ def scenarios(csv_path: str) -> dict[str, dict]:
     found["csv"] = {
         "pipeline_parallel_schedule": "PipelineScheduleMulti",
         "pipeline_parallel_schedule_csv": csv_path,
+    }
+    # Interleaved1F1B's own schedule, written out with its communication (the CSV format with
+    # SEND_F/RECV_F...): :func:`main` writes it from that scenario's schedule before this one.
+    found["comms_csv"] = {
+        "pipeline_parallel_schedule": "PipelineScheduleMulti",
+        "pipeline_parallel_schedule_csv": comms_path,
     }
     found["1F1B_microbatch_2"] = {"pipeline_parallel_microbatch_size": 2}
     found["fsdp"] = {"pipeline_parallel_schedule": "Interleaved1F1B"}
@@ -106,8 +112,13 @@ def gathered_weights(parts: list[torch.nn.Module]) -> dict[str, torch.Tensor]:
     return merged
 
 
+RUNS: dict[str, tuple[list[float], list[float], object]] = {}
+"""Each scenario run so far: its losses and grad norms (exactly) and its schedule."""
+
+
 def run(name: str, settings: dict) -> str:
-    """Train ``name``'s pipeline for ``STEPS`` steps against one process; its summary line."""
+    """Train ``name``'s pipeline for ``STEPS`` steps against one process; its summary line.
+    Its losses, grad norms and schedule are kept in :data:`RUNS`."""
     world = dist.get_world_size()
     parallelism = ParallelismConfig(pipeline_parallel_degree=2, **settings)
     dims = ParallelDims.from_config(parallelism, world_size=world)
@@ -151,6 +162,7 @@ def run(name: str, settings: dict) -> str:
     dp, dp_rank = dims.dp_degree, dims.dp_rank(mesh)
     pp_mesh = dims.mesh(mesh, "pp")
     worst = 0.0
+    losses, norms = [], []
     generator = torch.Generator().manual_seed(7)
     for index in range(STEPS):
         tokens = torch.randint(0, VOCAB, (ROWS * dp, SEQ + 1), generator=generator)
@@ -168,6 +180,8 @@ def run(name: str, settings: dict) -> str:
         loss = step.forward_backward(inputs[mine].contiguous(), labels[mine].contiguous())
         norm = clip_grad_norm_(params, MAX_NORM, pp_mesh=pp_mesh)
         got_loss = dist_mean(loss, dp_mesh)
+        losses.append(float(got_loss))
+        norms.append(_full(norm).item())
         torch.testing.assert_close(
             torch.tensor(got_loss), want_loss.detach(), rtol=1e-5, atol=0, msg=f"{name} loss"
         )
@@ -184,6 +198,7 @@ def run(name: str, settings: dict) -> str:
                 worst = max(worst, (got - want_grads[key]).abs().max().item())
         optimizer.step()
     stages = step.pipeline.layout.stages
+    RUNS[name] = (losses, norms, step.pipeline.schedule)
     return f"OK {name}: {STEPS} steps, {stages} stages, worst gradient difference {worst:.2e}"
 
 
@@ -199,6 +214,17 @@ def _loss_context(dims: ParallelDims):
     return context(dims)
 
 
+def _write_comms_csv(path: str, *, source: str) -> None:
+    """Write scenario ``source``'s schedule with its communication actions to ``path`` (rank 0),
+    and check that the file is in that format."""
+    if dist.get_rank() == 0:
+        RUNS[source][2]._dump_csv(path, format="compute_comms")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        assert "SEND_F" in text and "RECV_B" in text, text[:200]
+    dist.barrier()
+
+
 def main() -> None:
     dist.init_process_group("gloo")
     torch.set_num_threads(1)
@@ -207,9 +233,16 @@ def main() -> None:
         with open(csv_path, "w", encoding="utf-8") as handle:
             handle.write(CSV_SCHEDULE)
     dist.barrier()
-    table = scenarios(csv_path)
+    comms_path = os.path.join(os.environ.get("PIPELINE_CHECK_DIR", "."), "comms.csv")
+    table = scenarios(csv_path, comms_path)
     for name in sys.argv[1:]:
+        if name == "comms_csv":
+            _write_comms_csv(comms_path, source="Interleaved1F1B")
         line = run(name, table[name])
+        if name == "comms_csv":
+            # the same actions in the same order: the same bits
+            assert RUNS[name][:2] == RUNS["Interleaved1F1B"][:2], "comms CSV differs from named"
+            line += ", losses and grad norms bitwise Interleaved1F1B's"
         if dist.get_rank() == 0:
             print(line, flush=True)
     dist.barrier()

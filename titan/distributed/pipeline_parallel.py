@@ -30,6 +30,7 @@ from titan.distributed.pipeline_split import (
     schedule_class,
 )
 from titan.schemas import pipeline_batches as batches
+from titan.schemas.pipeline_csv import read_schedule_csv
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -244,8 +245,11 @@ def _build_schedule(
         **SCHEDULE_KWARGS,
     )
     if csv:
+        # the shared reader refuses what torch would raise on or hang over, and says which of
+        # torch's two formats the file is in (a file with communication actions runs as written)
+        checked = read_schedule_csv(csv, rank_stages=layout.rank_stages, microbatches=microbatches)
         try:
-            schedule._load_csv(csv)
+            schedule._load_csv(csv, format=checked.format)
         except (OSError, ValueError, AssertionError, RuntimeError, IndexError, KeyError) as error:
             raise ValueError(
                 f"parallelism.pipeline_parallel_schedule_csv {csv!r} is not a schedule torch can "
