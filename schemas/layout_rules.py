@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator
 
 from titan.schemas.diagnostics import Diagnostic, Severity
-from titan.schemas.ranges import INT64_MAX
+from titan.schemas.ranges import INT64_MAX, is_int64
 from titan.schemas.rule_facts import ConfigFacts
 from titan.schemas.rule_helpers import blame, degrees, diag, ints, largest_divisor
 
@@ -157,6 +157,27 @@ def sequence_length(facts: ConfigFacts) -> Iterator[Diagnostic]:
                 f"use a sequence length divisible by {unit}, e.g. "
                 f"{max(unit, seq.value // unit * unit)}, or other tensor/context parallel degrees",
             )
+
+
+def validation_sequence_length(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """With validation on, its sequences are no longer than the model's max_seq_len (titan's
+    decoders, like torchtitan's, take it from training.seq_len): the rotary position tables
+    cover no more positions, so a longer validation sequence would stop the run at its first
+    validation, after training."""
+    limit, validation, training = facts.max_seq_len, facts.validation_seq_len, facts.seq_len
+    if facts.validation_enable.value is not True or not is_int64(limit):
+        return  # off, a model without rotary tables, or a length the range check refuses
+    if not ints(validation) or validation.value <= limit:
+        return  # unset: validation follows training.seq_len
+    follows = f" ({training.path})" if ints(training) and training.value == limit else ""
+    yield diag(
+        "seq-len",
+        blame(validation, training),
+        f"{validation.path} {validation.value} is longer than the model's max_seq_len "
+        f"{limit}{follows}: its rotary position tables cover {limit} positions, so the first "
+        "validation would stop the run",
+        f"set {validation.path} to at most {limit}, or raise {training.path} to {validation.value}",
+    )
 
 
 def tensor_parallel_heads(facts: ConfigFacts) -> Iterator[Diagnostic]:

@@ -161,6 +161,7 @@ class ConfigFacts(Frozen):
         "pp_last_less",
         "pp_module_fqns",
         "n_layers",
+        "max_seq_len",
     )
     __match_args__ = ()
 
@@ -241,6 +242,9 @@ class ConfigFacts(Frozen):
     pp_module_fqns: Setting | None
     n_layers: int | None
     """Transformer blocks of the model as it will be built, when known."""
+    max_seq_len: int | None
+    """The longest sequence the model as it will be built runs (the length of its rotary
+    tables, which titan's decoders take from training.seq_len), when known."""
 
     def __init__(
         self,
@@ -299,6 +303,7 @@ class ConfigFacts(Frozen):
         pp_last_less: Setting | None = None,
         pp_module_fqns: Setting | None = None,
         n_layers: int | None = None,
+        max_seq_len: int | None = None,
     ) -> None:
         _set(self, "ngpu", ngpu)
         _set(self, "dp_replicate", dp_replicate)
@@ -355,5 +360,6 @@ class ConfigFacts(Frozen):
             ("pp_last_less", pp_last_less),
             ("pp_module_fqns", pp_module_fqns),
             ("n_layers", n_layers),
+            ("max_seq_len", max_seq_len),
         ):
             _set(self, name, value)

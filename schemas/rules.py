@@ -23,6 +23,7 @@ from titan.schemas.layout_rules import (
     replication_layout,
     sequence_length,
     tensor_parallel_heads,
+    validation_sequence_length,
     world_size,
 )
 from titan.schemas.moved_keys import STALE_CONVERTER_NAMES  # re-exported: one table, read here
@@ -379,6 +380,7 @@ RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     moe_routing,
     global_batch,
     sequence_length,
+    validation_sequence_length,
     tensor_parallel_heads,
     pipeline_layout_rule,
     checkpoint_keep,

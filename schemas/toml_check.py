@@ -842,6 +842,8 @@ def legacy_facts(
         n_heads=found.n_heads if found else None,
         n_kv_heads=found.n_kv_heads if found else None,
         n_layers=found.n_layers if found else None,
+        # a decoder (a flavor with blocks) sizes its rotary tables by training.seq_len
+        max_seq_len=get("training.seq_len").value if found and found.n_layers else None,
         moe=found.moe if found else None,
         experts=(rule_facts.ExpertRouting.of_flavor(found.routing, at=flavor_name),)
         if found is not None and found.moe and found.routing is not None

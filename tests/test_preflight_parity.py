@@ -318,6 +318,23 @@ CASES: dict[str, Case] = {
         lambda tmp, dump: ["--compile.backend", "inductorr"],
         "compile.backend 'inductorr' is not a torch.compile backend",
     ),
+    # The model's rotary tables cover training.seq_len positions, no more.
+    "validation sequence longer than the model's max_seq_len": (
+        REGISTRY,
+        lambda tmp, dump: [
+            "--validator.enable",
+            "--validator.dataloader.dataset",
+            "c4_test_validation",
+            "--validator.seq_len",
+            "4096",
+        ],
+        "validator.seq_len 4096 is longer than the model's max_seq_len",
+    ),
+    "validation sequence longer than the model's max_seq_len, legacy TOML": (
+        LEGACY,
+        lambda tmp, dump: ["--validation.enable", "--validation.seq_len", "4096"],
+        "validation.seq_len 4096 is longer than the model's max_seq_len",
+    ),
     "global batch that is not a multiple of the local batch": (
         REGISTRY,
         lambda tmp, dump: ["--training.global_batch_size", "3"],

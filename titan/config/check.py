@@ -11,6 +11,7 @@ registry fields through ``titan.migrate.plan.homes``). The cross-field rules are
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import typing
@@ -347,10 +348,26 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rule_facts
         n_kv_heads=_positive(heads.n_kv_heads) if heads is not None else None,
         # a family without blocks to count (or a project's own model) skips the pipeline rule
         n_layers=_positive(getattr(spec.model, "n_layers", None)) if spec is not None else None,
+        max_seq_len=_max_seq_len(config),
         moe=spec.model.has_moe() if spec is not None else None,
         experts=_expert_routings(spec, locate),
         **_dataset_facts(config, get),
     )
+
+
+def _max_seq_len(config: Any) -> int | None:
+    """The model's max_seq_len once the run has updated its config from the trainer's (as
+    ``titan.training.run_checks.model_config_of`` does), read from a copy; None for a model
+    without one."""
+    spec = config.model_spec
+    if spec is None or not hasattr(spec.model, "max_seq_len"):
+        return None
+    model = copy.deepcopy(spec.model)
+    try:
+        model.update_from_config(trainer_config=config)
+    except Exception:  # noqa: BLE001  (a project's model: the run reports it where it calls it)
+        return None
+    return _positive(getattr(model, "max_seq_len", None))
 
 
 def _positive(count: Any) -> int | None:
