@@ -145,22 +145,24 @@ def _load_and_run(args: list[str], *, failure: RunFailure) -> int:
     if loaded.config is None:
         return loaded.exit_code
     logging.getLogger("titan").info("running the %s", loaded.form)
-    return run(loaded.config, failure=failure)
+    return run(loaded.config, failure=failure, findings_reported=True)  # load printed them
 
 
-def run(config: Any, *, failure: RunFailure | None = None) -> int:
+def run(config: Any, *, failure: RunFailure | None = None, findings_reported: bool = False) -> int:
     """Build the trainer ``config`` describes, train and close it; a failure becomes a message.
 
     A user error (``USER_ERRORS``) prints its message. Anything else prints one line, with its
     traceback saved to a file (``TITAN_DEBUG=1`` raises it instead): a crashed run never ends in
-    a wall of traceback, and the evidence is kept.
+    a wall of traceback, and the evidence is kept. ``findings_reported``: the config's warnings
+    were printed already (by ``titan-train``'s loading); otherwise the run logs them.
     """
     from titan.training.errors import USER_ERRORS, RunFailure, describe, terminal_safe
     from titan.training.stopping import RunStopped
 
     failure = failure or RunFailure.from_env()
     try:
-        trainer = config.build()
+        # config.build() as a library calls it, unless the warnings were printed already
+        trainer = config.build(**({"findings_reported": True} if findings_reported else {}))
         try:
             trainer.train()
         except RunStopped as stopped:

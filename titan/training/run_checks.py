@@ -52,11 +52,15 @@ class ConfigFindings(ValueError):
         )
 
 
-def refuse_findings(config: Any, *, world_size: int) -> None:
+def refuse_findings(config: Any, *, world_size: int, warn_findings: bool = False) -> None:
     """``ConfigFindings`` for the errors of ``config`` on ``world_size`` processes: the types,
     ranges and cross-field rules ``titan-validate`` and ``titan-train --preflight`` report
     (``titan.config.check``), so a run built from Python refuses exactly the layouts the
-    command line does, with the same code and hint."""
+    command line does, with the same code and hint.
+
+    ``warn_findings``: also say the warnings among them (a setting with no effect, ...) through
+    the run's logger, on rank 0 only so that a job says each once; a run started by
+    ``titan-train`` has printed them already, beside the lines of the config."""
     from titan.config.check import check_config as findings_of
     from titan.schemas.diagnostics import Severity
 
@@ -64,6 +68,11 @@ def refuse_findings(config: Any, *, world_size: int) -> None:
     errors = [d for d in found if d.severity is Severity.ERROR]
     if errors:
         raise ConfigFindings(errors)
+    if warn_findings and int(os.environ.get("RANK", "0")) == 0:
+        for finding in found:
+            if finding.severity is Severity.WARNING:
+                hint = f"; hint: {finding.hint}" if finding.hint else ""
+                log.warning("[%s] %s: %s%s", finding.code, finding.path, finding.message, hint)
 
 
 class UnusableFolder(ValueError):
@@ -100,17 +109,20 @@ class CheckedRun:
     """The model's parameter count (after its converters)."""
 
 
-def check_config(config: Any, *, world_size: int, warn: bool = True) -> CheckedRun:
+def check_config(
+    config: Any, *, world_size: int, warn: bool = True, warn_findings: bool = False
+) -> CheckedRun:
     """Every refusal of ``config`` for ``world_size`` processes that needs no output folder, in
     the order the run meets them; raises what the run raises (``NotBuildableError``,
     ``ValueError`` and its subclasses, ``OSError``).
 
     ``warn=False`` (the run, which builds the optimizer and LR schedule again for real) keeps
-    the warnings of the checks' throw-away optimizer and schedule from being said twice."""
+    the warnings of the checks' throw-away optimizer and schedule from being said twice;
+    ``warn_findings`` logs the config's warning findings (:func:`refuse_findings`)."""
     spec = config.model_spec
     if spec is None:
         raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
-    refuse_findings(config, world_size=world_size)
+    refuse_findings(config, world_size=world_size, warn_findings=warn_findings)
     spec.check_capabilities(config, world_size=world_size)
     parallel_dims = ParallelDims.from_config(config.parallelism, world_size=world_size)
     # The family's functions the run imports (the loss always, the TP plan under TP, the others

@@ -176,14 +176,18 @@ class RunParts:
             release_all(self.locks)
 
 
-def build_run(config: Any, **runtime: Any) -> RunParts:
-    """Every part of the run ``config`` describes, on this process's ranks and device."""
+def build_run(config: Any, *, findings_reported: bool = False, **runtime: Any) -> RunParts:
+    """Every part of the run ``config`` describes, on this process's ranks and device.
+    ``findings_reported``: ``titan-train`` has printed the config's warnings already; a run
+    built from Python says them through its logger."""
     if runtime:
         raise TypeError(f"unexpected runtime arguments: {', '.join(sorted(runtime))}")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     # Everything the run would refuse is refused here, before any lock or output folder, by the
     # same checks as titan-train --preflight, in the same order.
-    checked = check_config(config, world_size=world_size, warn=False)
+    checked = check_config(
+        config, world_size=world_size, warn=False, warn_findings=not findings_reported
+    )
     # Rank 0 locks the output folders before anything is written; the other ranks learn its
     # verdict once the process group exists, so a refused run ends on every rank at once.
     locks: list[Any] = []
