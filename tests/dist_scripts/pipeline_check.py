@@ -36,7 +36,8 @@ from titan.training.pipeline_step import build_pipeline_step
 from titan.training.weights import init_weights
 
 ROWS, SEQ, VOCAB = 4, 16, 128
-STEPS = 10
+STEPS = int(os.environ.get("PIPELINE_CHECK_STEPS", "10"))
+"""AdamW steps per scenario (``PIPELINE_CHECK_STEPS``, else 10)."""
 MAX_NORM = 0.5  # below the norm of most steps, so clipping really scales
 # fp32 sums in another order (microbatches, stages, shards): the same to ~1e-6.
 FP32_TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -89,6 +90,17 @@ def scenarios(csv_path: str, comms_path: str = "comms.csv") -> dict[str, dict]:
     found["tp_interleaved"] = {
         "pipeline_parallel_schedule": "Interleaved1F1B",
         "tensor_parallel_degree": 2,
+    }
+    # 8 ranks: HSDP (2 replicas of 2 shards) x PP 2, and PP 2 x TP 2 x FSDP 2
+    found["hsdp_pp"] = {
+        "pipeline_parallel_schedule": "Interleaved1F1B",
+        "data_parallel_replicate_degree": 2,
+        "data_parallel_shard_degree": 2,
+    }
+    found["pp_tp_fsdp"] = {
+        "pipeline_parallel_schedule": "1F1B",
+        "tensor_parallel_degree": 2,
+        "data_parallel_shard_degree": 2,
     }
     return found
 
