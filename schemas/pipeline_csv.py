@@ -2,7 +2,8 @@
 torch runs it.
 
 The file is the one torch's ``_PipelineScheduleRuntime`` reads: one row per pipeline rank, one
-action per cell, an empty cell an idle step::
+action per cell (or, as torch writes DualPipeV's, ``(0F3;3B1)OVERLAP_F_B``: computations run
+one after the other), an empty cell an idle step::
 
     0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1          <- pipeline rank 0 (stages 0 and 2)
     1F0,1F1,3F0,3F1,3B0,3B1,1B0,1B1          <- pipeline rank 1 (stages 1 and 3)
@@ -181,17 +182,35 @@ def _parse(path: str, text: str) -> list[list[Action]]:
             text_cell = cell.strip()
             if not text_cell:
                 continue  # an idle step
-            match = _ACTION.fullmatch(text_cell)
-            if match is None:
-                raise ScheduleCsvError(
-                    f"{where}: {_brief(text_cell)} is not a pipeline action",
-                    hint=f"write actions as <stage><type>[<microbatch>], such as {_EXAMPLE}; "
-                    f"the types are {', '.join(ACTION_TYPES)}",
-                )
-            stage, kind, microbatch = match.groups()
-            row.append(Action(int(stage), kind, int(microbatch) if microbatch else None, where))
+            row.extend(_actions_of(text_cell, where=where))
         rows.append(row)
     return rows
+
+
+_OVERLAPPED = re.compile(r"\(([^()]*)\)OVERLAP_F_B")
+"""A cell of computations torch runs one after the other (DualPipeV's overlapped forward and
+backward), as ``_PipelineScheduleRuntime`` writes it: ``(0F3;3B1)OVERLAP_F_B``."""
+
+
+def _actions_of(cell: str, *, where: str) -> list[Action]:
+    """The action of one cell, or the computations of an overlapped cell in order."""
+    overlapped = _OVERLAPPED.fullmatch(cell)
+    parts = overlapped.group(1).split(";") if overlapped else [cell]
+    found = []
+    for part in parts:
+        match = _ACTION.fullmatch(part.strip())
+        computes = match is not None and not ACTION_TYPES[match.group(2)].comms
+        if match is None or (overlapped and not computes):
+            what = "an overlapped computation" if overlapped else "a pipeline action"
+            raise ScheduleCsvError(
+                f"{where}: {_brief(part.strip() if overlapped else cell)} is not {what}",
+                hint=f"write actions as <stage><type>[<microbatch>], such as {_EXAMPLE}; "
+                f"the types are {', '.join(ACTION_TYPES)}; an overlapped cell "
+                "(a;b)OVERLAP_F_B holds computations (F, B, I, W) only",
+            )
+        stage, kind, microbatch = match.groups()
+        found.append(Action(int(stage), kind, int(microbatch) if microbatch else None, where))
+    return found
 
 
 def _check_action(

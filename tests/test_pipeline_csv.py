@@ -55,6 +55,14 @@ def _read(path: Path, *, microbatches: int = 4):
     return read_schedule_csv(str(path), rank_stages=LOOPED, microbatches=microbatches)
 
 
+def _overlapped() -> str:
+    """Both rows, stage 2's forward of microbatch 3 and backward of microbatch 0 in one cell."""
+    cells = ROW0.split(",")
+    cells[cells.index("2F3")] = "(2F3;2B0)OVERLAP_F_B"
+    cells.remove("2B0")
+    return ",".join(cells) + "\n" + ROW1 + "\n"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -62,14 +70,16 @@ def _read(path: Path, *, microbatches: int = 4):
         (f"{ROW0}\r\n{ROW1}", "compute_only"),  # Windows line ends, no final newline
         (f"{ROW0},,\n,{ROW1}\n", "compute_only"),  # empty cells are idle steps
         (f"{COMMS0}\n{COMMS1}\n", "compute_comms"),
+        # stage 2's backward of microbatch 0 run right after its forward of microbatch 3
+        (_overlapped(), "compute_only"),
     ],
-    ids=["compute-only", "crlf", "idle-cells", "compute-comms"],
+    ids=["compute-only", "crlf", "idle-cells", "compute-comms", "overlapped"],
 )
 def test_runnable_schedules_are_read_in_their_format(tmp_path, text, expected):
     checked = _read(_write(tmp_path, text))
     assert checked.format == expected
     assert [len(row) for row in checked.rows] == [
-        len([c for c in line.split(",") if c.strip()]) for line in text.splitlines()
+        len(re.findall(r"\d+[A-Z_]+\d*", line)) for line in text.splitlines()
     ]
 
 
@@ -86,7 +96,30 @@ def _drop(row: str, cell: str) -> str:
 HOSTILE = [
     ("unknown-type", f"{_swap(ROW0, '0F2', '0X2')}\n{ROW1}\n", (1, "0X2"), "is not a pipeline"),
     ("junk-after", f"{ROW0}\n{_swap(ROW1, '3B1', '3B1;rm')}\n", (2, "3B1;rm"), "not a pipeline"),
-    ("overlap", f"{_swap(ROW0, '0F0', '(0F0;0B0)OVERLAP_F_B')}\n{ROW1}\n", (1, None), "not a"),
+    (
+        "overlap-comms",
+        f"{_swap(ROW0, '0F1', '(0F1;0SEND_F1)OVERLAP_F_B')}\n{ROW1}\n",
+        (1, None),
+        "'0SEND_F1' is not an overlapped computation",
+    ),
+    (
+        "overlap-empty",
+        f"{_swap(ROW0, '0F1', '()OVERLAP_F_B')}\n{ROW1}\n",
+        (1, "()"),
+        "'' is not an overlapped",
+    ),
+    (
+        "overlap-nested",
+        f"{_swap(ROW0, '0F1', '((0F1)OVERLAP_F_B)OVERLAP_F_B')}\n{ROW1}\n",
+        (1, None),
+        "is not a pipeline action",
+    ),
+    (
+        "overlap-too-soon",
+        f"{_drop(ROW0, '2B0').replace('2F0,', '(2F0;2B0)OVERLAP_F_B,')}\n{ROW1}\n",
+        (1, None),
+        "cannot go on",
+    ),
     ("escape", f"{ROW0},\x1b[31mred\n{ROW1}\n", (1, "\x1b[31mred"), "not a pipeline action"),
     ("huge-stage", f"{_swap(ROW0, '0F0', '99999999999F0')}\n{ROW1}\n", (1, None), "not a"),
     ("stage-out", f"{_swap(ROW0, '2F1', '4F1')}\n{ROW1}\n", (1, "4F1"), "this layout has 4"),

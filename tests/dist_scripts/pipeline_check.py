@@ -6,6 +6,8 @@ them for ``STEPS`` AdamW steps, and at every step compares the loss, the clipped
 and every gradient with those of the unsplit model on one process, loaded with the stages'
 current weights and run on the whole batch (the rows of every data-parallel rank) at once.
 Rank 0 prints ``OK <scenario> ...`` per scenario; any mismatch raises, so the launch fails.
+Each schedule torch lowers itself is also written in both of its CSV formats and read back by
+titan's reader (``titan.schemas.pipeline_csv``), which must not refuse what torch runs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+from titan.schemas.pipeline_csv import read_schedule_csv
 from torch.distributed.tensor import DTensor
 
 from tests.dist_scripts.parallel_check import build_on_meta, clean_fqn, model_config
@@ -211,6 +214,7 @@ def run(name: str, settings: dict) -> str:
         optimizer.step()
     stages = step.pipeline.layout.stages
     RUNS[name] = (losses, norms, step.pipeline.schedule)
+    _reread(step.pipeline)
     return f"OK {name}: {STEPS} steps, {stages} stages, worst gradient difference {worst:.2e}"
 
 
@@ -224,6 +228,24 @@ def _loss_context(dims: ParallelDims):
     from titan.training.setup import _loss_context as context
 
     return context(dims)
+
+
+def _reread(pipeline) -> None:
+    """torch's own schedule, written in each CSV format it has, is read back by titan's reader
+    without a refusal (rank 0; a schedule torch runs is never refused)."""
+    schedule = pipeline.schedule
+    if dist.get_rank() != 0 or not hasattr(schedule, "pipeline_order_with_comms"):
+        return
+    folder = os.environ.get("PIPELINE_CHECK_DIR", ".")
+    # a schedule loaded from a comms CSV has no compute-only form
+    kinds = ("compute_only", "compute_comms") if schedule.pipeline_order else ("compute_comms",)
+    for kind in kinds:
+        path = os.path.join(folder, f"reread_{kind}.csv")
+        schedule._dump_csv(path, format=kind)
+        checked = read_schedule_csv(
+            path, rank_stages=pipeline.layout.rank_stages, microbatches=pipeline.microbatches
+        )
+        assert checked.format == kind, (kind, checked.format)
 
 
 def _write_comms_csv(path: str, *, source: str) -> None:
