@@ -55,8 +55,11 @@ class Action:
     """One cell of the schedule: ``stage``'s action ``kind`` on ``microbatch`` (or None)."""
 
     stage: int
+    """The stage index, 0 first."""
     kind: str
+    """The action type as the file spells it (a key of :data:`ACTION_TYPES`)."""
     microbatch: int | None
+    """The microbatch index; None for an action on the whole stage (``UNSHARD``...)."""
     where: str
     """``file:line:col`` of the cell, for messages."""
 
@@ -191,7 +194,8 @@ def check_pairs(path: str, rows: list[list[Action]], *, owner: dict[int, int], s
                     f"{action.where}: {name} has no matching {peer}{other}{microbatch} in row "
                     f"{owner[peer] + 1}; pipeline ranks {owner[stage]} and {owner[peer]} would "
                     "wait for each other for ever",
-                    hint=f"add {peer}{other}{microbatch} to row {owner[peer] + 1}, or remove {name}",
+                    hint=f"add {peer}{other}{microbatch} to row {owner[peer] + 1}, or remove "
+                    + name,
                 )
 
 

@@ -5,7 +5,8 @@ fill them) and asks :mod:`titan.schemas.pipeline_split` -- the same rules the tr
 whether the schedule exists, the stage count suits the schedule and the pipeline ranks, the
 model has enough layers for the stages, and a ``module_fqns_per_model_part`` list names every
 module once, in order; a schedule CSV's actions fit the layout and run to the end
-(:mod:`titan.schemas.pipeline_csv`). Each refusal becomes one finding at the line of the key it is about.
+(:mod:`titan.schemas.pipeline_csv`). Each refusal becomes one finding at the line of the key it
+is about.
 """
 
 from __future__ import annotations
