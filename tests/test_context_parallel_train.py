@@ -14,10 +14,10 @@ and validation losses), the TOML form of a CP run against its generated registry
 and a CP run resumed from its checkpoint against the straight run bit for bit.
 
 Expert parallel with CP: the check script's ``_ep`` scenarios (qwen3 and deepseek_v3 CP 2 × EP 2;
-qwen3 FSDP 2 × CP 2 × EP 4, EP over the shard and CP ranks; CP 2 × TP 2 × EP 4; CP 2 × TP 2 ×
-EP 2 × ETP 2) train 4 steps each to the same tolerances (measured: gradients within 3.0e-8,
-losses 2.1e-7); ``titan-train`` under CP 2 × EP 2 against one process, with its DCP checkpoint
-resumed bit for bit.
+qwen3 FSDP 2 × CP 2 × EP 4, EP over the shard and CP ranks; CP 2 × TP 2 × EP 4, EP over the CP
+and TP ranks) train 4 steps each to the same tolerances (measured: gradients within 1.1e-7,
+losses 9.3e-8, norms 3.4e-7); ``titan-train`` under CP 2 × EP 2 against one process, with its
+DCP checkpoint resumed bit for bit.
 """
 
 from __future__ import annotations
@@ -405,15 +405,8 @@ def test_cp_with_fsdp_and_tp_on_four_ranks_trains_like_one_process():
         4,
         {
             "llama3": ("fsdp2_cp2", "cp2_tp2", "hsdp_cp2", "cp4_docs"),
-            # Expert parallel over the shard and CP ranks, over the CP and TP ranks, and with
-            # the experts' hidden units over TP.
-            "qwen3": (
-                "fsdp2_cp2_docs",
-                "cp2_tp2",
-                "fsdp2_cp2_ep4",
-                "cp2_tp2_ep4",
-                "cp2_tp2_ep2_etp2",
-            ),
+            # Expert parallel over the shard and CP ranks, and over the CP and TP ranks.
+            "qwen3": ("fsdp2_cp2_docs", "cp2_tp2", "fsdp2_cp2_ep4", "cp2_tp2_ep4"),
             "gpt_oss": ("fsdp2_cp2", "cp2_tp2_docs"),
             # MLA's heads are DTensors under TP; CP gathers their local shards.
             "deepseek_v3": ("cp2_tp2",),

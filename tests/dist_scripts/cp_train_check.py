@@ -257,12 +257,6 @@ SCENARIOS = {
     # formed its expert mesh out of dp_shard × cp: the experts' tokens come from every rank of
     # the group, each CP rank routing its own head-tail chunks.
     "cp2_ep2": (ParallelismConfig(context_parallel_degree=2, expert_parallel_degree=2), "none"),
-    "fsdp2_cp2_ep2": (
-        ParallelismConfig(
-            context_parallel_degree=2, data_parallel_shard_degree=2, expert_parallel_degree=2
-        ),
-        "none",
-    ),
     "fsdp2_cp2_ep4": (
         ParallelismConfig(
             context_parallel_degree=2, data_parallel_shard_degree=2, expert_parallel_degree=4
@@ -274,16 +268,6 @@ SCENARIOS = {
             context_parallel_degree=2,
             tensor_parallel_degree=2,
             expert_parallel_degree=4,
-            disable_loss_parallel=True,
-        ),
-        "none",
-    ),
-    "cp2_tp2_ep2_etp2": (
-        ParallelismConfig(
-            context_parallel_degree=2,
-            tensor_parallel_degree=2,
-            expert_parallel_degree=2,
-            expert_tensor_parallel_degree=2,
             disable_loss_parallel=True,
         ),
         "none",
