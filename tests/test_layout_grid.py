@@ -204,12 +204,9 @@ def test_validate_both_forms_and_the_runs_checks_refuse_the_same_layouts(tmp_pat
         "cpu-offload",
         "batch-size",
     } <= codes, codes
-    # Pipeline parallel where a family has none yet, expert parallel together with context
-    # parallel: sound layouts the trainer does not run yet, refused by the capability record.
-    assert unsupported <= {
-        "parallelism.pipeline_parallel_degree",
-        "parallelism.expert_parallel_degree",
-    }, unsupported
+    # Every sound layout of the grid runs on every family: expert parallel and pipeline parallel
+    # together with context parallel included (the capability record refuses neither pair).
+    assert unsupported == set(), unsupported
 
 
 PREFLIGHT_SAMPLE = [
@@ -247,6 +244,22 @@ PREFLIGHT_SAMPLE = [
     ),
     ("qwen3", "debugmodel_moe", 4, {"expert_parallel_degree": 2}, {}, None),
     ("qwen3", "debugmodel_moe", 4, {"expert_parallel_degree": 3}, {}, "expert-parallel"),
+    (
+        "qwen3",
+        "debugmodel_moe",
+        4,
+        {"context_parallel_degree": 2, "expert_parallel_degree": 2},
+        {},
+        None,
+    ),
+    (
+        "llama3",
+        "debugmodel",
+        4,
+        {"pipeline_parallel_degree": 2, "context_parallel_degree": 2},
+        {"pipeline_parallel_schedule": "1F1B"},
+        None,
+    ),
 ]
 
 

@@ -2,9 +2,9 @@
 
 The trainer's own pipeline code (``tests/dist_scripts/pipeline_check.py``) is held to one
 process's loss, grad norm and gradients at every step, for every schedule torch offers, a CSV
-schedule in each of torch's two formats, PP x FSDP, PP x TP, HSDP x PP and PP x TP x FSDP;
-``titan-train`` itself trains and validates 10 steps as one
-process does; and the TOML form and the generated registry give the same bits under a pipeline.
+schedule in each of torch's two formats, PP x FSDP, PP x TP, HSDP x PP, PP x TP x FSDP and
+PP x CP; ``titan-train`` itself trains and validates 10 steps as one process does; and the
+TOML form and the generated registry give the same bits under a pipeline.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _grad_norms(run) -> list[float]:
 # One torchrun launch per world size; each trains several pipelines in one process group.
 LAUNCHES = {
     2: [*SCHEDULES, "csv", "comms_csv", "1F1B_microbatch_2"],
-    4: ["fsdp", "fsdp_1F1B", "tp", "tp_interleaved"],
+    4: ["fsdp", "fsdp_1F1B", "tp", "tp_interleaved", "cp", "cp_microbatch_2"],
     8: ["hsdp_pp", "pp_tp_fsdp"],
 }
 STEPS = {2: 10, 4: 10, 8: 3}
@@ -72,8 +72,9 @@ steps already hold gradients taken after two optimizer updates to one process's.
 @pytest.mark.parametrize("nproc", sorted(LAUNCHES))
 def test_pipelined_model_matches_one_process_at_every_step(nproc, tmp_path):
     """Every schedule (a CSV one, and Interleaved1F1B's written with its communication), PP x
-    FSDP, PP x TP, and on 8 ranks HSDP x PP (2 x 2 x 2) and PP x TP x FSDP (2 x 2 x 2): the
-    loss, the clipped grad norm and every gradient of each AdamW step equal one process's on the
+    FSDP, PP x TP, PP 2 x CP 2 (1F1B, and GPipe with microbatches of 2 rows; every block sees
+    only its rank's half of the sequence), and on 8 ranks HSDP x PP (2 x 2 x 2) and PP x TP x
+    FSDP (2 x 2 x 2): the loss, the clipped grad norm and every gradient of each AdamW step equal one process's on the
     same weights to fp32 rounding (``pipeline_check.FP32_TOL``: 1e-4 relative + 1e-5 absolute;
     the norm and loss to 1e-5 relative)."""
     env = dict(
@@ -99,9 +100,9 @@ def test_pipelined_model_matches_one_process_at_every_step(nproc, tmp_path):
 
 
 def test_titan_train_with_a_pipeline_trains_and_validates_as_one_process(tmp_path):
-    """The whole trainer: 10 steps of PP 2 (1F1B, and Interleaved1F1B's 4 stages) against one
-    process accumulating the same 4 micro-batches of 1 row, validating at steps 1, 5 and 10
-    through the schedule's forward. The first step is the same bits; later steps drift by fp32
+    """The whole trainer: 10 steps of PP 2 (1F1B, and Interleaved1F1B's 4 stages) and of PP 2 x
+    CP 2 against one process accumulating the same 4 micro-batches of 1 row, validating at steps
+    1, 5 and 10 through the schedule's forward. The first step is the same bits; later steps drift by fp32
     rounding of the clipping factor, which AdamW amplifies (measured: losses within 7e-5, grad
     norms within 7e-4 relative after 10 steps)."""
     registry = ["--config", "llama3_debugmodel", *SHAPE, *VALIDATION]
@@ -125,8 +126,25 @@ def test_titan_train_with_a_pipeline_trains_and_validates_as_one_process(tmp_pat
             )
             for name in ("1F1B", "Interleaved1F1B")
         ),
+        # PP 2 x CP 2: one data-parallel rank, so the same 4 rows per step; FSDP shards over the
+        # CP ranks, in float32 parameters as the runs without FSDP compute.
+        Launch(
+            [
+                *registry,
+                "--training.local_batch_size",
+                "4",
+                *PIPELINE,
+                "--parallelism.context_parallel_degree",
+                "2",
+                "--training.mixed_precision_param",
+                "float32",
+            ],
+            tmp_path / "cp",
+            nproc=4,
+        ),
     ]
-    one, *pipelined = (run.check() for run in titan_trains(launches))
+    one, *pipelined, with_cp = (run.check() for run in titan_trains(launches))
+    assert "world size 4 (PP 2, CP 2)" in with_cp.stderr
     assert [m["step"] for m in one.metrics if "loss" in m] == list(range(1, 11))
     assert one.losses[-1] < one.losses[0] - 0.5
     for run in pipelined:
@@ -136,7 +154,7 @@ def test_titan_train_with_a_pipeline_trains_and_validates_as_one_process(tmp_pat
         # grad norm is the same bits too; Interleaved1F1B's order differs in the last bits.
         assert _grad_norms(run)[0] == pytest.approx(_grad_norms(one)[0], rel=1e-6)
     assert loss_bits(_grad_norms(pipelined[0])[:1]) == loss_bits(_grad_norms(one)[:1])
-    for run in pipelined:
+    for run in [*pipelined, with_cp]:
         assert run.losses == pytest.approx(one.losses, rel=LOSS_RTOL)
         assert _grad_norms(run) == pytest.approx(_grad_norms(one), rel=NORM_RTOL)
         validated = [m for m in run.metrics if "validation_loss" in m]

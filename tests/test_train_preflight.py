@@ -392,15 +392,14 @@ def test_the_command_passes_and_refuses_with_its_exit_codes(tmp_path):
         "--ngpu",
         "4",
         "--config",
-        "qwen3_moe_debug",
-        "--parallelism.context_parallel_degree",
+        "gpt_oss_debugmodel",
+        "--parallelism.tensor_parallel_degree",
         "2",
         "--parallelism.expert_parallel_degree",
         "2",
+        "--parallelism.expert_tensor_parallel_degree",
+        "2",
     )
     assert refused.returncode == 1
-    assert (
-        "expert parallel together with context parallel is not supported by titan-train yet"
-        in refused.stderr
-    )
+    assert "expert tensor parallel is not supported by titan-train yet" in refused.stderr
     assert list(tmp_path.iterdir()) == []

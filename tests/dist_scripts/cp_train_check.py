@@ -3,10 +3,11 @@ FAMILY:SCENARIO...``: a tiny model of each FAMILY (llama3, qwen3 MoE, llama4, de
 gpt_oss) under context parallel against the same model in one process on the whole batch.
 
 Each scenario parallelizes the model with titan's ``parallelize_model`` over the scenario's
-layout (CP alone, CP with FSDP, CP with TP), loads the reference weights into its shards, and
-trains ``STEPS`` optimizer steps on the same full batch, built into each rank's CP view by the
-trainer's own ``context_parallel_parts`` (this rank's head-tail chunks, their RoPE positions,
-the masks over the gathered keys, its share of the labels). After every step it compares the
+layout (CP alone, CP with FSDP, CP with TP, CP with expert parallel), loads the reference weights
+into its shards, and trains ``STEPS`` optimizer steps (``EP_STEPS`` with expert parallel) on the
+same full batch, built into each rank's CP view by the trainer's own ``context_parallel_parts``
+(this rank's head-tail chunks, their RoPE positions, the masks over the gathered keys, its share
+of the labels). After every step it compares the
 loss averaged over the data-parallel and CP ranks, every full gradient, and the gradient norm
 with the reference's, and the MoE layers' load-balancing biases bitwise (their token counts
 pool over the CP ranks). A ``_docs`` scenario runs block-causal (per-document) masks on tokens
@@ -55,6 +56,7 @@ from titan.models.llama3.model_config import Llama3Model
 BATCH, SEQ, VOCAB = 2, 32, 128
 EOS = 3
 STEPS = 10
+EP_STEPS = 4  # expert parallel with CP (the ``_ep`` scenarios): the same checks, fewer steps
 LR = 1e-3
 MAX_NORM = 1.0
 # fp32 in both runs, not bitwise: each rank's matmuls see other row counts, the keys' gradients
@@ -126,16 +128,16 @@ class Step:
     biases: list[torch.Tensor]
 
 
-def reference(family: str, tokens, labels, *, variant: str) -> tuple[dict, list[Step]]:
-    """The initial state and each step of the unsharded model on the whole batch."""
+def reference(family: str, tokens, labels, *, variant: str, steps: int) -> tuple[dict, list[Step]]:
+    """The initial state and each of ``steps`` steps of the unsharded model on the whole batch."""
     model = build(family, variant=variant)
     model.to_empty(device="cpu")
     torch.manual_seed(0)
     model.init_weights()
     state = {n: t.detach().clone() for n, t in model.state_dict().items()}
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
-    steps = []
-    for _ in range(STEPS):
+    done = []
+    for _ in range(steps):
         masks = model.attention_masks(tokens, eos_id=EOS)
         loss = cross_entropy_loss(model(tokens, attention_masks=masks), labels)
         loss.backward()
@@ -145,13 +147,14 @@ def reference(family: str, tokens, labels, *, variant: str) -> tuple[dict, list[
         optimizer.zero_grad()
         if moe_layers(model):
             update_expert_bias(moe_layers(model), dp_mesh=None)
-        steps.append(Step(loss.item(), grads, norm.item(), biases(model)))
-    return state, steps
+        done.append(Step(loss.item(), grads, norm.item(), biases(model)))
+    return state, done
 
 
 def run(family: str, name: str, parallelism: ParallelismConfig, ac: str, *, variant: str):
     tokens, labels = batch(documents=variant == "docs")
-    state, steps = reference(family, tokens, labels, variant=variant)
+    count = EP_STEPS if parallelism.expert_parallel_degree > 1 else STEPS
+    state, steps = reference(family, tokens, labels, variant=variant, steps=count)
     dims = ParallelDims.from_config(parallelism, world_size=dist.get_world_size())
     mesh = dims.build_mesh("cpu")
     model = build(family, variant=variant)
@@ -213,7 +216,7 @@ def run(family: str, name: str, parallelism: ParallelismConfig, ac: str, *, vari
             )
     if dist.get_rank() == 0:
         print(
-            f"OK {family} {name}: {STEPS} steps, max loss rel diff {worst['loss']:.1e}, max grad "
+            f"OK {family} {name}: {count} steps, max loss rel diff {worst['loss']:.1e}, max grad "
             f"diff {worst['grad']:.1e}, max grad-norm rel diff {worst['norm']:.1e}",
             flush=True,
         )
@@ -247,6 +250,25 @@ SCENARIOS = {
     "cp2_tp2": (
         ParallelismConfig(
             context_parallel_degree=2, tensor_parallel_degree=2, disable_loss_parallel=True
+        ),
+        "none",
+    ),
+    # Expert parallel borrows the CP ranks (and the shard ones beyond them), as torchtitan v0.2.2
+    # formed its expert mesh out of dp_shard × cp: the experts' tokens come from every rank of
+    # the group, each CP rank routing its own head-tail chunks.
+    "cp2_ep2": (ParallelismConfig(context_parallel_degree=2, expert_parallel_degree=2), "none"),
+    "fsdp2_cp2_ep4": (
+        ParallelismConfig(
+            context_parallel_degree=2, data_parallel_shard_degree=2, expert_parallel_degree=4
+        ),
+        "none",
+    ),
+    "cp2_tp2_ep4": (
+        ParallelismConfig(
+            context_parallel_degree=2,
+            tensor_parallel_degree=2,
+            expert_parallel_degree=4,
+            disable_loss_parallel=True,
         ),
         "none",
     ),

@@ -105,6 +105,14 @@ def scenarios(csv_path: str, comms_path: str = "comms.csv") -> dict[str, dict]:
         "tensor_parallel_degree": 2,
         "data_parallel_shard_degree": 2,
     }
+    # Context parallel inside every stage: the batch cut into each CP rank's head-tail chunks
+    # before the microbatches, every stage's attention over the gathered keys.
+    found["cp"] = {"pipeline_parallel_schedule": "1F1B", "context_parallel_degree": 2}
+    found["cp_microbatch_2"] = {
+        "pipeline_parallel_schedule": "GPipe",
+        "context_parallel_degree": 2,
+        "pipeline_parallel_microbatch_size": 2,
+    }
     return found
 
 
@@ -173,7 +181,13 @@ def run(name: str, settings: dict) -> str:
     params = [p for part in parts for p in part.parameters()]
     optimizer = torch.optim.AdamW(params, lr=1e-2)
     reference = build_on_meta().__class__(config=_config())
-    dp_mesh = dims.mesh(mesh, "dp")
+    # The loss is the mean over the data-parallel and context parallel ranks' tokens.
+    dp_mesh = dims.mesh(mesh, "dp_cp")
+    # What every block of this rank's stages sees: the sequence length of its input.
+    seen: set[int] = set()
+    for part in parts:
+        for block in part.layers.values():
+            block.register_forward_pre_hook(lambda module, args: seen.add(args[0].shape[1]))
     dp, dp_rank = dims.dp_degree, dims.dp_rank(mesh)
     pp_mesh = dims.mesh(mesh, "pp")
     worst = 0.0
@@ -212,6 +226,9 @@ def run(name: str, settings: dict) -> str:
                 )
                 worst = max(worst, (got - want_grads[key]).abs().max().item())
         optimizer.step()
+    # Under context parallel every stage runs this rank's share of the sequence only.
+    if dims.cp_enabled:
+        assert seen == {SEQ // dims.cp}, f"{name}: blocks saw sequences of {sorted(seen)}"
     stages = step.pipeline.layout.stages
     RUNS[name] = (losses, norms, step.pipeline.schedule)
     _reread(step.pipeline)

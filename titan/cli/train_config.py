@@ -11,7 +11,7 @@ module is searched, and where the modules the config imports are found first.
 
 Problems become diagnostics, rendered like titan-validate's; the caller only sees an exit code.
 On top of titan-validate's rules, titan-train refuses the parallel degrees the model family's
-capability record lacks (pipeline and context parallel for every family, for now) and a dump
+capability record lacks (e.g. expert tensor parallel for gpt_oss) and a dump
 folder it cannot write, before any process group or model exists. ``titan-train --preflight``
 (``titan.cli.train_preflight``) reports the same findings without going on to a run.
 """

@@ -10,6 +10,10 @@ same rank's labels (:class:`LocalLabelsLoss`). Each rank's loss is the mean over
 the gradients over both, and the logged loss is averaged over both (the ``dp_cp`` mesh), which
 is the mean over every token of the batch.
 
+Under pipeline parallel the schedule, not the trainer, calls the model: :class:`PipelineCut`
+hands it this rank's share of the tokens and labels (cut before the schedule splits the batch
+rows into microbatches) and gives every stage the batch's CP view as a keyword argument.
+
 ``context_parallel_rotate_method`` chose the collective of torch's ring attention, which titan
 does not use (keys and values are all-gathered); ``context_parallel_load_balancer`` chose among
 torch's balancers, of which titan runs head-tail. Both are accepted and reported as having no
@@ -20,6 +24,7 @@ sequence lengths CP can cut is the shared ``seq-len`` rule's.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -44,10 +49,11 @@ def batch_view(
     group: dist.ProcessGroup | None,
     cp: int,
     rank: int,
+    inputs_cut: bool = False,
 ) -> ContextParallelBatch:
     """The CP view of the full batch ``tokens`` ``[bs, seq]`` on CP rank ``rank``: one mask per
     kind in ``mask_specs`` (kinds equal at this length share one tensor) and this rank's
-    positions."""
+    positions; ``inputs_cut``: the model will receive this rank's share, not ``tokens``."""
     seq_len = tokens.shape[1]
     check_sequence_split(seq_len, cp=cp)
     effective = {spec: spec.for_length(seq_len) for spec in mask_specs}
@@ -75,6 +81,7 @@ def batch_view(
     return ContextParallelBatch(
         {spec: built[kind] for spec, kind in effective.items()},
         positions=positions(seq_len, cp=cp, rank=rank, device=tokens.device),
+        inputs_cut=inputs_cut,
     )
 
 
@@ -111,8 +118,81 @@ def context_parallel_parts(
     return LocalLabelsLoss(loss_fn, cp=cp, rank=rank), attention_masks
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PipelineBatch:
+    """One micro-batch as the pipeline schedule takes it under context parallel."""
+
+    inputs: torch.Tensor
+    """This rank's ``[bs, seq / cp]`` share of the token ids."""
+    labels: torch.Tensor
+    """The labels of the same tokens."""
+    model_kwargs: dict[str, Any]
+    """What every stage's forward takes besides its input: the batch's CP view."""
+
+
+class PipelineCut:
+    """Cut each micro-batch into this CP rank's share before the pipeline schedule splits it into
+    microbatches (which split the batch rows, so every microbatch keeps the same head-tail
+    tokens), and give every stage the batch's CP view: the masks over the gathered keys and the
+    RoPE positions of this rank's tokens."""
+
+    def __init__(
+        self,
+        *,
+        mask_specs: list[MaskSpec],
+        eos_id: int | None,
+        group: dist.ProcessGroup | None,
+        cp: int,
+        rank: int,
+    ) -> None:
+        self.mask_specs, self.eos_id = mask_specs, eos_id
+        self.group, self.cp, self.rank = group, cp, rank
+
+    def __call__(self, inputs: torch.Tensor, labels: torch.Tensor) -> PipelineBatch:
+        """This rank's share of ``inputs`` and ``labels`` ``[bs, seq]`` and the CP view."""
+        view = batch_view(
+            inputs,
+            mask_specs=self.mask_specs,
+            eos_id=self.eos_id,
+            group=self.group,
+            cp=self.cp,
+            rank=self.rank,
+            inputs_cut=True,
+        )
+        return PipelineBatch(
+            inputs=balance(inputs, 1, cp=self.cp, rank=self.rank),
+            labels=balance(labels, 1, cp=self.cp, rank=self.rank),
+            model_kwargs={"attention_masks": view},
+        )
+
+
+def pipeline_cut(
+    model: torch.nn.Module,
+    *,
+    eos_id: int | None,
+    parallel_dims: ParallelDims,
+    world_mesh: DeviceMesh | None,
+) -> PipelineCut | None:
+    """How the pipeline schedule takes each micro-batch of the meta ``model`` under context
+    parallel; None without it."""
+    if not parallel_dims.cp_enabled:
+        return None
+    cp_mesh = parallel_dims.mesh(world_mesh, "cp")
+    assert cp_mesh is not None
+    return PipelineCut(
+        mask_specs=list(model.mask_specs),
+        eos_id=eos_id,
+        group=cp_mesh.get_group(),
+        cp=parallel_dims.cp,
+        rank=cp_mesh.get_local_rank(),
+    )
+
+
 __all__ = [
     "LocalLabelsLoss",
+    "PipelineBatch",
+    "PipelineCut",
     "batch_view",
     "context_parallel_parts",
+    "pipeline_cut",
 ]

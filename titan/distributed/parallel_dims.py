@@ -41,10 +41,11 @@ FLAT_DP_NAME = "dp"
 # What each name ``ParallelDims.mesh`` accepts stands for. torchtitan's cp-folded names
 # ("dp_shard_cp": what FSDP shards over, "dp_cp": what the loss is averaged over) add the context
 # parallel ranks, which see other tokens of the same batch; without CP they are their plain
-# data-parallel counterparts. "dp_shard"
-# is one dimension without EP and the two EP halves of it with EP; "ep" is the borrowed half (and
-# tp when the experts are not TP-sharded); "efsdp" shards the experts with FSDP. "dp_tp" (titan's)
-# holds every rank that routes its own tokens when expert parallel takes the TP ranks.
+# data-parallel counterparts. "dp_shard" is one dimension without EP and the two EP halves of it
+# with EP; "ep" is the borrowed half with the context parallel ranks (and tp when the experts are
+# not TP-sharded), as torchtitan v0.2.2 formed its expert mesh out of dp_shard × cp (× tp);
+# "efsdp" shards the experts with FSDP. "dp_tp" (titan's) holds every rank that routes its own
+# tokens when expert parallel takes the TP ranks (the context parallel ones included).
 MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "dp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep"),
     "dp_cp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp"),
@@ -53,9 +54,9 @@ MESH_NAME_DIMS: dict[str, tuple[str, ...]] = {
     "dp_shard_cp": ("dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp"),
     "cp": ("cp",),
     "tp": ("tp",),
-    "ep": ("dp_shard_in_ep", "tp"),
+    "ep": ("dp_shard_in_ep", "cp", "tp"),
     "efsdp": ("dp_shard_mod_ep",),
-    "dp_tp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "tp"),
+    "dp_tp": ("dp_replicate", "dp_shard", "dp_shard_mod_ep", "dp_shard_in_ep", "cp", "tp"),
     "dp_shard_mod_ep": ("dp_shard_mod_ep",),
     "dp_shard_in_ep": ("dp_shard_in_ep",),
     "pp": ("pp",),
@@ -101,9 +102,8 @@ class ParallelDims:
         (``titan.schemas.layout_rules``, ``expert_rules``, ``pipeline_rules``), which the run's
         checks apply before this is called (``titan.training.run_checks.refuse_findings``); the
         shard degree -1 is resolved by the same function the rules use. A layout the rules would
-        refuse raises ``ValueError`` here instead of becoming a wrong mesh. What titan-train does
-        not run yet (expert parallel together with context parallel) is refused before, by the
-        family's capability record (``ModelSpec.refusals``).
+        refuse raises ``ValueError`` here instead of becoming a wrong mesh. What a family does
+        not run yet is refused before, by its capability record (``ModelSpec.refusals``).
         """
         replicate = parallelism.data_parallel_replicate_degree
         tp = parallelism.tensor_parallel_degree
@@ -354,7 +354,7 @@ class ParallelDims:
             if not self.ep_enabled:
                 return ()  # tp alone is not an expert group
             if self.etp != 1:
-                dims = ("dp_shard_in_ep",)  # TP shards inside each expert instead
+                dims = ("dp_shard_in_ep", "cp")  # TP shards inside each expert instead
         return tuple(dim for dim in dims if dim in self.mesh_dim_names)
 
     def expert_tensor_mesh(self, world_mesh: DeviceMesh | None) -> DeviceMesh | None:
@@ -362,8 +362,13 @@ class ParallelDims:
         experts over ep, hidden units over tp); None without expert tensor parallel."""
         if world_mesh is None or not self.etp_enabled:
             return None
-        (ep_dim,) = self._present_dims("ep")
-        return world_mesh[(ep_dim, "tp")]
+        ep_dims = self._present_dims("ep")
+        if len(ep_dims) == 1:
+            return world_mesh[(*ep_dims, "tp")]
+        # EP spans the borrowed shards and the CP ranks: one dimension of them, then tp. The ranks
+        # are adjacent in the world mesh, so flattening and cutting again keeps every group.
+        flat = world_mesh[(*ep_dims, "tp")]._flatten("ep_etp")
+        return flat._unflatten(0, (self.ep, self.tp), ("ep", "etp"))
 
     def dp_rank(self, world_mesh: DeviceMesh | None) -> int:
         """This process's data-parallel rank (which slice of the global batch it loads)."""
@@ -371,15 +376,22 @@ class ParallelDims:
         return 0 if dp_mesh is None else dp_mesh.get_local_rank()
 
 
+# The dimensions only an expert group spans several of: with EP, every other name that holds
+# one of them also holds dp_shard_mod_ep (always in the mesh) or a dimension outside this set.
+_EXPERT_GROUP_DIMS = frozenset(MESH_NAME_DIMS["ep"])
+
+
 def _flat_name(dims: tuple[str, ...]) -> str:
-    """The name of the flattened mesh over ``dims``: data parallel with tp ("dp_tp"), the expert
-    group when tp is folded in ("ep"), data parallel with context parallel ("dp_cp" with
-    replicas, else "dp_shard_cp"), data parallel with replicas ("dp"), else the (EP-split)
-    shard dimension."""
+    """The name of the flattened mesh over ``dims``: the expert group ("ep", out of the borrowed
+    shards, the context parallel and the TP ranks), data parallel with tp (and cp: "dp_tp"),
+    data parallel with context parallel ("dp_cp" with replicas, else "dp_shard_cp"), data
+    parallel with replicas ("dp"), else the (EP-split) shard dimension."""
+    if set(dims) <= _EXPERT_GROUP_DIMS:
+        return "ep"
+    if "tp" in dims:
+        return "dp_tp"
     if "cp" in dims:
         return "dp_cp" if "dp_replicate" in dims else "dp_shard_cp"
-    if "tp" in dims:
-        return "dp_tp" if set(dims) - {"dp_shard_in_ep", "tp"} else "ep"
     if "dp_replicate" in dims:
         return FLAT_DP_NAME
     return "dp_shard"

@@ -264,38 +264,6 @@ FEATURES: tuple[_Feature, ...] = (
 """Every capability a config can ask for, in the order refusals are reported (degrees first)."""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class _Together:
-    """Features every family that has them runs apart, but titan-train not yet together."""
-
-    features: tuple[str, ...]
-    """The ``Capabilities`` fields (as :data:`FEATURES` names them)."""
-    keys: tuple[str, ...]
-    """The config key of each, in the same order; the first is the one refused."""
-    words: str
-    """The combination in the user's words."""
-    fix: str
-    """How to run without it."""
-
-
-TOGETHER: tuple[_Together, ...] = (
-    _Together(
-        features=("ep", "cp"),
-        keys=("parallelism.expert_parallel_degree", "parallelism.context_parallel_degree"),
-        words="expert parallel together with context parallel",
-        fix="set parallelism.expert_parallel_degree to 1 (the experts are then FSDP-sharded over "
-        "the data-parallel and context parallel ranks), or context_parallel_degree to 1",
-    ),
-    _Together(
-        features=("pp", "cp"),
-        keys=("parallelism.pipeline_parallel_degree", "parallelism.context_parallel_degree"),
-        words="pipeline parallel together with context parallel",
-        fix="set parallelism.pipeline_parallel_degree or context_parallel_degree to 1",
-    ),
-)
-"""Combinations titan-train refuses although each part runs (the layout rules accept them)."""
-
-
 @dataclasses.dataclass(kw_only=True, slots=True)
 class ModelSpec:
     """What ``model_registry(flavor)`` returns: which model, with which hyperparameters.
@@ -342,10 +310,8 @@ class ModelSpec:
                 )
             ]
         found = []
-        asked = {}
         for feature in FEATURES:
             value = feature.asked(config, world_size)
-            asked.setdefault(feature.name, value)
             if not value or getattr(self.capabilities, feature.name):
                 continue
             shown = "" if value is True else f" ({feature.key} = {value})"
@@ -355,20 +321,6 @@ class ModelSpec:
                     message=f"{feature.words} is not supported by titan-train yet{shown} "
                     f"for {self.name}",
                     hint=feature.fix,
-                )
-            )
-        for together in TOGETHER:
-            values = [asked.get(name) for name in together.features]
-            if found or not all(values):
-                continue  # a feature refused on its own says enough
-            shown = ", ".join(
-                f"{key} = {value}" for key, value in zip(together.keys, values, strict=True)
-            )
-            found.append(
-                Refusal(
-                    key=together.keys[0],
-                    message=f"{together.words} is not supported by titan-train yet ({shown})",
-                    hint=together.fix,
                 )
             )
         return found

@@ -10,6 +10,10 @@ mean, and their gradients to its gradients, before any backward runs. (torchtita
 backward on per-microbatch sums and divided only the reported loss afterwards, so its pipeline
 gradients, and grad norms, were not those of the same run without it.)
 
+Under context parallel each rank feeds the schedule its share of the micro-batch's tokens and
+labels (``titan.distributed.cp_batch.PipelineCut``): the microbatch losses add up to the mean over
+its own tokens, as the same run without pipeline parallel computes it.
+
 The loss lives on the ranks of the last stage; the others report it after one sum over the
 pipeline ranks, so every rank logs and checks the same value. Validation runs each batch
 through the same schedule, forward only (:meth:`PipelineStep.evaluate`).
@@ -24,6 +28,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
+from titan.distributed.cp_batch import pipeline_cut
 from titan.distributed.pipeline_parallel import Pipeline, build_pipeline
 
 
@@ -54,18 +59,32 @@ class PipelineStep:
         device: torch.device,
         amp: Callable[[], Any],
         loss_context: Callable[[], Any],
+        cut: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.accumulation_steps = accumulation_steps
         self.device = device
         self.amp = amp
         self.loss_context = loss_context
+        self.cut = cut
+        """Under context parallel, this rank's share of a micro-batch and what every stage's
+        forward takes with it (``titan.distributed.cp_batch.PipelineCut``); else None."""
+
+    def _schedule_inputs(
+        self, inputs: torch.Tensor, labels: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """The inputs, labels and stage keyword arguments the schedule is fed."""
+        if self.cut is None:
+            return inputs, labels, {}
+        cut = self.cut(inputs, labels)
+        return cut.inputs, cut.labels, cut.model_kwargs
 
     def forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The micro-batch's loss (divided by the accumulation steps), the same on every
         pipeline rank; gradients are accumulated into this rank's stages."""
         pipeline = self.pipeline
         first, last = pipeline.has_first_stage, pipeline.has_last_stage
+        inputs, labels, model_kwargs = self._schedule_inputs(inputs, labels)
         losses: list[torch.Tensor] = []
         loss_kwargs = {
             "batch_tokens": labels.numel(),
@@ -79,6 +98,7 @@ class PipelineStep:
                 losses=losses if last else None,
                 return_outputs=False,
                 loss_kwargs=loss_kwargs,
+                **model_kwargs,
             )
         return self._reported(losses if last else [])
 
@@ -86,6 +106,7 @@ class PipelineStep:
         """The batch's mean loss, forward only (validation), the same on every pipeline rank."""
         pipeline = self.pipeline
         first, last = pipeline.has_first_stage, pipeline.has_last_stage
+        inputs, labels, model_kwargs = self._schedule_inputs(inputs, labels)
         losses: list[torch.Tensor] = []
         args = (inputs,) if first else ()
         with self.loss_context(), self.amp():
@@ -95,6 +116,7 @@ class PipelineStep:
                 losses=losses if last else None,
                 return_outputs=False,
                 loss_kwargs={"batch_tokens": labels.numel(), "accumulation_steps": 1},
+                **model_kwargs,
             )
         return self._reported(losses if last else [])
 
@@ -142,6 +164,8 @@ def build_pipeline_step(
         device=device,
         amp=amp,
         loss_context=loss_context,
+        # Per-document masks are refused under pipeline parallel, so no EOS id is needed.
+        cut=pipeline_cut(model, eos_id=None, parallel_dims=parallel_dims, world_mesh=world_mesh),
     )
 
 

@@ -68,20 +68,29 @@ class ContextParallelBatch:
     """
 
     def __init__(
-        self, masks: dict[MaskSpec, ContextParallelMask], *, positions: torch.Tensor
+        self,
+        masks: dict[MaskSpec, ContextParallelMask],
+        *,
+        positions: torch.Tensor,
+        inputs_cut: bool = False,
     ) -> None:
         self.masks = dict(masks)
         """Each mask kind's mask on this rank."""
         self.positions = positions
         """The global positions of this rank's tokens, in the order it holds them."""
+        self.inputs_cut = inputs_cut
+        """Whether the model receives this rank's share already (pipeline parallel cuts the batch
+        before the schedule splits it into microbatches, and a later stage receives the hidden
+        states of this rank's tokens), instead of the full sequence."""
 
     def get(self, spec: MaskSpec) -> ContextParallelMask:
         """The mask of kind ``spec`` (every kind the model's layers use has one)."""
         return self.masks[spec]
 
     def local(self, tokens: torch.Tensor) -> torch.Tensor:
-        """This rank's ``[bs, seq / cp]`` share of the full ``[bs, seq]`` ``tokens``."""
-        return tokens.index_select(1, self.positions)
+        """This rank's ``[bs, seq / cp]`` share of the full ``[bs, seq]`` ``tokens`` (``tokens``
+        itself when the inputs were cut already)."""
+        return tokens if self.inputs_cut else tokens.index_select(1, self.positions)
 
     def rotary(self, table: torch.Tensor) -> torch.Tensor:
         """The rows of a rotary ``table`` (indexed by position along dim 0) for this rank's
@@ -92,9 +101,9 @@ class ContextParallelBatch:
 def local_batch(
     tokens: torch.Tensor, rotary_table: torch.Tensor, attention_masks: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The decoder's tokens and rotary table for this rank: unchanged without context parallel,
-    else this rank's tokens and their rows of the table (``attention_masks`` is then the
-    batch's :class:`ContextParallelBatch`)."""
+    """The decoder's tokens (or a later pipeline stage's hidden states) and rotary table for this
+    rank: unchanged without context parallel, else this rank's tokens and their rows of the table
+    (``attention_masks`` is then the batch's :class:`ContextParallelBatch`)."""
     if isinstance(attention_masks, ContextParallelBatch):
         return attention_masks.local(tokens), attention_masks.rotary(rotary_table)
     return tokens, rotary_table

@@ -422,8 +422,8 @@ class Decoder(nn.Module):
         (``titan.distributed.pipeline_parallel``) holds some of the modules: without embeddings
         it takes the previous stage's hidden states ``[bs, seq, dim]``, without the output
         projection it returns its own, and the layers it holds keep their names, so
-        ``mask_specs[int(name)]`` is each one's mask kind. (Pipeline and context parallel do not
-        run together yet: the capability check refuses the pair.)
+        ``mask_specs[int(name)]`` is each one's mask kind. Under both, every stage receives the
+        batch's CP view, made for inputs cut before the schedule (``inputs_cut``).
         """
         if tokens.shape[1] > self.freqs_cis.shape[0]:
             raise ValueError(
@@ -431,11 +431,9 @@ class Decoder(nn.Module):
             )
         if attention_masks is None:
             attention_masks = self.attention_masks(tokens)
-        if self.tok_embeddings is None:
-            h, rotary_table = tokens, self.freqs_cis  # a later stage: hidden states
-        else:
-            tokens, rotary_table = local_batch(tokens, self.freqs_cis, attention_masks)
-            h = self.tok_embeddings(tokens)
+        tokens, rotary_table = local_batch(tokens, self.freqs_cis, attention_masks)
+        # A later pipeline stage receives hidden states in place of token ids.
+        h = tokens if self.tok_embeddings is None else self.tok_embeddings(tokens)
         for name, layer in self.layers.items():
             spec = self.mask_specs[int(name)]
             h = layer(h, rotary_table, attention_mask=attention_masks.get(spec))

@@ -18,8 +18,8 @@ FAMILY = ModelFamily(
     # bitwise (tests/test_expert_parallel.py); compiled blocks train as the eager expert loop
     # bit for bit; EP with TP (over the TP ranks, and expert TP) matches one process on 2-4
     # ranks and resumes bitwise (tests/test_expert_parallel_tp.py). PP and CP match one process
-    # (tests/test_pipeline_families.py, tests/test_context_parallel_train.py); float8 is not
-    # proved.
+    # (tests/test_pipeline_families.py, tests/test_context_parallel_train.py), and so do EP
+    # with CP (the experts over the CP and shard ranks) and PP with CP; float8 is not proved.
     capabilities=Capabilities(
         fsdp=True,
         ddp=True,
