@@ -111,11 +111,20 @@ def build_plan(
             fork=_fork(path),
         )
     )
+    _unresolved(plan)
     upgrade.record_era(plan, outcome=KeyOutcome)
     measured.settle(plan, outcome=KeyOutcome)
     upgrade.record(plan, check, outcome=KeyOutcome)
     plan.behaviour_changes = measured.behaviour_changes(plan)
     return plan
+
+
+def _unresolved(plan: Plan) -> None:
+    """An app config's value that only Forge can compute (``${oc.env:...}``) was not read: the
+    migration is not lossless until a human writes it."""
+    for finding in plan.diagnostics:
+        if finding.code == "interpolation":
+            plan.todo("", f"set {finding.path}: the app config computes it at run time")
 
 
 def _model_registries(path: str | Path, given: Mapping[str, str]) -> dict[str, tuple[str, str]]:
