@@ -33,6 +33,9 @@ MAX_NODES = 100_000
 """The most nodes a file may expand to once aliases are followed (an app config has hundreds)."""
 SECTION = "trainer"
 """The key of the app config that holds the legacy JobConfig sections."""
+FORGE_ACTOR_FIELDS = ("loss", "state_dict_key", "use_dcp", "dcp_path")
+"""Keys of the ``trainer:`` block that are Forge's trainer actor's own settings, not legacy
+sections (``forge.actors.trainer.titan.TitanTrainer``): not titan's to check."""
 
 _PREFIX = "tag:yaml.org,2002:"
 _PLAIN = {_PREFIX + name for name in ("null", "bool", "int", "float", "str")}
@@ -152,6 +155,8 @@ class _Reader:
             mark = trainer.start_mark if trainer is not None else root.start_mark
             return self.fail("no-trainer", mark, _no_trainer(trainer), _NO_TRAINER)
         document = self.value(trainer, ())
+        for field in FORGE_ACTOR_FIELDS:
+            document.pop(field, None)
         self.interpolate(document, whole, ())
         return document
 
@@ -449,7 +454,7 @@ _BOMB = (
     f"aliases make this YAML expand to more than {MAX_NODES:,} nodes (an alias bomb): "
     "titan does not read it, and Forge's loader would not finish"
 )
-_CYCLE = "an alias refers to the node that holds it: the value has no end"
+_CYCLE = "the anchor of this value is used inside the value itself: it has no end"
 _BOMB_HINT = "write the values out, or use anchors only for small shared blocks"
 _NOT_MAPPING = "the app config is not a mapping of keys (Forge reads a mapping at the top)"
 _NO_TRAINER = (
