@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from titan.schemas.diagnostics import Diagnostic, Severity
+from titan.schemas.diagnostics import Diagnostic
 
 SECTIONS_NAME = "trainer"
 """How findings on sections given as a dict name their source."""
@@ -66,18 +66,8 @@ def _report(plan: Any) -> str:
 
     out = io.StringIO()
     sources = {plan.source: plan.text} if plan.text is not None else {}
-    found = sorted(plan.diagnostics, key=Diagnostic.sort_key)
-    if not any(d.severity is Severity.ERROR for d in found):
-        found.append(_no_config(plan.source))
-    render_text(found, files=1, out=out, sources=sources)
-    return out.getvalue().rstrip("\n")
-
-
-def _no_config(source: str) -> Diagnostic:
-    """Why there is no config when no finding is an error (should not happen: a guard)."""
-    return Diagnostic(
-        code="unreadable-file",
-        severity=Severity.ERROR,
-        path="",
-        message=f"{source}: no config could be built from the legacy sections",
+    # A plan without a config always holds the error that stopped it (unreadable, not parsed).
+    render_text(
+        sorted(plan.diagnostics, key=Diagnostic.sort_key), files=1, out=out, sources=sources
     )
+    return out.getvalue().rstrip("\n")
