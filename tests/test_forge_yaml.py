@@ -245,6 +245,16 @@ def test_hostile_yaml_is_a_finding(tmp_path, name, text, code, line):
     assert all(d["hint"] for d in found), found
 
 
+def test_fix_leaves_an_app_config_as_it_is(tmp_path):
+    text = (FORGE / "grpo_qwen3.yaml").read_text().replace("    steps: 1000000", "    stepz: 1")
+    app = write(tmp_path, "app.yaml", text)
+    for flag in ("--fix", "--diff"):
+        result = validate(flag, app)
+        assert f"not fixing {app}: --fix rewrites TOML job configs only" in result.err
+        assert result.out == "" or "stepz" in result.out
+    assert app.read_text() == text
+
+
 def test_python_tags_construct_nothing(tmp_path):
     marker = tmp_path / "ran"
     app = write(
@@ -303,6 +313,8 @@ def test_dict_sections_build_the_config_titan_train_builds_from_the_toml(tmp_pat
     # The same sections under an app config's trainer: key, read from YAML.
     app = write(tmp_path, "app.yaml", yaml.safe_dump({"policy": {"n": 1}, "trainer": sections}))
     assert trainer_config(app) == loaded.config
+    from_yaml = load(["--job.config_file", str(app)], world_size=1, stdout=out, stderr=err)
+    assert from_yaml.config == loaded.config, err.getvalue()
     code, found, _ = check(app)
     assert (code, found) == (0, [])
 
