@@ -74,6 +74,13 @@ def test_interpolations_resolve_from_the_file_as_forge_does():
     assert anchors["model"]["flavor"] == "debugmodel"  # from the merge key
     assert anchors["parallelism"]["data_parallel_shard_degree"] == -1
     assert "dcp_path" not in anchors and "use_dcp" not in anchors  # Forge's actor fields
+    blocks = parse(
+        "base: {name: llama3, flavor: debugmodel}\nloop:\n  x: ${loop}\n"
+        "trainer:\n  model: ${base}\n  job: ${loop}\n",
+        file="app.yaml",
+    )
+    assert blocks.document == {"model": {"name": "llama3", "flavor": "debugmodel"}}
+    assert [(d.code, d.path) for d in blocks.problems] == [("interpolation", "job")]
 
 
 @pytest.mark.parametrize(
