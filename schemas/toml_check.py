@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 # cost more than checking a whole corpus, and this module runs in pre-commit hooks.
 
 
+SourceForm = Literal["toml", "yaml", "sections"]
+"""How legacy sections reach the checker: a TOML job config, a Forge app config's ``trainer:``
+block, or a dict in memory."""
+
+
 class CheckOptions(Frozen):
     """How to check: world size for the rules, and how custom config modules are found."""
 
@@ -106,7 +111,7 @@ class FileCheck:
     declared: tuple[str, ...]
     """The modules merged because the project declares them (``[tool.titan] extensions`` of
     the nearest ``pyproject.toml``; see ``titan.schemas.project``)."""
-    form: str
+    form: SourceForm
     """How the sections were written: ``toml`` (a job config), ``yaml`` (the ``trainer:`` block
     of a Forge app config, ``titan.schemas.yaml_source``) or ``sections`` (a dict in memory)."""
     written: dict[str, Any] | None
@@ -123,7 +128,7 @@ class FileCheck:
         spans: dict[tuple, KeySpan] | None = None,
         text: str | None = None,
         declared: tuple[str, ...] = (),
-        form: str = "toml",
+        form: SourceForm = "toml",
         written: dict[str, Any] | None = None,
     ) -> None:
         self.file = file
@@ -175,7 +180,7 @@ def check_file(
 
     # The project is the one the file is named in (its folder as given, links not followed).
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    form = "yaml" if is_app_config(path) else "toml"
+    form: SourceForm = "yaml" if is_app_config(path) else "toml"
     return _check_text(text, shown, base_dir, options, adjust, folder=folder, form=form)
 
 
@@ -220,7 +225,7 @@ def _check_text(
     adjust: Adjust | None = None,
     *,
     folder: str,
-    form: str = "toml",
+    form: SourceForm = "toml",
 ) -> FileCheck:
     # ``base_dir`` is a function: resolving the path is needed only to search for a custom
     # module, never for the built-in ones or for files without extensions.

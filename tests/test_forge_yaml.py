@@ -217,7 +217,7 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
          "yaml-syntax", 1),
         ("alias cycle", "trainer:\n  model: &m\n    x: [*m]\n", "yaml-syntax", 2),
         ("list cycle", "a: &a [1, [*a]]\ntrainer: {}\n", "yaml-syntax", 1),
-        ("deep", "trainer:\n  job: " + "[" * 5000 + "]" * 5000 + "\n", "too-deep", 1),
+        ("deep", "trainer:\n  job: " + "[" * 1200 + "]" * 1200 + "\n", "too-deep", 1),
         ("no trainer", "policy:\n  engine_args: {model: x}\n", "no-trainer", 1),
         ("trainer list", "trainer:\n  - model\n", "no-trainer", 2),
         ("trainer null", "x: 1\ntrainer:\n", "no-trainer", 2),
