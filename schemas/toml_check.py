@@ -17,6 +17,7 @@ from titan.schemas._frozen import DataclassFields, Frozen, _set
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.legacy_spec import LEGACY_RANGES, LEGACY_SPEC
 from titan.schemas.merge import merge_sections
+from titan.schemas.source_forms import is_app_config
 from titan.schemas.spans import KeySpan, locate_keys
 from titan.schemas.spec import MISSING, ExtensionSpec, SectionSpec
 from titan.schemas.suggest import choice_hint, schema_paths, suggest, value_hint
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
 
 # pathlib, difflib and dataclasses are imported only on the paths that need them: together they
 # cost more than checking a whole corpus, and this module runs in pre-commit hooks.
+
+
+SourceForm = Literal["toml", "yaml", "sections"]
+"""How legacy sections reach the checker: a TOML job config, a Forge app config's ``trainer:``
+block, or a dict in memory."""
 
 
 class CheckOptions(Frozen):
@@ -77,6 +83,8 @@ class FileCheck:
         "spans",
         "text",
         "declared",
+        "form",
+        "written",
     )
     __match_args__ = ()
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
@@ -103,6 +111,11 @@ class FileCheck:
     declared: tuple[str, ...]
     """The modules merged because the project declares them (``[tool.titan] extensions`` of
     the nearest ``pyproject.toml``; see ``titan.schemas.project``)."""
+    form: SourceForm
+    """How the sections were written: ``toml`` (a job config), ``yaml`` (the ``trainer:`` block
+    of a Forge app config, ``titan.schemas.yaml_source``) or ``sections`` (a dict in memory)."""
+    written: dict[str, Any] | None
+    """The sections as written, before the era upgrades and overrides changed ``document``."""
 
     def __init__(
         self,
@@ -115,6 +128,8 @@ class FileCheck:
         spans: dict[tuple, KeySpan] | None = None,
         text: str | None = None,
         declared: tuple[str, ...] = (),
+        form: SourceForm = "toml",
+        written: dict[str, Any] | None = None,
     ) -> None:
         self.file = file
         self.diagnostics = diagnostics
@@ -124,6 +139,8 @@ class FileCheck:
         self.spans = {} if spans is None else spans
         self.text = text
         self.declared = declared
+        self.form = form
+        self.written = written
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -163,7 +180,33 @@ def check_file(
 
     # The project is the one the file is named in (its folder as given, links not followed).
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    return _check_text(text, shown, base_dir, options, adjust, folder=folder)
+    form: SourceForm = "yaml" if is_app_config(path) else "toml"
+    return _check_text(text, shown, base_dir, options, adjust, folder=folder, form=form)
+
+
+def check_sections(
+    sections: Any,
+    options: CheckOptions = _DEFAULTS,
+    *,
+    file: str,
+    adjust: Adjust | None = None,
+) -> FileCheck:
+    """Check legacy sections held in memory (a dict, as an app config's ``trainer:`` holds
+    them); findings name the key path, with no position. The dict is not changed.
+    Custom config modules and the project declaration are looked up from the working folder."""
+    from titan.schemas.plain_sections import plain_sections
+
+    document, problems = plain_sections(sections, file=file)
+    if document is None:
+        return FileCheck(file=file, diagnostics=problems, form="sections")
+    from pathlib import Path
+
+    check = _check_document(
+        document, file, Path.cwd, options, adjust, folder=os.getcwd(), spans={}, text=None
+    )
+    check.diagnostics = sorted(problems + check.diagnostics, key=Diagnostic.sort_key)
+    check.form = "sections"
+    return check
 
 
 def check_text(
@@ -182,14 +225,43 @@ def _check_text(
     adjust: Adjust | None = None,
     *,
     folder: str,
+    form: SourceForm = "toml",
 ) -> FileCheck:
     # ``base_dir`` is a function: resolving the path is needed only to search for a custom
     # module, never for the built-in ones or for files without extensions.
-    source = parse(text, file=file)
-    if source.problem is not None:
-        return FileCheck(file=file, diagnostics=list(source.problems), text=text)
-    document = source.document
-    spans = locate_keys(text)
+    if form == "yaml":
+        from titan.schemas import yaml_source
+
+        source: Any = yaml_source.parse(text, file=file)
+    else:
+        source = parse(text, file=file)
+    if source.document is None:
+        return FileCheck(file=file, diagnostics=list(source.problems), text=text, form=form)
+    spans = source.spans if form == "yaml" else locate_keys(text)
+    check = _check_document(
+        source.document, file, base_dir, options, adjust, folder=folder, spans=spans, text=text
+    )
+    # A YAML that loads may still have findings of its own (an unresolved interpolation).
+    check.diagnostics = sorted([*source.problems, *check.diagnostics], key=Diagnostic.sort_key)
+    check.form = form
+    return check
+
+
+def _check_document(
+    document: dict[str, Any],
+    file: str,
+    base_dir: Callable[[], Path],
+    options: CheckOptions,
+    adjust: Adjust | None,
+    *,
+    folder: str,
+    spans: dict[tuple, KeySpan],
+    text: str | None,
+) -> FileCheck:
+    """Check parsed sections: extensions, era findings, schema, deprecations, rules."""
+    import copy
+
+    written = copy.deepcopy(document)  # the era upgrade and the overrides make new documents
     checker = _Checker(file=file, spans=spans)
     from titan.schemas import project
 
@@ -238,6 +310,7 @@ def _check_text(
         spans=spans,
         text=text,
         declared=tuple(spec.module for spec in declared),
+        written=written,
     )
 
 

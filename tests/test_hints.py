@@ -135,6 +135,11 @@ def _v(text: str, *args: str) -> Callable[[Path], list[Finding]]:
     return lambda tmp: titan_validate(*args, _toml(tmp, text))
 
 
+def _y(text: str) -> Callable[[Path], list[Finding]]:
+    """``titan-validate app.yaml`` with ``text`` in app.yaml (a Forge app config)."""
+    return lambda tmp: titan_validate(write(tmp, "app.yaml", text))
+
+
 def _m(text: str, *args: str) -> Callable[[Path], list[Finding]]:
     """``titan-migrate ARGS job.toml`` with ``text`` in job.toml."""
     return lambda tmp: titan_migrate(*args, _toml(tmp, text))
@@ -226,6 +231,22 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ("diff", lambda t: titan_diff(_fifo(t), DEBUG)),
     ],
     "too-deep": [("arrays", _v("x = " + "[" * 200 + "]" * 200 + "\n"))],
+    "yaml-syntax": [
+        ("indent", _y("trainer:\n  training:\n    steps: 1\n   seed: 2\n")),
+        ("twice", _y("trainer:\n  training:\n    steps: 1\n    steps: 2\n")),
+        ("cycle", _y("a: &a [*a]\ntrainer:\n  training: {}\n")),
+    ],
+    "no-trainer": [
+        ("absent", _y("policy:\n  n: 1\n")),
+        ("a list", _y("trainer: [1, 2]\n")),
+        ("empty", _y("")),
+    ],
+    "yaml-type": [
+        ("python tag", _y("trainer:\n  job: !!python/object/apply:os.system [ls]\n")),
+        ("date", _y("trainer:\n  job:\n    description: !!timestamp 2024-01-01\n")),
+        ("bool key", _y("trainer:\n  training:\n    yes: 1\n")),
+    ],
+    "interpolation": [("env", _y("trainer:\n  job:\n    dump_folder: ${oc.env:HOME}\n"))],
     "unknown-key": [
         ("typo", _v("[training]\nstepz = 1\n")),
         ("section", _v("[infra]\nnodes = 1\n")),

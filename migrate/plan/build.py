@@ -41,7 +41,7 @@ from titan.migrate.targets.config_objects import default_object
 from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.spec import SectionSpec
-from titan.schemas.toml_check import CheckOptions, FileCheck, check_file
+from titan.schemas.toml_check import CheckOptions, FileCheck, check_file, check_sections
 
 
 def function_name(path: str | Path, model_name: Any) -> str:
@@ -76,16 +76,19 @@ def build_plan(
     function: str | None = None,
     model_registries: Mapping[str, str] | None = None,
     era: str | None = None,
+    sections: Mapping[str, Any] | None = None,
 ) -> Plan:
     """Check ``path`` (with legacy flags ``overrides`` applied) and plan its migration.
 
     ``model_registries`` (``--model-registry NAME=package.module``) and the project's declared
     ``[tool.titan] model-registries`` name the packages of model families titan does not ship;
     the command line wins. ``era`` (``--era YYYY-MM[-DD]``) dates the file for its era's defaults
-    instead of the evidence it holds (:mod:`titan.schemas.era_defaults`)."""
+    instead of the evidence it holds (:mod:`titan.schemas.era_defaults`). ``sections`` (the
+    legacy sections as a dict) are planned instead of the file, ``path`` then only naming them
+    (the working folder's project applies)."""
     shown = shown or str(path)
     check, override_values, upgrade = _check(
-        path, overrides, options or CheckOptions(), shown, era=era
+        path, overrides, options or CheckOptions(), shown, era=era, sections=sections
     )
     document = check.document
     model_name = (document or {}).get("model", {}).get("name", "llama3")
@@ -111,11 +114,20 @@ def build_plan(
             fork=_fork(path),
         )
     )
+    _unresolved(plan)
     upgrade.record_era(plan, outcome=KeyOutcome)
     measured.settle(plan, outcome=KeyOutcome)
     upgrade.record(plan, check, outcome=KeyOutcome)
     plan.behaviour_changes = measured.behaviour_changes(plan)
     return plan
+
+
+def _unresolved(plan: Plan) -> None:
+    """An app config's value that only Forge can compute (``${oc.env:...}``) was not read: the
+    migration is not lossless until a human writes it."""
+    for finding in plan.diagnostics:
+        if finding.code == "interpolation":
+            plan.todo("", f"set {finding.path}: the app config computes it at run time")
 
 
 def _model_registries(path: str | Path, given: Mapping[str, str]) -> dict[str, tuple[str, str]]:
@@ -158,6 +170,7 @@ def _check(
     shown: str,
     *,
     era: str | None = None,
+    sections: Mapping[str, Any] | None = None,
 ) -> tuple[FileCheck, dict[str, Any], Upgrade]:
     """The validator's check of the file, upgraded from older torchtitan eras (``titan.schemas.eras``)
     and with the override flags applied on top, before the rules: the plan is built from the
@@ -179,17 +192,23 @@ def _check(
         upgrade.overridden = frozenset(result.values)
         return apply_overrides(document, result.values), list(result.diagnostics)
 
+    def check(options: CheckOptions) -> FileCheck:
+        """The validator's check of the file, or of the sections in memory."""
+        if sections is not None:
+            return check_sections(sections, options, file=shown, adjust=adjust)
+        return check_file(path, options, shown=shown, adjust=adjust)
+
     upgrade = Upgrade(era=era)
-    check = check_file(path, options, shown=shown, adjust=adjust)
+    checked = check(options)
     written = upgrade.module()
-    if written is not None and written not in {e.module for e in check.extensions}:
+    if written is not None and written not in {e.module for e in checked.extensions}:
         # v0.1.0's fault-tolerance keys now need their module, which the file did not name:
         # check again with it merged, as v0.2.2 would read the upgraded file.
         parsed.clear()
         upgrade = Upgrade(old=frozenset(step.old for step in upgrade.steps), era=era)
-        check = check_file(path, _with_extension(options, written), shown=shown, adjust=adjust)
-    upgrade.respan(check)
-    return check, parsed, upgrade
+        checked = check(_with_extension(options, written))
+    upgrade.respan(checked)
+    return checked, parsed, upgrade
 
 
 def _with_extension(options: CheckOptions, module: str) -> CheckOptions:

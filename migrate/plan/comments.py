@@ -15,8 +15,8 @@ _SECTION_PATHS["quantize.linear.float8"] = "model_converters"
 def carry_comments(draft: PlanDraft) -> None:
     """Carry the TOML's comments to the config paths their keys went to."""
     text = draft.check.text
-    if not text:
-        return
+    if not text or draft.check.form != "toml":
+        return  # a YAML app config's comments are not carried
     from titan.migrate.tomledit.comments import preamble, toml_comments
 
     draft.plan.preamble = preamble(text)

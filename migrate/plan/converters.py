@@ -45,9 +45,7 @@ def converters(draft: PlanDraft) -> None:
         if name in rules.STALE_CONVERTER_NAMES:
             target = rules.STALE_CONVERTER_NAMES[name]
             if original is None:  # the file as written: the era chain moved its old keys
-                import tomllib
-
-                original = tomllib.loads(draft.check.text or "")
+                original = draft.check.written or {}
             dated = rules.stale_name_dated(name, original)
             era, months = rules.STALE_NAME_ERAS[name].era, rules.STALE_NAME_ERAS[name].months
             if not draft.fix_stale_names:

@@ -261,7 +261,7 @@ class Upgrade:
 
     def _comments(self, plan: Any, check: FileCheck) -> None:
         """The old keys' comments go where their values went (the plan saw no such key)."""
-        if not check.text:
+        if not check.text or check.form != "toml":
             return
         from titan.migrate.tomledit.comments import toml_comments
 

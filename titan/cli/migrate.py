@@ -49,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
         "files",
         nargs="+",
         metavar="PATH",
-        help="legacy TOML configs, or folders searched recursively for them (one module per "
-        "folder of TOMLs, written beside them unless -o or --out-dir says otherwise)",
+        help="legacy TOML configs, Forge app configs (*.yaml, *.yml: their trainer: block), or "
+        "folders searched recursively for TOMLs (one module per folder of TOMLs, written "
+        "beside them unless -o or --out-dir says otherwise)",
     )
     parser.add_argument(
         "-o", "--output", metavar="FILE", help="write one module here (never over an input)"

@@ -37,9 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="TOML job configs, registry modules (*.py), or directories searched recursively "
+        help="TOML job configs, Forge app configs (*.yaml, *.yml: the legacy sections under "
+        "their trainer: key), registry modules (*.py), or directories searched recursively "
         "for *.toml job configs and config_registry.py modules (and the registry files a "
-        "pyproject.toml declares under [tool.titan] registry-files)",
+        "pyproject.toml declares under [tool.titan] registry-files; never *.yaml: name those)",
     )
     parser.add_argument(
         "--format", choices=FORMATS, default="text", help="output format (default: text)"

@@ -115,6 +115,8 @@ def fix_files(
 
 def _refusal(result) -> str | None:
     """Why a checked file is not fixed, or None."""
+    if result.form == "yaml":
+        return "--fix rewrites TOML job configs only; a Forge app config (YAML) is checked as is"
     if result.document is None:
         problem = result.diagnostics[0]
         if problem.code == "unreadable-file":
