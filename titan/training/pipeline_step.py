@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
+from titan.distributed.pipeline_masks import INPUT_BATCH
 from titan.distributed.pipeline_parallel import Pipeline, build_pipeline
 
 
@@ -79,6 +80,7 @@ class PipelineStep:
                 losses=losses if last else None,
                 return_outputs=False,
                 loss_kwargs=loss_kwargs,
+                **self._stage_kwargs(inputs),
             )
         return self._reported(losses if last else [])
 
@@ -95,8 +97,14 @@ class PipelineStep:
                 losses=losses if last else None,
                 return_outputs=False,
                 loss_kwargs={"batch_tokens": labels.numel(), "accumulation_steps": 1},
+                **self._stage_kwargs(inputs),
             )
         return self._reported(losses if last else [])
+
+    def _stage_kwargs(self, inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What every stage's forward is handed besides its input: the token ids, cut into the
+        same microbatches, when the stages build per-document masks from them."""
+        return {INPUT_BATCH: inputs} if self.pipeline.input_batch else {}
 
     def _reported(self, losses: list[torch.Tensor]) -> torch.Tensor:
         """The sum of the last stage's microbatch losses, on every pipeline rank."""
@@ -122,9 +130,11 @@ def build_pipeline_step(
     init: Callable[[torch.nn.Module], None],
     amp: Callable[[], Any],
     loss_context: Callable[[], Any],
+    eos_id: int | None = None,
 ) -> PipelineStep:
     """This rank's stages of the meta ``model`` (``parallelize``d, given weights by ``init``)
-    and the schedule over them, as the trainer config ``config`` lays them out."""
+    and the schedule over them, as the trainer config ``config`` lays them out; ``eos_id`` ends
+    the documents of per-document masks."""
     pipeline = build_pipeline(
         model,
         parallel_dims=parallel_dims,
@@ -135,6 +145,7 @@ def build_pipeline_step(
         loss_fn=scaled_loss(loss_fn),
         parallelize=parallelize,
         init=init,
+        eos_id=eos_id,
     )
     return PipelineStep(
         pipeline,

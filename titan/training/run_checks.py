@@ -368,16 +368,7 @@ def _check_model(
     if parallel_dims.pp_enabled:
         from titan.distributed.pipeline_parallel import refuse_unpipelinable
 
-        refuse_unpipelinable(
-            config.parallelism,
-            model=model,
-            model_config=config.model_spec.model,
-            hf_settings=tuple(
-                name
-                for name in ("initial_load_in_hf", "last_save_in_hf")
-                if getattr(config.checkpoint, name)
-            ),
-        )
+        refuse_unpipelinable(config.parallelism, model_config=config.model_spec.model)
 
 
 def _check_validator(config: Any, loader_args: dict[str, Any]) -> None:
