@@ -106,7 +106,19 @@ def check_config(config: Any, *, world_size: int, warn: bool = True) -> CheckedR
     ``ValueError`` and its subclasses, ``OSError``).
 
     ``warn=False`` (the run, which builds the optimizer and LR schedule again for real) keeps
-    the warnings of the checks' throw-away optimizer and schedule from being said twice."""
+    the warnings of the checks' throw-away optimizer and schedule from being said twice.
+
+    A seed checkpoint run in one process first takes one process's layout, in ``config``
+    itself (``titan.training.seed_run``)."""
+    from titan.training.seed_run import is_seed_run, one_process_layout
+
+    if is_seed_run(config, world_size=world_size):
+        changed = one_process_layout(config)
+        if changed:
+            log.info(
+                "a seed checkpoint is the unsharded model, made by one process: %s",
+                ", ".join(changed),
+            )
     spec = config.model_spec
     if spec is None:
         raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
