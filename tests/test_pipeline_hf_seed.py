@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from tests.training_runs import REPO, SEED, Launch, titan_trains
 
@@ -120,21 +120,41 @@ def test_a_pipelined_config_makes_the_seed_its_pipeline_exports_and_imports_in_h
     ).read_bytes()
 
     # A pipeline of another schedule starts from that export: the seed's first loss again.
-    (from_hf,) = titan_trains(
+    # The same export without the final norm's weight, which only the last stage reads: both
+    # ranks stop with that stage's finding, none hangs.
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    save_file(
+        {key: value for key, value in theirs.items() if key != "model.norm.weight"},
+        str(damaged / "model.safetensors"),
+    )
+    from_hf, from_damaged = titan_trains(
         [
             Launch(
                 ["--config", "llama3_debugmodel", *BATCH, "--training.steps", "1"]
                 + ["--parallelism.pipeline_parallel_degree", "2", "--checkpoint.enable"]
                 + ["--checkpoint.initial_load_in_hf"]
-                + ["--checkpoint.initial_load_path", str(step1)],
-                tmp_path / "from_hf",
+                + ["--checkpoint.initial_load_path", str(folder)],
+                tmp_path / name,
                 nproc=2,
             )
+            for folder, name in ((step1, "from_hf"), (damaged, "from_damaged"))
         ]
     )
     from_hf.check()
     assert f"from {step1}" in from_hf.stderr
     assert from_hf.losses[0] == pytest.approx(one.losses[0], rel=FIRST_LOSS_RTOL)
+    assert from_damaged.returncode != 0 and from_damaged.metrics == []
+    for rank in (0, 1):
+        assert (
+            f"titan-train rank {rank}: error: {damaged} does not hold this model: 1 of its 29 "
+            "tensors are missing, e.g. ['norm.weight']"
+        ) in from_damaged.stderr
+    assert "the pipeline stages that read them hold 29 of the model's 57 tensors" in (
+        from_damaged.stderr
+    )
+    # torchrun prints its own traceback for the failed workers; none comes from titan.
+    assert re.search(r'File "[^"]*/titan/', from_damaged.stderr) is None
 
 
 # 4 rows of 256 tokens: the first batch already packs several documents, so its first loss,

@@ -130,7 +130,13 @@ def _read_own(
         state = sd_adapter.from_hf(hf)
     except (KeyError, ValueError) as exc:
         raise CheckpointError(f"{path} does not match this model: {exc}") from None
-    check_model_keys(path, own, {key: list(value.shape) for key, value in state.items()})
+    try:
+        check_model_keys(path, own, {key: list(value.shape) for key, value in state.items()})
+    except CheckpointError as error:
+        raise CheckpointError(
+            f"{error} (the pipeline stages that read them hold {len(own)} of the model's "
+            f"{len(keys.model)} tensors)"
+        ) from None
     unexpected = sorted(set(whole) - keys.model)
     if unexpected:
         raise CheckpointError(
