@@ -35,8 +35,8 @@ def set_determinism(
     depend on the pipeline degree). Dropout-free training does not need distinct seeds; model
     init relies on identical seeds so that every rank initialises the same full weights before
     sharding, and every pipeline stage takes its modules' weights from the stream the whole
-    model draws from (``titan.training.weights``): on CPU a pipelined run starts from the
-    weights of the same run without pipeline parallel.
+    model draws from (``titan.training.weights``, ``titan.training.stage_init``), so a
+    pipelined run starts from the weights of the same run without pipeline parallel.
     """
     if debug.deterministic:
         logger.info("deterministic algorithms enabled (expect slower kernels)")
