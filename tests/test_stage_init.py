@@ -24,9 +24,13 @@ CASES = [
 
 
 def meta_model(family: str, flavor: str) -> torch.nn.Module:
-    """The family's flavor, 5 layers over 256 tokens, on the meta device."""
+    """The family's flavor, 5 layers over 256 tokens and rows of up to 64 (MoE layers of 4
+    experts), on the meta device."""
     config = copy.deepcopy(model_registry(family, flavor).model)
-    config.n_layers, config.vocab_size = 5, 256
+    config.n_layers, config.vocab_size, config.max_seq_len = 5, 256, 64
+    moe = getattr(config.layer, "moe", None)
+    if moe is not None:  # 4 small experts: the draws are the same calls, far fewer numbers
+        moe.num_experts, moe.top_k, moe.hidden_dim = 4, 2, 64
     with torch.device("meta"):
         return config.build()
 
