@@ -233,16 +233,15 @@ def test_validation_through_the_schedule_is_the_rules_too():
     assert _findings(validation=8, pipeline_parallel_schedule="LoopedBFS") == ""
 
 
-def test_tied_embeddings_block_causal_masks_and_hf_checkpoints_are_refused():
+def test_tied_embeddings_and_a_missing_schedule_csv_are_refused(tmp_path):
     """What titan-train's pipeline does not run although the layout is sound."""
 
-    def refusal(model=None, model_config=None, hf_settings=()) -> str:
+    def refusal(model_config=None, documents=False, **parallelism) -> str:
         with pytest.raises(ValueError) as raised:
             refuse_unpipelinable(
-                ParallelismConfig(pipeline_parallel_degree=2),
-                model=model if model is not None else meta_model(),
+                ParallelismConfig(pipeline_parallel_degree=2, **parallelism),
                 model_config=model_config,
-                hf_settings=hf_settings,
+                documents=documents,
             )
         return str(raised.value)
 
@@ -250,14 +249,22 @@ def test_tied_embeddings_block_causal_masks_and_hf_checkpoints_are_refused():
     tied.enable_weight_tying = True
     message = refusal(model_config=tied)
     assert "tied to its embeddings" in message and "enable_weight_tying = False" in message
-
-    message = refusal(model=meta_model("debugmodel_flex_attn"))
-    assert "block_causal" in message and "attn_mask_type to 'causal'" in message
-
-    for setting in ("initial_load_in_hf", "last_save_in_hf"):
-        message = refusal(hf_settings=(setting,))
-        assert f"checkpoint.{setting} does not run under pipeline parallel yet" in message
-        assert f"hint: set checkpoint.{setting} = False" in message
+    missing = tmp_path / "schedule.csv"
+    message = refusal(pipeline_parallel_schedule_csv=str(missing))
+    assert f"parallelism.pipeline_parallel_schedule_csv {str(missing)!r} is not a file" in message
+    # Per-document masks and Hugging Face checkpoints run under pipeline parallel.
+    for flavor in ("debugmodel", "debugmodel_flex_attn"):
+        refuse_unpipelinable(
+            ParallelismConfig(pipeline_parallel_degree=2),
+            model_config=model_registry(flavor).model,
+            documents=flavor.endswith("flex_attn"),
+        )
+    # ... but not together with context parallel, whose cut of the batch keeps the masks whole.
+    for cp in (2, 4):
+        message = refusal(documents=True, context_parallel_degree=cp)
+        assert f"together with context parallel (context_parallel_degree = {cp})" in message
+        assert "attn_mask_type to 'causal'" in message
     refuse_unpipelinable(
-        ParallelismConfig(pipeline_parallel_degree=2), model=meta_model(), model_config=None
+        ParallelismConfig(pipeline_parallel_degree=2, context_parallel_degree=2),
+        model_config=model_registry("debugmodel").model,
     )

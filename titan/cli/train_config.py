@@ -144,12 +144,23 @@ def _legacy(
         span = stop.span or locate("model.name")
         _report([_failed_import(stop, span)], sources, stderr=stderr)
         return LoadedConfig(exit_code=1)
+    ngpu = world_size
+    if config is not None and _checked_world_size(config, world_size=world_size) is None:
+        # A one-process seed run: its layout is checked as for any world size, and the run
+        # then takes one process's (titan.training.seed_run).
+        ngpu = None
+        plan = build_plan(
+            path,
+            overrides=overrides,
+            options=CheckOptions(ngpu=None, module_path=options.module_path),
+        )
+        found = [_at_flag(d, flags) for d in plan.diagnostics]
     if config is not None:
         _refuse_saving_over(config, inputs=[path], key="job.save_config_file")
         locate = _legacy_locator(flags, plan.source, plan.text or "")
         found = _with_refusals(
             found,
-            _refusals(config, dump_key="job.dump_folder", locate=locate, world_size=world_size),
+            _refusals(config, dump_key="job.dump_folder", locate=locate, world_size=ngpu),
         )
     if not _report(found, sources, stderr=stderr):
         return LoadedConfig(exit_code=1)
@@ -210,16 +221,28 @@ def _registry(
         return LoadedConfig(exit_code=1)
     config, locate = loaded.config, loaded.locate
     _refuse_saving_over(config, inputs=loaded.inputs, key="debug.save_config_file")
-    found = check_config(config, ngpu=world_size, locate=locate)
+    ngpu = _checked_world_size(config, world_size=world_size)
+    found = check_config(config, ngpu=ngpu, locate=locate)
     found = _with_refusals(
-        found, _refusals(config, dump_key="dump_folder", locate=locate, world_size=world_size)
+        found, _refusals(config, dump_key="dump_folder", locate=locate, world_size=ngpu)
     )
     if not _report(found, sources, stderr=stderr):
         return LoadedConfig(exit_code=1)
     return LoadedConfig(config=config, form=f"registry config {wanted.config}")
 
 
-def _refusals(config: Any, *, dump_key: str, locate: Locate, world_size: int) -> list[Diagnostic]:
+def _checked_world_size(config: Any, *, world_size: int) -> int | None:
+    """The world size the config's layout is checked for: ``world_size``, or None (any) for a
+    seed checkpoint made by one process, which runs on one process's layout whatever the
+    config's degrees (``titan.training.seed_run``)."""
+    from titan.training.seed_run import is_seed_run
+
+    return None if is_seed_run(config, world_size=world_size) else world_size
+
+
+def _refusals(
+    config: Any, *, dump_key: str, locate: Locate, world_size: int | None
+) -> list[Diagnostic]:
     """What titan-train cannot run although titan-validate accepts it; ``dump_key`` is the
     dump folder's key in the user's form (``dump_folder`` or the legacy ``job.dump_folder``)."""
     found = []

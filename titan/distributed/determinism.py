@@ -30,10 +30,13 @@ def set_determinism(
     ``debug.deterministic``. Returns the seed used (None for a single process without a seed).
 
     Without ``debug.seed``, rank 0's current RNG state picks the seed and is broadcast, so the
-    ranks still agree. Every rank gets the *same* seed: titan-train has no pipeline parallel, the
-    only dimension whose ranks torchtitan seeds differently. Dropout-free llama3 training does not
-    need distinct data-parallel seeds; model init relies on identical seeds so that every rank
-    initialises the same full weights before sharding.
+    ranks still agree. Every rank gets the *same* seed, pipeline ranks included (torchtitan seeds
+    each pipeline rank differently, ``distinct_seed_mesh_dims=["pp"]``, so its pipelined weights
+    depend on the pipeline degree). Dropout-free training does not need distinct seeds; model
+    init relies on identical seeds so that every rank initialises the same full weights before
+    sharding, and every pipeline stage takes its modules' weights from the stream the whole
+    model draws from (``titan.training.weights``, ``titan.training.stage_init``), so a
+    pipelined run starts from the weights of the same run without pipeline parallel.
     """
     if debug.deterministic:
         logger.info("deterministic algorithms enabled (expect slower kernels)")

@@ -71,18 +71,19 @@ def microbatch_count(parallelism: ParallelismConfig, *, local_batch_size: int) -
 
 
 def refuse_unpipelinable(
-    parallelism: ParallelismConfig,
-    *,
-    model: nn.Module,
-    model_config: Any,
-    hf_settings: tuple[str, ...] = (),
+    parallelism: ParallelismConfig, *, model_config: Any, documents: bool = False
 ) -> None:
-    """Raise ``ValueError`` (message; hint) for what titan-train's pipeline does not run on the
-    meta ``model`` although the layout is sound: a schedule CSV that is not a file, an output
-    projection tied to the embeddings (two stages would hold one weight), per-document
-    attention masks (built from token ids that only the first stage sees), or Hugging Face
-    checkpoints (``hf_settings``: the ``checkpoint.*_in_hf`` switches that are on; their full
-    state dict is gathered on, and scattered from, rank 0, which holds only its own stages).
+    """Raise ``ValueError`` (message; hint) for what titan-train's pipeline does not run
+    although the layout is sound: a schedule CSV that is not a file, an output projection tied
+    to the embeddings (two stages would hold one weight), or per-document masks (``documents``:
+    a layer needs them) together with context parallel.
+
+    Per-document masks run without context parallel (every stage builds them from the token
+    ids, :mod:`titan.distributed.pipeline_masks`); with it, every stage would need the masks of
+    its microbatch's rows over the whole sequence, which the context parallel cut of the batch
+    does not split by microbatch. Hugging Face checkpoints run (every stage's tensors are
+    gathered for the export and read by their own ranks on import,
+    :mod:`titan.components.checkpoint.hf_stages`).
 
     The layout itself (the split, the microbatches each schedule can run, validation through
     the schedule) is the shared pipeline rule's (``titan.schemas.pipeline_rules``), which the
@@ -101,20 +102,14 @@ def refuse_unpipelinable(
             "the one weight; hint: set enable_weight_tying = False in the model config, or "
             "pipeline_parallel_degree = 1"
         )
-    if model.needs_documents():
+    cp = parallelism.context_parallel_degree
+    if documents and cp > 1:
         raise ValueError(
-            f"pipeline parallel (pipeline_parallel_degree = {pp}) does not run block_causal "
-            "attention: its per-document masks are built from the token ids, which only the "
-            "first stage receives; hint: set the attention's attn_mask_type to 'causal', or "
-            "pipeline_parallel_degree = 1"
-        )
-    if hf_settings:
-        setting = hf_settings[0]
-        raise ValueError(
-            f"checkpoint.{setting} does not run under pipeline parallel yet "
-            f"(pipeline_parallel_degree = {pp}): the Hugging Face weights pass through rank 0, "
-            f"which holds only its own stages; hint: set checkpoint.{setting} = False (DCP "
-            "checkpoints load under any pipeline degree), or pipeline_parallel_degree = 1"
+            f"pipeline parallel (pipeline_parallel_degree = {pp}) together with context parallel "
+            f"(context_parallel_degree = {cp}) does not run block_causal attention yet: its "
+            "per-document masks are not cut into the pipeline's microbatches; hint: set the "
+            "attention's attn_mask_type to 'causal', or pipeline_parallel_degree or "
+            "context_parallel_degree to 1"
         )
 
 
@@ -148,6 +143,9 @@ class Pipeline:
     """The pipeline ranks this rank exchanges activations with."""
     microbatches: int
     """Microbatches per local batch."""
+    input_batch: bool = False
+    """Whether the schedule is also handed the token ids (``input_batch``), from which every
+    stage builds its per-document masks (:mod:`titan.distributed.pipeline_masks`)."""
 
     @property
     def has_first_stage(self) -> bool:
@@ -171,11 +169,15 @@ def build_pipeline(
     loss_fn: Callable[..., torch.Tensor],
     parallelize: Callable[[nn.Module], nn.Module],
     init: Callable[[nn.Module], None],
+    eos_id: int | None = None,
 ) -> Pipeline:
     """This rank's stages of the meta ``model``: each split off, ``parallelize``d, given real
     weights by ``init``, wrapped in a ``PipelineStage``; and the schedule over them, which calls
-    ``loss_fn(logits, labels, **loss_kwargs)`` on the last stage's microbatches."""
+    ``loss_fn(logits, labels, **loss_kwargs)`` on the last stage's microbatches. A model with
+    per-document masks has each stage build them from the token ids, ended at ``eos_id``."""
     from torch.distributed.pipelining import PipelineStage
+
+    from titan.distributed.pipeline_masks import build_masks_from_input_batch, needs_input_batch
 
     layout = layout_of(parallelism, n_layers=len(model.layers))
     pp_mesh = parallel_dims.mesh(world_mesh, "pp")
@@ -186,12 +188,15 @@ def build_pipeline(
     # Every stage draws its weights from the same random state, the one the whole model would
     # start from, so a rank's second stage is not initialised from where its first one left off.
     rng = _random_state(device)
+    input_batch = needs_input_batch(model)
     for index in layout.rank_stages[pp_rank]:
         part = split_model(model, layout.modules[index])
         part = parallelize(part)
         _set_random_state(device, rng)
         init(part)
         part.train()
+        if input_batch:
+            build_masks_from_input_batch(part, eos_id=eos_id)
         parts.append(part)
         stages.append(PipelineStage(part, index, layout.stages, device, group=group))
     microbatches = microbatch_count(parallelism, local_batch_size=local_batch_size)
@@ -205,6 +210,7 @@ def build_pipeline(
         layout=layout,
         pp_mesh=pp_mesh,
         microbatches=microbatches,
+        input_batch=input_batch,
     )
 
 

@@ -26,10 +26,12 @@ def build_model_parts(
     accumulation_steps: int,
     amp: Any,
     loss_context: Any,
+    eos_id: int | None = None,
 ) -> tuple[list[torch.nn.Module], Any]:
     """``(model parts, pipeline step)`` of the meta ``model``: ``[model]`` parallelized with
     its weights and no pipeline step, or under pipeline parallel this rank's stages (each
-    parallelized and given its weights) and the ``PipelineStep`` that runs the schedule."""
+    parallelized and given its weights) and the ``PipelineStep`` that runs the schedule
+    (``eos_id`` ends the documents the stages build per-document masks from)."""
     parallelize = functools.partial(
         parallelize_model,
         spec=spec,
@@ -68,6 +70,7 @@ def build_model_parts(
         init=initialize,
         amp=amp,
         loss_context=loss_context,
+        eos_id=eos_id,
     )
     return step.pipeline.model_parts, step
 

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from titan.distributed.cp_batch import pipeline_cut
+from titan.distributed.pipeline_masks import INPUT_BATCH
 from titan.distributed.pipeline_parallel import Pipeline, build_pipeline
 
 
@@ -75,7 +76,7 @@ class PipelineStep:
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """The inputs, labels and stage keyword arguments the schedule is fed."""
         if self.cut is None:
-            return inputs, labels, {}
+            return inputs, labels, self._stage_kwargs(inputs)
         cut = self.cut(inputs, labels)
         return cut.inputs, cut.labels, cut.model_kwargs
 
@@ -120,6 +121,11 @@ class PipelineStep:
             )
         return self._reported(losses if last else [])
 
+    def _stage_kwargs(self, inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What every stage's forward is handed besides its input: the token ids, cut into the
+        same microbatches, when the stages build per-document masks from them."""
+        return {INPUT_BATCH: inputs} if self.pipeline.input_batch else {}
+
     def _reported(self, losses: list[torch.Tensor]) -> torch.Tensor:
         """The sum of the last stage's microbatch losses, on every pipeline rank."""
         local = [x.full_tensor() if isinstance(x, DTensor) else x for x in losses]
@@ -144,9 +150,11 @@ def build_pipeline_step(
     init: Callable[[torch.nn.Module], None],
     amp: Callable[[], Any],
     loss_context: Callable[[], Any],
+    eos_id: int | None = None,
 ) -> PipelineStep:
     """This rank's stages of the meta ``model`` (``parallelize``d, given weights by ``init``)
-    and the schedule over them, as the trainer config ``config`` lays them out."""
+    and the schedule over them, as the trainer config ``config`` lays them out; ``eos_id`` ends
+    the documents of per-document masks."""
     pipeline = build_pipeline(
         model,
         parallel_dims=parallel_dims,
@@ -157,6 +165,7 @@ def build_pipeline_step(
         loss_fn=scaled_loss(loss_fn),
         parallelize=parallelize,
         init=init,
+        eos_id=eos_id,
     )
     return PipelineStep(
         pipeline,

@@ -118,7 +118,19 @@ def check_config(
 
     ``warn=False`` (the run, which builds the optimizer and LR schedule again for real) keeps
     the warnings of the checks' throw-away optimizer and schedule from being said twice;
-    ``warn_findings`` logs the config's warning findings (:func:`refuse_findings`)."""
+    ``warn_findings`` logs the config's warning findings (:func:`refuse_findings`).
+
+    A seed checkpoint run in one process first takes one process's layout, in ``config``
+    itself (``titan.training.seed_run``)."""
+    from titan.training.seed_run import is_seed_run, one_process_layout
+
+    if is_seed_run(config, world_size=world_size):
+        changed = one_process_layout(config)
+        if changed:
+            log.info(
+                "a seed checkpoint is the unsharded model, made by one process: %s",
+                ", ".join(changed),
+            )
     spec = config.model_spec
     if spec is None:
         raise NotBuildableError("the config has no model: set model_spec=model_registry(flavor)")
@@ -382,13 +394,8 @@ def _check_model(
 
         refuse_unpipelinable(
             config.parallelism,
-            model=model,
             model_config=config.model_spec.model,
-            hf_settings=tuple(
-                name
-                for name in ("initial_load_in_hf", "last_save_in_hf")
-                if getattr(config.checkpoint, name)
-            ),
+            documents=model.needs_documents(),
         )
 
 

@@ -269,6 +269,7 @@ def _build(
         accumulation_steps=accumulation_steps,
         amp=lambda: _amp(parallel_dims, training, device),
         loss_context=lambda: _loss_context(parallel_dims),
+        eos_id=eos_id,
     )
     model = model_parts[0]
 

@@ -26,7 +26,8 @@ def init_weights(
     is initialised once and its shards are loaded from it: the same weights as a one-process run.
     A pipeline stage (``model`` holds some of the modules) takes its own modules' weights from
     that full model on CPU, for the same reason: drawn on its own, a stage would draw the
-    embeddings' random numbers for its first block.
+    embeddings' random numbers for its first block. On an accelerator a stage first skips the
+    draws of the modules before it (``titan.training.stage_init``), one module at a time.
     """
     init_device = torch.device("cpu") if training.enable_cpu_offload else device
     buffer_device = device if training.enable_cpu_offload else None
@@ -34,6 +35,12 @@ def init_weights(
     sharded = parallel_dims.fsdp_enabled or parallel_dims.tp_enabled or parallel_dims.pp_enabled
     with torch.no_grad():
         if not (sharded and device.type == "cpu"):
+            if parallel_dims.pp_enabled:
+                from titan.training.stage_init import skip_earlier_draws
+
+                with torch.device("meta"), default_dtype(DTYPES[training.dtype]):
+                    whole = model_config.build()
+                skip_earlier_draws(model, whole, device=init_device)
             model.init_weights(buffer_device=buffer_device)
             return
         from torch.distributed.checkpoint.state_dict import (

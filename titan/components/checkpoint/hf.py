@@ -2,7 +2,9 @@
 
 Both go through the full (unsharded) state dict on rank 0's CPU, so a state-dict adapter only
 ever renames and reshapes plain tensors, whatever the parallelism; the cost is one copy of the
-model in rank 0's host memory, once per run.
+model in rank 0's host memory, once per run. Under pipeline parallel rank 0 holds only its own
+stages: the export gathers every stage's tensors on rank 0, which still writes every file, and
+the import reads on each rank its own stages' tensors (``titan.components.checkpoint.hf_stages``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from titan.components.checkpoint.errors import CheckpointError
+from titan.components.checkpoint.hf_stages import gathered_state_dict, load_own_stages, stage_keys
 from titan.components.checkpoint.state import ModelState, cast, check_model_keys
 from titan.components.run_files import open_run_file
 
@@ -34,13 +37,18 @@ def write_hf(
 ) -> None:
     """Write the model as Hugging Face safetensors (+ ``config.json``) into folder ``path``.
 
-    Called on every rank (gathering the full state dict is a collective); rank 0 writes. When
+    Called on every rank (gathering the full state dict is a collective, every stage's under
+    pipeline parallel); rank 0 writes. When
     the adapter knows the shard layout of the checkpoint it was built from
     (``fqn_to_index_mapping``), the export keeps it, with a ``model.safetensors.index.json``.
     """
     from safetensors.torch import save_file
 
-    full = model_state.full_state_dict()
+    stages = stage_keys(model_state)
+    if stages is None:
+        full = model_state.full_state_dict()
+    else:
+        full = gathered_state_dict(model_state, stages)
     if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
         return
     try:
@@ -67,8 +75,13 @@ def load_hf(path: str, model_state: ModelState, *, sd_adapter: Any) -> None:
     """Load every ``*.safetensors`` file in folder ``path`` into the model, through the adapter.
 
     Rank 0 reads and checks; every rank learns the verdict before the weights are scattered, so
-    a wrong folder is one clear error everywhere instead of a hang.
+    a wrong folder is one clear error everywhere instead of a hang. Under pipeline parallel
+    every rank reads its own stages' tensors instead.
     """
+    stages = stage_keys(model_state)
+    if stages is not None:
+        load_own_stages(path, model_state, stages, sd_adapter=sd_adapter)
+        return
     distributed = dist.is_available() and dist.is_initialized()
     state: dict[str, Any] = {}
     error: str | None = None

@@ -73,6 +73,16 @@ class ModelState:
         for part in self.model_parts:
             set_model_state_dict(part, dict(state_dict), options=options)
 
+    def load_own_full_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load unsharded tensors that this rank holds itself (its pipeline stages' keys): each
+        part takes its own and shards them as it is sharded."""
+        options = StateDictOptions(full_state_dict=True, strict=False)
+        for part in self.model_parts:
+            own = get_model_state_dict(part)
+            set_model_state_dict(
+                part, {key: state_dict[key] for key in own if key in state_dict}, options=options
+            )
+
 
 class RNGState:
     """This rank's random generators: torch CPU, the current CUDA device, Python ``random``."""
