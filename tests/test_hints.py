@@ -631,13 +631,14 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
     ],
     "unsupported-parallelism": [
         (
-            "ep with cp",
+            "gpt_oss expert tensor parallel",
             lambda t: titan_train_check(
                 "--job.config_file",
                 _toml(
                     t,
-                    '[model]\nname = "qwen3"\nflavor = "debugmodel_moe"\n[parallelism]\n'
-                    "expert_parallel_degree = 2\ncontext_parallel_degree = 2\n",
+                    '[model]\nname = "gpt_oss"\nflavor = "debugmodel"\n[parallelism]\n'
+                    "tensor_parallel_degree = 2\nexpert_parallel_degree = 2\n"
+                    "expert_tensor_parallel_degree = 2\n",
                 ),
                 world_size=4,
             ),
