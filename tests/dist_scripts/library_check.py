@@ -29,6 +29,7 @@ FP32_TOL = {"rtol": 1e-4, "atol": 1e-5}
 LAYOUTS = {
     "one": {},
     "fsdp2": {"data_parallel_shard_degree": 2},
+    "pp2": {"data_parallel_shard_degree": 1, "pipeline_parallel_degree": 2},
     "tp2": {
         "data_parallel_shard_degree": 1,
         "tensor_parallel_degree": 2,
@@ -56,6 +57,7 @@ def build(
     accumulation: int = 1,
     float8: bool = False,
     fp32: bool = False,
+    checkpoint_interval: int = 0,
     **extra,
 ):
     """A trainer of the llama3 debug registry in ``dump/name`` under ``layout``."""
@@ -69,6 +71,10 @@ def build(
     config.validator.enable = False
     # fp32 forward for the tolerance comparisons (bf16 autocast rounds to ~0.5%).
     config.training.mixed_precision_param = "float32" if fp32 else "bfloat16"
+    if checkpoint_interval:
+        config.checkpoint.enable = True
+        config.checkpoint.interval = checkpoint_interval
+        config.training.steps = 5
     for key, value in {**LAYOUTS[layout], **extra}.items():
         setattr(config.parallelism, key, value)
     dp = 2 if layout == "fsdp2" else 1
@@ -304,7 +310,55 @@ def misuse(dump: str, layout: str) -> str:
     return f"{len(cases)} refusals and calls after close"
 
 
+def checkpoints(dump: str, layout: str) -> str:
+    """save_checkpoint / load_checkpoint through the run's checkpointer: a later step is undone
+    and the policy version comes back with the weights."""
+    trainer = build(dump, f"{layout}-checkpoints", layout=layout, checkpoint_interval=2)
+    batches = data(9, valid=[50, 60, 70])
+    for batch in batches[:2]:
+        trainer.forward_backward([batch])
+        trainer.optim_step()
+    assert not trainer.save_checkpoint(step=1), "step 1 is not due (interval 2)"
+    assert trainer.save_checkpoint(step=2)
+    saved = trainer.model_state_dict()
+    trainer.forward_backward([batches[2]])
+    assert trainer.optim_step().policy_version == 3
+    assert trainer.load_checkpoint()
+    assert trainer.policy_version == 2
+    same(trainer.model_state_dict(), saved, f"{layout}: weights after load_checkpoint()")
+    trainer.forward_backward([batches[2]])
+    trainer.optim_step()
+    folder = os.path.join(trainer.config.dump_folder, "checkpoint", "step-2")
+    assert trainer.load_checkpoint(path=folder)
+    assert trainer.policy_version == 2
+    same(trainer.model_state_dict(), saved, f"{layout}: weights after load_checkpoint(path)")
+    return "saved step 2, restored it by step and by path"
+
+
+def pipeline(dump: str, layout: str) -> str:
+    """Under pipeline parallel every library call is refused with what to do instead."""
+    trainer = build(dump, f"{layout}-refused", layout=layout)
+    batch = data(5, valid=[10])[0]
+    calls = {
+        "forward_backward": lambda: trainer.forward_backward([batch]),
+        "optim_step": trainer.optim_step,
+        "model_state_dict": trainer.model_state_dict,
+        "save_checkpoint": lambda: trainer.save_checkpoint(step=1),
+        "load_checkpoint": trainer.load_checkpoint,
+    }
+    for name, call in calls.items():
+        try:
+            call()
+        except TrainerUsageError as error:
+            assert f"{name}: the library calls do not run under pipeline parallel" in str(error)
+        else:
+            raise AssertionError(f"{name} ran under pipeline parallel")
+    return f"{len(calls)} calls refused"
+
+
 SCENARIOS = {
+    "checkpoints": checkpoints,
+    "pipeline": pipeline,
     "same_as_train": same_as_train,
     "accumulation": accumulation,
     "state_dict": state_dict,
