@@ -4,7 +4,7 @@ and refusing misuse with a clear TrainerUsageError.
 
 One plain process runs the one-process scenarios and writes the bf16 Hugging Face weights that
 the two-process launch (FSDP 2 and TP 2 side by side, then pipeline parallel) must reproduce
-bit for bit. Each launch is a real run of ``tests/dist_scripts/library_check.py``.
+bit for bit (and EP 2 those of the deepseek_v3 MoE model). Each launch is a real run of ``tests/dist_scripts/library_check.py``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ ONE_PROCESS = [
     "same_as_train:one",
     "accumulation:one",
     "state_dict:one",
+    "state_dict:moe",
     "float8:one",
     "checkpoints:one",
     "misuse:one",
@@ -34,8 +35,12 @@ TWO_PROCESSES = [
     "accumulation:tp2",
     "state_dict:fsdp2",
     "state_dict:tp2",
+    "state_dict:ep2",
     "pipeline:pp2",
 ]
+
+REFERENCES = ("hf_bf16_dense.pt", "hf_bf16_moe.pt")
+"""The one-process bf16 Hugging Face weights (llama3, deepseek_v3) that every layout must give."""
 
 
 def launch(folder, scenarios: list[str], *, nproc: int) -> subprocess.CompletedProcess:
@@ -62,7 +67,7 @@ def check(done: subprocess.CompletedProcess, scenarios: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
-    """The one-process launch and its folder (which holds ``hf_bf16.pt``)."""
+    """The one-process launch and its folder (which holds the ``REFERENCES``)."""
     folder = tmp_path_factory.mktemp("library")
     return launch(folder, ONE_PROCESS, nproc=1), folder
 
@@ -70,11 +75,12 @@ def one_process(tmp_path_factory):
 def test_library_calls_in_one_process(one_process):
     done, folder = one_process
     check(done, ONE_PROCESS)
-    assert (folder / "hf_bf16.pt").is_file()
+    assert {path.name for path in folder.glob("hf_bf16_*.pt")} == set(REFERENCES)
 
 
 def test_library_calls_under_fsdp_tp_and_pipeline(one_process, tmp_path):
     done, folder = one_process
     assert done.returncode == 0, "the one-process launch failed; see its test"
-    (tmp_path / "hf_bf16.pt").symlink_to(folder / "hf_bf16.pt")
+    for name in REFERENCES:
+        (tmp_path / name).symlink_to(folder / name)
     check(launch(tmp_path, TWO_PROCESSES, nproc=2), TWO_PROCESSES)

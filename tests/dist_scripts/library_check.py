@@ -29,6 +29,8 @@ FP32_TOL = {"rtol": 1e-4, "atol": 1e-5}
 LAYOUTS = {
     "one": {},
     "fsdp2": {"data_parallel_shard_degree": 2},
+    "moe": {},
+    "ep2": {"data_parallel_shard_degree": 2, "expert_parallel_degree": 2},
     "pp2": {"data_parallel_shard_degree": 1, "pipeline_parallel_degree": 2},
     "tp2": {
         "data_parallel_shard_degree": 1,
@@ -36,6 +38,8 @@ LAYOUTS = {
         "disable_loss_parallel": True,
     },
 }
+MOE_LAYOUTS = {"moe", "ep2"}
+"""Layouts that run the deepseek_v3 debug model (mixture of experts) instead of llama3's."""
 TRAINERS: list = []
 """Every trainer built, closed together at the end (the first close ends the process group)."""
 
@@ -61,9 +65,11 @@ def build(
     **extra,
 ):
     """A trainer of the llama3 debug registry in ``dump/name`` under ``layout``."""
+    from titan.models.deepseek_v3.config_registry import deepseek_v3_debugmodel
     from titan.models.llama3.config_registry import llama3_debugmodel, llama3_debugmodel_float8
 
-    config = (llama3_debugmodel_float8 if float8 else llama3_debugmodel)()
+    registry = llama3_debugmodel_float8 if float8 else llama3_debugmodel
+    config = (deepseek_v3_debugmodel if layout in MOE_LAYOUTS else registry)()
     config.dump_folder = os.path.join(dump, name)
     config.training.seq_len, config.training.local_batch_size = SEQ, BATCH
     config.training.steps = 1
@@ -77,7 +83,7 @@ def build(
         config.training.steps = 5
     for key, value in {**LAYOUTS[layout], **extra}.items():
         setattr(config.parallelism, key, value)
-    dp = 2 if layout == "fsdp2" else 1
+    dp = LAYOUTS[layout].get("data_parallel_shard_degree", 1)
     config.training.global_batch_size = BATCH * dp * accumulation
     trainer = config.build()
     TRAINERS.append(trainer)
@@ -218,8 +224,9 @@ def state_dict(dump: str, layout: str) -> str:
         plain[name].dtype == trainer.model_state_dict(dtype=torch.bfloat16)[name].dtype
         for name in buffers & plain.keys()
     )
-    reference = os.path.join(dump, "hf_bf16.pt")
-    if layout == "one":
+    family = "moe" if layout in MOE_LAYOUTS else "dense"
+    reference = os.path.join(dump, f"hf_bf16_{family}.pt")
+    if layout in ("one", "moe"):
         torch.save(weights, reference)
     else:
         same(weights, torch.load(reference), f"{layout}: bf16 Hugging Face weights")
