@@ -73,12 +73,14 @@ def one_process(tmp_path_factory):
 
 
 def test_library_calls_in_one_process(one_process):
+    """train() parity, accumulation, bf16 HF weights, float8, checkpoints and misuse."""
     done, folder = one_process
     check(done, ONE_PROCESS)
     assert {path.name for path in folder.glob("hf_bf16_*.pt")} == set(REFERENCES)
 
 
 def test_library_calls_under_fsdp_tp_and_pipeline(one_process, tmp_path):
+    """The same under FSDP 2, TP 2 and EP 2 in one launch; every call refused under PP 2."""
     done, folder = one_process
     assert done.returncode == 0, "the one-process launch failed; see its test"
     for name in REFERENCES:

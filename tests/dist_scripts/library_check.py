@@ -45,10 +45,12 @@ TRAINERS: list = []
 
 
 def rank() -> int:
+    """This process's rank (0 for a plain one-process launch)."""
     return dist.get_rank() if dist.is_initialized() else 0
 
 
 def say(line: str) -> None:
+    """Print ``line`` once per launch (on rank 0)."""
     if rank() == 0:
         print(line, flush=True)
 
@@ -91,6 +93,7 @@ def build(
 
 
 def same(got: dict, want: dict, what: str, **tol) -> None:
+    """The same keys and tensors: bit for bit, or within ``tol`` (``assert_close``)."""
     assert got.keys() == want.keys(), f"{what}: keys differ: {sorted(got ^ want)}"
     for key, value in want.items():
         if tol:
@@ -148,6 +151,7 @@ def data(seed: int, *, valid: list[int]) -> list[Microbatch]:
 
 
 def concatenated(batches: list[Microbatch]) -> Microbatch:
+    """One micro-batch holding the rows of ``batches``."""
     return Microbatch(
         token_ids=torch.cat([b.token_ids for b in batches]),
         labels=torch.cat([b.labels for b in batches]),
@@ -375,6 +379,7 @@ SCENARIOS = {
 
 
 def main(dump: str, names: list[str]) -> None:
+    """Run the scenarios ``names`` (``scenario:layout``) in order; close every trainer."""
     try:
         for name in names:
             scenario, layout = name.rsplit(":", 1)

@@ -83,7 +83,8 @@ class TrainerLibrary:
         mesh = api.loss_mesh(parts)
         import torch
 
-        here = torch.tensor(float(sum(local_valid)), device=parts.device)
+        # float64: a float32 sum stops counting exactly past 2**24 tokens.
+        here = torch.tensor(float(sum(local_valid)), dtype=torch.float64, device=parts.device)
         valid_tokens = int(dist_sum(here, mesh))
         if num_global_valid_tokens is None:
             num_global_valid_tokens = valid_tokens

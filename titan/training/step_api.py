@@ -166,6 +166,7 @@ def to_device(batch: Microbatch, device: torch.device) -> Microbatch:
     """``batch`` with every tensor on ``device`` (token ids and labels as int64)."""
 
     def move(tensor: torch.Tensor | None) -> torch.Tensor | None:
+        """``tensor`` on ``device`` (None stays None)."""
         return None if tensor is None else tensor.to(device, non_blocking=True)
 
     labels = move(batch.labels).long()
