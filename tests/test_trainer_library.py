@@ -33,6 +33,8 @@ TWO_PROCESSES = [
     "same_as_train:tp2",
     "accumulation:fsdp2",
     "accumulation:tp2",
+    "same_as_train:tp2_loss_parallel",
+    "accumulation:tp2_loss_parallel",
     "state_dict:fsdp2",
     "state_dict:tp2",
     "state_dict:ep2",
@@ -80,7 +82,8 @@ def test_library_calls_in_one_process(one_process):
 
 
 def test_library_calls_under_fsdp_tp_and_pipeline(one_process, tmp_path):
-    """The same under FSDP 2, TP 2 and EP 2 in one launch; every call refused under PP 2."""
+    """The same under FSDP 2, TP 2 (loss parallel off and on) and EP 2 in one launch; every
+    call refused under PP 2."""
     done, folder = one_process
     assert done.returncode == 0, "the one-process launch failed; see its test"
     for name in REFERENCES:

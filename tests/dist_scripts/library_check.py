@@ -2,11 +2,12 @@
 
 Usage: ``library_check.py DUMP_FOLDER SCENARIO...``, as one process (plain ``python``) or under
 ``torchrun --nproc-per-node 2`` (gloo, CPU). Every scenario builds real trainers from the llama3
-debug registry (sequence 64, batch 2, seed 7). Rank 0 prints ``OK <scenario>: ...`` for each;
+debug registry, deepseek_v3's for the MoE layouts (sequence 64, batch 2, seed 7). Rank 0 prints ``OK <scenario>: ...`` for each;
 any mismatch raises, so the launch fails.
 
 Layouts (``LAYOUTS``) name the parallel degrees a scenario runs under; a two-process launch
-runs FSDP 2 and TP 2 (loss parallel off) side by side on the same process group.
+runs FSDP 2, TP 2 (loss parallel off and on), EP 2 and PP 2 side by side on the same process
+group.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ LAYOUTS = {
     "fsdp2": {"data_parallel_shard_degree": 2},
     "moe": {},
     "ep2": {"data_parallel_shard_degree": 2, "expert_parallel_degree": 2},
+    "tp2_loss_parallel": {"data_parallel_shard_degree": 1, "tensor_parallel_degree": 2},
     "pp2": {"data_parallel_shard_degree": 1, "pipeline_parallel_degree": 2},
     "tp2": {
         "data_parallel_shard_degree": 1,
