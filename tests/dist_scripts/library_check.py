@@ -2,8 +2,8 @@
 
 Usage: ``library_check.py DUMP_FOLDER SCENARIO...``, as one process (plain ``python``) or under
 ``torchrun --nproc-per-node 2`` (gloo, CPU). Every scenario builds real trainers from the llama3
-debug registry, deepseek_v3's for the MoE layouts (sequence 64, batch 2, seed 7). Rank 0 prints ``OK <scenario>: ...`` for each;
-any mismatch raises, so the launch fails.
+debug registry, deepseek_v3's for the MoE layouts (sequence 64, batch 2, seed 7). Rank 0
+prints ``OK <scenario>: ...`` for each; any mismatch raises, so the launch fails.
 
 Layouts (``LAYOUTS``) name the parallel degrees a scenario runs under; a two-process launch
 runs FSDP 2, TP 2 (loss parallel off and on), EP 2 and PP 2 side by side on the same process
