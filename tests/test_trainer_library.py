@@ -38,6 +38,7 @@ TWO_PROCESSES = [
     "state_dict:fsdp2",
     "state_dict:tp2",
     "state_dict:ep2",
+    "one_rank_refuses:fsdp2",
     "pipeline:pp2",
 ]
 

@@ -16,104 +16,21 @@ import os
 import sys
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
-from torch.distributed.tensor import DTensor
 
+from tests.dist_scripts.library_common import (
+    FP32_TOL,
+    MOE_LAYOUTS,
+    TRAINERS,
+    build,
+    concatenated,
+    data,
+    full_grads,
+    same,
+    say,
+)
+from tests.dist_scripts.library_misuse import misuse, one_rank_refuses, pipeline
 from titan.training.library_weights import canonical_name
-from titan.training.step_api import Microbatch, TrainerUsageError
-
-SEQ, BATCH = 64, 2
-# fp32 sums of the same tokens grouped otherwise (other batch shapes, sharded matmuls,
-# reduce-scatter) agree to ~1e-6; as tests/dist_scripts/parallel_check.py.
-FP32_TOL = {"rtol": 1e-4, "atol": 1e-5}
-LAYOUTS = {
-    "one": {},
-    "fsdp2": {"data_parallel_shard_degree": 2},
-    "moe": {},
-    "ep2": {"data_parallel_shard_degree": 2, "expert_parallel_degree": 2},
-    "tp2_loss_parallel": {"data_parallel_shard_degree": 1, "tensor_parallel_degree": 2},
-    "pp2": {"data_parallel_shard_degree": 1, "pipeline_parallel_degree": 2},
-    "tp2": {
-        "data_parallel_shard_degree": 1,
-        "tensor_parallel_degree": 2,
-        "disable_loss_parallel": True,
-    },
-}
-MOE_LAYOUTS = {"moe", "ep2"}
-"""Layouts that run the deepseek_v3 debug model (mixture of experts) instead of llama3's."""
-TRAINERS: list = []
-"""Every trainer built, closed together at the end (the first close ends the process group)."""
-
-
-def rank() -> int:
-    """This process's rank (0 for a plain one-process launch)."""
-    return dist.get_rank() if dist.is_initialized() else 0
-
-
-def say(line: str) -> None:
-    """Print ``line`` once per launch (on rank 0)."""
-    if rank() == 0:
-        print(line, flush=True)
-
-
-def build(
-    dump: str,
-    name: str,
-    *,
-    layout: str,
-    accumulation: int = 1,
-    float8: bool = False,
-    fp32: bool = False,
-    checkpoint_interval: int = 0,
-    **extra,
-):
-    """A trainer of the llama3 debug registry in ``dump/name`` under ``layout``."""
-    from titan.models.deepseek_v3.config_registry import deepseek_v3_debugmodel
-    from titan.models.llama3.config_registry import llama3_debugmodel, llama3_debugmodel_float8
-
-    registry = llama3_debugmodel_float8 if float8 else llama3_debugmodel
-    config = (deepseek_v3_debugmodel if layout in MOE_LAYOUTS else registry)()
-    config.dump_folder = os.path.join(dump, name)
-    config.training.seq_len, config.training.local_batch_size = SEQ, BATCH
-    config.training.steps = 1
-    config.debug.seed = 7
-    config.validator.enable = False
-    # fp32 forward for the tolerance comparisons (bf16 autocast rounds to ~0.5%).
-    config.training.mixed_precision_param = "float32" if fp32 else "bfloat16"
-    if checkpoint_interval:
-        config.checkpoint.enable = True
-        config.checkpoint.interval = checkpoint_interval
-        config.training.steps = 5
-    for key, value in {**LAYOUTS[layout], **extra}.items():
-        setattr(config.parallelism, key, value)
-    dp = LAYOUTS[layout].get("data_parallel_shard_degree", 1)
-    config.training.global_batch_size = BATCH * dp * accumulation
-    trainer = config.build()
-    TRAINERS.append(trainer)
-    return trainer
-
-
-def same(got: dict, want: dict, what: str, **tol) -> None:
-    """The same keys and tensors: bit for bit, or within ``tol`` (``assert_close``)."""
-    assert got.keys() == want.keys(), f"{what}: keys differ: {sorted(got ^ want)}"
-    for key, value in want.items():
-        if tol:
-            torch.testing.assert_close(
-                got[key], value, **tol, msg=lambda text, key=key: f"{what}: {key}: {text}"
-            )
-        else:
-            assert got[key].dtype == value.dtype, f"{what}: {key} dtype"
-            assert torch.equal(got[key], value), f"{what}: {key} differs on rank {rank()}"
-
-
-def full_grads(trainer) -> dict[str, torch.Tensor]:
-    """Every parameter's whole gradient."""
-    grads = {}
-    for name, param in trainer.parts.model.named_parameters():
-        grad = param.grad
-        grads[canonical_name(name)] = grad.full_tensor() if isinstance(grad, DTensor) else grad
-    return grads
 
 
 def same_as_train(dump: str, layout: str) -> str:
@@ -134,31 +51,6 @@ def same_as_train(dump: str, layout: str) -> str:
     assert metrics.microbatches == 2 and metrics.num_global_valid_tokens == metrics.valid_tokens
     same(lib.model_state_dict(), cli.model_state_dict(), f"{layout}: weights after one step")
     return f"loss {metrics.loss!r}, grad norm {out.metrics['grad_norm']!r}"
-
-
-def data(seed: int, *, valid: list[int]) -> list[Microbatch]:
-    """Random micro-batches whose loss masks keep ``valid[i]`` tokens of micro-batch ``i``."""
-    generator = torch.Generator().manual_seed(seed)
-    batches = []
-    for count in valid:
-        tokens = torch.randint(0, 256, (BATCH, SEQ + 1), generator=generator)
-        mask = torch.zeros(BATCH * SEQ, dtype=torch.bool)
-        mask[torch.randperm(BATCH * SEQ, generator=generator)[:count]] = True
-        batches.append(
-            Microbatch(
-                token_ids=tokens[:, :-1], labels=tokens[:, 1:], loss_mask=mask.view(BATCH, SEQ)
-            )
-        )
-    return batches
-
-
-def concatenated(batches: list[Microbatch]) -> Microbatch:
-    """One micro-batch holding the rows of ``batches``."""
-    return Microbatch(
-        token_ids=torch.cat([b.token_ids for b in batches]),
-        labels=torch.cat([b.labels for b in batches]),
-        loss_mask=torch.cat([b.loss_mask for b in batches]),
-    )
 
 
 VALID = {0: [3, 40, 0], 1: [77, 5, 128]}
@@ -258,71 +150,6 @@ def float8(dump: str, layout: str) -> str:
     return "post-optimizer hook ran once"
 
 
-def misuse(dump: str, layout: str) -> str:
-    """Wrong calls raise TrainerUsageError with a message naming the problem."""
-    trainer = build(dump, "misuse", layout=layout)
-    good = data(5, valid=[10])[0]
-    cases = {
-        "no gradients": lambda: trainer.optim_step(),
-        "at least one": lambda: trainer.forward_backward([]),
-        "list of micro-batches": lambda: trainer.forward_backward(good),
-        "expected a Microbatch": lambda: trainer.forward_backward([good.token_ids]),
-        "integer token ids": lambda: trainer.forward_backward(
-            [(good.token_ids.float(), good.labels)]
-        ),
-        "must match": lambda: trainer.forward_backward([(good.token_ids, good.labels[:, :5])]),
-        "[batch, seq]": lambda: trainer.forward_backward([(good.token_ids[0], good.labels[0])]),
-        "bool tensor": lambda: trainer.forward_backward(
-            [
-                Microbatch(
-                    token_ids=good.token_ids, labels=good.labels, loss_mask=good.loss_mask.long()
-                )
-            ]
-        ),
-        "0..seq-1": lambda: trainer.forward_backward(
-            [
-                Microbatch(
-                    token_ids=good.token_ids,
-                    labels=good.labels,
-                    positions=torch.zeros_like(good.token_ids),
-                )
-            ]
-        ),
-        "must be a torch.Tensor": lambda: trainer.forward_backward([([1, 2], good.labels)]),
-        "must count every valid": lambda: trainer.forward_backward(
-            [good], num_global_valid_tokens=3
-        ),
-        "must be an int": lambda: trainer.forward_backward([good], num_global_valid_tokens=2.0),
-        "must be callable": lambda: trainer.forward_backward([good], loss_fn="sum"),
-        "step must be an int": lambda: trainer.save_checkpoint(step=0),
-        "floating torch.dtype": lambda: trainer.model_state_dict(dtype=torch.int8),
-    }
-    for needle, call in cases.items():
-        try:
-            call()
-        except TrainerUsageError as error:
-            assert needle in str(error), f"{needle!r} not in {error}"
-        else:
-            raise AssertionError(f"no error for {needle!r}")
-    trainer.forward_backward([good])  # still usable after refused calls
-    assert trainer.optim_step().policy_version == 1
-    trainer.close()
-    trainer.close()  # twice: nothing more
-    for call in (
-        lambda: trainer.forward_backward([good]),
-        trainer.optim_step,
-        lambda: trainer.model_state_dict(),
-        lambda: trainer.save_checkpoint(step=1),
-    ):
-        try:
-            call()
-        except TrainerUsageError as error:
-            assert "the trainer is closed" in str(error), error
-        else:
-            raise AssertionError("a call after close was not refused")
-    return f"{len(cases)} refusals and calls after close"
-
-
 def checkpoints(dump: str, layout: str) -> str:
     """save_checkpoint / load_checkpoint through the run's checkpointer: a later step is undone
     and the policy version comes back with the weights."""
@@ -348,29 +175,9 @@ def checkpoints(dump: str, layout: str) -> str:
     return "saved step 2, restored it by step and by path"
 
 
-def pipeline(dump: str, layout: str) -> str:
-    """Under pipeline parallel every library call is refused with what to do instead."""
-    trainer = build(dump, f"{layout}-refused", layout=layout)
-    batch = data(5, valid=[10])[0]
-    calls = {
-        "forward_backward": lambda: trainer.forward_backward([batch]),
-        "optim_step": trainer.optim_step,
-        "model_state_dict": trainer.model_state_dict,
-        "save_checkpoint": lambda: trainer.save_checkpoint(step=1),
-        "load_checkpoint": trainer.load_checkpoint,
-    }
-    for name, call in calls.items():
-        try:
-            call()
-        except TrainerUsageError as error:
-            assert f"{name}: the library calls do not run under pipeline parallel" in str(error)
-        else:
-            raise AssertionError(f"{name} ran under pipeline parallel")
-    return f"{len(calls)} calls refused"
-
-
 SCENARIOS = {
     "checkpoints": checkpoints,
+    "one_rank_refuses": one_rank_refuses,
     "pipeline": pipeline,
     "same_as_train": same_as_train,
     "accumulation": accumulation,

@@ -57,50 +57,43 @@ class TrainerLibrary:
         is the run's cross entropy). Not under pipeline parallel, nor with a custom
         ``loss_fn`` under context parallel.
         """
+        import torch
+        import torch.distributed as dist
+
         from titan.distributed.reductions import dist_sum
         from titan.training import step_api as api
 
         self._usable("forward_backward")
-        if isinstance(microbatches, (str, bytes)) or not isinstance(microbatches, Sequence):
-            raise api.TrainerUsageError(
-                f"forward_backward takes a list of micro-batches, not {type(microbatches).__name__}"
-            )
-        if not microbatches:
-            raise api.TrainerUsageError("forward_backward needs at least one micro-batch")
         parts = self.parts
-        if loss_fn is not None and not callable(loss_fn):
-            raise api.TrainerUsageError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
-        if loss_fn is not None and parts.parallel_dims.cp_enabled:
-            raise api.TrainerUsageError(
-                "a custom loss_fn is not supported under context parallel (each rank sees a "
-                "share of the sequence); use the run's loss or cp = 1"
-            )
-        batches = []
-        for index, item in enumerate(microbatches):
-            batch = api.as_microbatch(item, index)
-            api.check_sequence(parts, batch, index)
-            batches.append(api.to_device(batch, parts.device))
-        local_valid = [api.local_valid_tokens(parts, batch.labels) for batch in batches]
+        try:
+            batches, local_valid = self._checked(microbatches, num_global_valid_tokens, loss_fn)
+            refused = None
+        except api.TrainerUsageError as error:
+            batches, local_valid, refused = [], [], error
+        # One sum over the data-parallel ranks gives the valid tokens and whether any rank
+        # refused its micro-batches: then every rank refuses this call before the forward's
+        # collectives, instead of the others waiting in them. float64: a float32 sum stops
+        # counting exactly past 2**24 tokens.
         mesh = api.loss_mesh(parts)
-        import torch
-
-        # float64: a float32 sum stops counting exactly past 2**24 tokens.
-        here = torch.tensor(float(sum(local_valid)), dtype=torch.float64, device=parts.device)
-        valid_tokens = int(dist_sum(here, mesh))
+        flags = [float(sum(local_valid)), float(refused is not None)]
+        counts = torch.tensor(flags, dtype=torch.float64, device=parts.device)
+        if mesh is not None:
+            dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=mesh.get_group())
+        valid_tokens, refusals = (int(x) for x in counts.tolist())
+        if refused is not None:
+            raise refused
+        if refusals:
+            raise api.TrainerUsageError(
+                f"forward_backward: {refusals} other data-parallel rank(s) refused their "
+                "micro-batches (their messages say why); no rank ran this call"
+            )
         if num_global_valid_tokens is None:
             num_global_valid_tokens = valid_tokens
-        elif isinstance(num_global_valid_tokens, bool) or not isinstance(
-            num_global_valid_tokens, int
-        ):
-            raise api.TrainerUsageError(
-                "num_global_valid_tokens must be an int, not "
-                f"{type(num_global_valid_tokens).__name__}"
-            )
-        if num_global_valid_tokens < valid_tokens or num_global_valid_tokens <= 0:
+        if num_global_valid_tokens < valid_tokens:
             raise api.TrainerUsageError(
                 f"num_global_valid_tokens is {num_global_valid_tokens}, but these micro-batches "
                 f"alone hold {valid_tokens} valid tokens over the data-parallel ranks; it must "
-                "count every valid token of the step (and be positive)"
+                "count every valid token of the step"
             )
         if not self._pending:
             # The step's first call drops the previous step's gradients, as train() does at
@@ -123,6 +116,42 @@ class TrainerLibrary:
             num_global_valid_tokens=num_global_valid_tokens,
             microbatches=len(batches),
         )
+
+    def _checked(
+        self, microbatches: Any, num_global_valid_tokens: Any, loss_fn: Any
+    ) -> tuple[list[Any], list[int]]:
+        """This rank's micro-batches, checked and on the device, and their valid tokens;
+        ``TrainerUsageError`` for anything ``forward_backward`` cannot run."""
+        from titan.training import step_api as api
+
+        parts = self.parts
+        if isinstance(microbatches, (str, bytes)) or not isinstance(microbatches, Sequence):
+            raise api.TrainerUsageError(
+                f"forward_backward takes a list of micro-batches, not {type(microbatches).__name__}"
+            )
+        if not microbatches:
+            raise api.TrainerUsageError("forward_backward needs at least one micro-batch")
+        if num_global_valid_tokens is not None and (
+            isinstance(num_global_valid_tokens, bool)
+            or not isinstance(num_global_valid_tokens, int)
+            or num_global_valid_tokens <= 0
+        ):
+            raise api.TrainerUsageError(
+                f"num_global_valid_tokens must be a positive int, not {num_global_valid_tokens!r}"
+            )
+        if loss_fn is not None and not callable(loss_fn):
+            raise api.TrainerUsageError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
+        if loss_fn is not None and parts.parallel_dims.cp_enabled:
+            raise api.TrainerUsageError(
+                "a custom loss_fn is not supported under context parallel (each rank sees a "
+                "share of the sequence); use the run's loss or cp = 1"
+            )
+        batches = []
+        for index, item in enumerate(microbatches):
+            batch = api.as_microbatch(item, index)
+            api.check_sequence(parts, batch, index)
+            batches.append(api.to_device(batch, parts.device))
+        return batches, [api.local_valid_tokens(parts, batch.labels) for batch in batches]
 
     def optim_step(self) -> Any:
         """Apply the accumulated gradients; returns ``OptimStepOutput``.
