@@ -54,6 +54,7 @@ MULTI_PROCESS_MODULES = frozenset(
         "test_run_signals.py",
         "test_train_cli.py",
         "test_train_distributed.py",
+        "test_trainer_library.py",
     }
 )
 # Modules whose module-scoped fixture is costly (a copy of the repository): one group each, so

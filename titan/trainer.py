@@ -33,6 +33,7 @@ from titan.hf_datasets.text_datasets import HuggingFaceTextDataLoader
 from titan.protocols.model_converter import ModelConvertersContainer
 from titan.protocols.model_spec import ModelSpec
 from titan.tools.profiling import ProfilingConfig
+from titan.training.library import TrainerLibrary
 from titan.training.stopping import (
     NonFiniteLoss,
     RunStopped,
@@ -43,8 +44,13 @@ from titan.training.stopping import (
 )
 
 
-class Trainer(Configurable):
-    """Builds the model, data, optimizer and checkpointing from its config and runs the loop."""
+class Trainer(TrainerLibrary, Configurable):
+    """Builds the model, data, optimizer and checkpointing from its config and runs the loop.
+
+    ``train`` runs the whole run; the library calls (``forward_backward``, ``optim_step``,
+    checkpoints, ``model_state_dict``, ``close``; ``titan.training.library``) run it step by
+    step for a controller of its own, through the same code.
+    """
 
     @dataclasses.dataclass(kw_only=True, slots=True)
     class Config(Configurable.Config):
@@ -219,23 +225,18 @@ class Trainer(Configurable):
         """
         import torch
 
+        from titan.training import step_api
+
         parts = self.parts
         parts.optimizers.zero_grad()
-        losses = [self.forward_backward(inputs, labels) for inputs, labels in micro_batches]
-        if parts.clip_gradients:
-            grad_norm = parts.clip_grad_norm()
-        else:
-            grad_norm = torch.zeros((), device=parts.device)
+        losses = self._accumulate(micro_batches)
+        grad_norm = step_api.clip_gradients(parts)
         loss = torch.stack(losses).sum()
         verdict = agree(loss=loss, grad_norm=grad_norm, signum=stop_signal)
         ntokens = sum(labels.numel() for _, labels in micro_batches)
         if verdict.nonfinite:
             self._nonfinite(loss=loss, grad_norm=grad_norm, ntokens=ntokens)
-        # A background save may still be copying the weights the optimizer is about to change.
-        parts.checkpointer.maybe_wait_for_staging()
-        parts.optimizers.step()
-        lr = parts.lr_schedulers.last_lr()  # the rate this step used, before the schedule moves
-        parts.lr_schedulers.step()
+        lr = step_api.apply_update(parts)
         parts.train_state.step = self.step
         parts.train_state.ntokens_seen += ntokens * parts.dp_degree
         if not parts.metrics.should_log(self.step):
@@ -249,6 +250,25 @@ class Trainer(Configurable):
             ntokens=ntokens,
         )
         return verdict.signum
+
+    def _accumulate(self, micro_batches: list[tuple[Any, Any]]) -> list[Any]:
+        """Forward and backward of the step's ``(inputs, labels)`` micro-batches; each loss (as
+        backward saw it) is its mean divided by the accumulation steps: every label counts."""
+        from titan.training import step_api
+
+        parts = self.parts
+        if parts.pipeline_step is not None:  # the schedule runs forward and backward
+            return [parts.pipeline_step.forward_backward(x, y) for x, y in micro_batches]
+        batches = [step_api.Microbatch(token_ids=x, labels=y) for x, y in micro_batches]
+        # Each rank's loss sees its share of the sequence under context parallel.
+        local = [y.numel() // parts.parallel_dims.cp for _, y in micro_batches]
+        mesh_size = step_api.loss_mesh_size(parts)
+        return step_api.accumulate(
+            parts,
+            batches,
+            local_valid=local,
+            num_global_valid_tokens=sum(local) * mesh_size,
+        )
 
     def _nonfinite(self, *, loss: Any, grad_norm: Any, ntokens: int) -> None:
         """Some rank's loss or gradient norm is not finite: warn and go on
@@ -282,24 +302,3 @@ class Trainer(Configurable):
             f"{kept}. A lower optimizer.lr (or a longer warmup) "
             "usually helps; training.on_nonfinite_loss = 'warn' trains on regardless"
         )
-
-    def forward_backward(self, inputs: Any, labels: Any) -> Any:
-        """Loss of one micro-batch, already divided by the accumulation steps; runs backward."""
-        parts = self.parts
-        if parts.pipeline_step is not None:  # the schedule runs forward and backward
-            return parts.pipeline_step.forward_backward(inputs, labels)
-        with parts.loss_context():
-            with parts.amp():
-                pred = parts.model(inputs, attention_masks=parts.attention_masks(inputs))
-                loss = parts.loss_fn(pred, labels) / parts.accumulation_steps
-            # Free the logits before backward: they are the largest activation of the step.
-            del pred
-            # Backward runs outside autocast (as in torchtitan): its ops already take the forward's
-            # dtypes, and autocast's cache would keep a bf16 copy of every weight alive through
-            # backward (on CPU ~3% of a debugmodel step in page faults; see bench/RESULTS.md).
-            loss.backward()
-        return loss.detach()
-
-    def close(self) -> None:
-        """Finish pending checkpoint saves, close the metric sinks and the process group."""
-        self.parts.close(finished=self.finished)
