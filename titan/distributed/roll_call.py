@@ -157,6 +157,14 @@ class RollCall:
         except Exception as error:  # noqa: BLE001 - a store served by a rank that already left
             logger.debug("could not wait for the other ranks to leave: %s", error)
 
+    def arrived(self, key: str) -> None:
+        """Say that this rank has reached ``key`` (what :meth:`leave` waits for) without waiting
+        for the others. Never raises."""
+        try:
+            self.keys.append(key, f"{self.rank},")
+        except Exception as error:  # noqa: BLE001 - a store served by a rank that already left
+            logger.debug("could not say that this rank reached %s: %s", key, error)
+
     def share_findings(self, digest: str, *, rejected: bool) -> None:
         """Rank 0 publishes what its config check found, so other ranks can tell whether their
         own findings are the ones rank 0 printed."""

@@ -119,6 +119,24 @@ class RunFailure:
         self._say(f"{self.prog}: error: {terminal_safe(said)}  hint: {symptom.hint}\n  {saved}")
 
     def show_findings(self, text: str, *, rejected: bool) -> None:
+        """The config check's rendered findings, printed once per job rather than once per rank
+        (:meth:`_show_findings`); then this rank says through the job's store that its check has
+        ended. A rank whose config is ``rejected`` waits (up to ``FINDINGS_WAIT_SECONDS``) until
+        every rank has said so before it ends: torchrun ends the other ranks as soon as one exits
+        with an error, and a rank ended before it had told torchrun why would leave the job's
+        summary without its words."""
+        self._show_findings(text, rejected=rejected)
+        if self.world_size == 1:
+            return
+        ranks = self._roll_call()
+        if ranks is None:
+            return
+        if rejected:
+            ranks.leave(timeout_s=FINDINGS_WAIT_SECONDS, key="checked")
+        else:
+            ranks.arrived("checked")
+
+    def _show_findings(self, text: str, *, rejected: bool) -> None:
         """The config check's rendered findings, printed once per job rather than once per rank.
 
         Rank 0 prints its own. Another rank prints its findings only when they are not the ones
