@@ -8,7 +8,9 @@ from pathlib import Path
 
 from tests.conftest import MULTI_PROCESS_MODULES
 
-LAUNCHES = re.compile(r"torch\.distributed\.run|parallel_check\(")
+LAUNCHES = re.compile(r"torch\.distributed\.run|parallel_check\(|\bnproc=(?!1\b)\w+")
+"""A module that starts torchrun itself, through a check script, or through ``tests.training_runs``
+(``Launch(..., nproc=N)`` / ``titan_train(..., nproc=N)``)."""
 
 
 def test_every_torchrun_module_is_in_the_multi_process_group():
