@@ -20,6 +20,8 @@ CASES = [
     ("llama3", "debugmodel", 3, "GPipe"),
     ("qwen3", "debugmodel_moe", 2, "Interleaved1F1B"),
     ("llama4", "debugmodel", 2, "1F1B"),
+    ("deepseek_v3", "debugmodel", 2, "1F1B"),
+    ("gpt_oss", "debugmodel", 2, "1F1B"),
 ]
 
 

@@ -270,17 +270,21 @@ class DeepSeekV3Model(Decoder):
         """Initialize every parameter as torchtitan v0.2.2 does and recompute the buffers.
 
         ``buffer_device`` is where the rotary table and the MoE's load-balancing buffers are
-        made (default: where the rotary table is now).
+        made (default: where the rotary table is now). A pipeline stage holds only some of the
+        modules (the others are None) and initializes those it holds.
         """
         buffer_device = buffer_device or self.freqs_cis.device
         self.init_buffers(buffer_device)
-        nn.init.normal_(self.tok_embeddings.weight)
+        if self.tok_embeddings is not None:
+            nn.init.normal_(self.tok_embeddings.weight)
         for layer in self.layers.values():
             layer.init_weights(buffer_device)
-        self.norm.reset_parameters()
-        std = self.config.dim**-0.5
-        bound = OUTPUT_CUTOFF_STDS * std
-        nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
+        if self.norm is not None:
+            self.norm.reset_parameters()
+        if self.output is not None:
+            std = self.config.dim**-0.5
+            bound = OUTPUT_CUTOFF_STDS * std
+            nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
 
 
 __all__ = [
