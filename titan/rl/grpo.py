@@ -75,9 +75,11 @@ class GRPOLoss:
         valid = labels != IGNORE_INDEX
         logprobs = token_logprobs(logits, labels)
         advantages = advantages_per_token(batch.extras["advantages"].float(), labels.shape)
-        losses = per_token_loss(
-            logprobs, batch.extras["generator_logprobs"], advantages, clip_eps=self.clip_eps
-        )
+        generator = batch.extras.get("generator_logprobs")
+        # Without the generator's log-probabilities the samples are on-policy: the ratio is 1
+        # and its gradient that of the log-probability.
+        generator = logprobs.detach() if generator is None else generator
+        losses = per_token_loss(logprobs, generator, advantages, clip_eps=self.clip_eps)
         losses = torch.where(valid, losses, 0.0)
         if self.loss_mean == "token":
             return losses.sum()
@@ -87,11 +89,14 @@ class GRPOLoss:
 
 
 def check_policy_batch(batch: Microbatch, index: int) -> None:
-    """``TrainerUsageError`` unless ``batch`` carries floating ``generator_logprobs`` of the
-    tokens' shape and ``advantages`` per sequence or per token."""
+    """``TrainerUsageError`` unless ``batch`` carries floating ``advantages`` per sequence or
+    per token and, when given (absent: on-policy samples), ``generator_logprobs`` of the
+    tokens' shape."""
     shape = tuple(batch.token_ids.shape)
     for name in ("generator_logprobs", "advantages"):
         tensor = batch.extras.get(name)
+        if tensor is None and name == "generator_logprobs":
+            continue
         if not isinstance(tensor, torch.Tensor):
             raise TrainerUsageError(
                 f"microbatch {index}: the policy loss needs extras[{name!r}] (a float tensor); "
@@ -102,8 +107,8 @@ def check_policy_batch(batch: Microbatch, index: int) -> None:
                 f"microbatch {index}: extras[{name!r}] must be a floating tensor, not "
                 f"{tensor.dtype}"
             )
-    logprobs, advantages = batch.extras["generator_logprobs"], batch.extras["advantages"]
-    if tuple(logprobs.shape) != shape:
+    logprobs, advantages = batch.extras.get("generator_logprobs"), batch.extras["advantages"]
+    if logprobs is not None and tuple(logprobs.shape) != shape:
         raise TrainerUsageError(
             f"microbatch {index}: generator_logprobs has shape {list(logprobs.shape)}, "
             f"token_ids {list(shape)}; they must match"
@@ -119,19 +124,18 @@ def policy_microbatch(
     *,
     token_ids: torch.Tensor,
     labels: torch.Tensor,
-    generator_logprobs: torch.Tensor,
+    generator_logprobs: torch.Tensor | None,
     advantages: torch.Tensor,
     loss_mask: torch.Tensor | None = None,
 ) -> Microbatch:
     """A ``Microbatch`` for ``PolicyTrainer.forward_backward``: ``generator_logprobs[b, t]`` is
     the generator's log-probability of ``labels[b, t]``; ``advantages`` are per sequence
-    ([batch]) or per token; ``loss_mask`` keeps the sampled tokens (not the prompt's)."""
-    return Microbatch(
-        token_ids=token_ids,
-        labels=labels,
-        loss_mask=loss_mask,
-        extras={"generator_logprobs": generator_logprobs, "advantages": advantages},
-    )
+    ([batch]) or per token; ``loss_mask`` keeps the sampled tokens (not the prompt's).
+    ``generator_logprobs=None``: the samples are on-policy (the ratio is 1)."""
+    extras = {"advantages": advantages}
+    if generator_logprobs is not None:
+        extras["generator_logprobs"] = generator_logprobs
+    return Microbatch(token_ids=token_ids, labels=labels, loss_mask=loss_mask, extras=extras)
 
 
 __all__ = [

@@ -157,11 +157,14 @@ class PolicyTrainer(Trainer):
         return total_tokens, total_sequences, refusals - int(refused)
 
     def push_model_state_dict(
-        self, target: str | os.PathLike[str] | Callable[[dict[str, Any]], Any]
+        self,
+        target: str | os.PathLike[str] | Callable[[dict[str, Any]], Any],
+        *,
+        version: int | None = None,
     ) -> Any:
         """Hand the full weights, cast to ``generator_dtype`` with Hugging Face names, to
         ``target``: a folder receives snapshot ``v<policy_version>`` (``titan.rl.snapshots``,
-        rank 0 writes; returns its path), a callable is called with the state dict on every
+        rank 0 writes; returns its path; ``version`` names another version), a callable is called with the state dict on every
         rank (returns what it returns). Every rank must call it (the gather is a collective)."""
         import torch
         import torch.distributed as dist
@@ -186,7 +189,7 @@ class PolicyTrainer(Trainer):
         return snapshots.push(
             state,
             target,
-            self.policy_version,
+            self.policy_version if version is None else version,
             keep=self.config.keep_snapshots,
             config_json=config_json,
         )
