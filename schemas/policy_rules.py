@@ -26,6 +26,8 @@ DTYPE_SPELLINGS = {
     "half": "float16",
     "fp32": "float32",
     "float": "float32",
+    "float64": "float32",  # a generator takes no float64 weights: the closest it loads
+    "double": "float32",
     "torch.bfloat16": "bfloat16",
     "torch.float16": "float16",
     "torch.float32": "float32",
