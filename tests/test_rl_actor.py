@@ -5,6 +5,7 @@ section and bad targets are refused with what to fix."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 import pytest
@@ -77,6 +78,10 @@ def test_actor_trains_like_titan_train_and_pushes_weights(tmp_path):
         assert sorted(pushed) == sorted(held)
         assert all(torch.equal(pushed[name], held[name].cpu()) for name in held)
         assert pushed["model.embed_tokens.weight"].dtype == torch.bfloat16
+        config_json = json.loads(
+            (tmp_path / "actor" / "weights" / "v4" / "config.json").read_text()
+        )
+        assert config_json["torch_dtype"] == "bfloat16"
     finally:
         actor.cleanup()
     actor.cleanup()  # twice does nothing

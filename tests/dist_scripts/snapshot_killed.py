@@ -33,6 +33,7 @@ def main() -> None:
         import safetensors.torch
 
         def half_written(tensors, path, metadata=None):
+            """Write a torn file where the weights go, then stop."""
             with open(path, "wb") as handle:
                 handle.write(b"\0" * 100)
                 handle.flush()
@@ -44,6 +45,7 @@ def main() -> None:
         original_files = snapshots._write_files
 
         def then_stop(*args, **kwargs):
+            """The weights and config.json written, the marker not yet."""
             original_files(*args, **kwargs)
             stop(stage)
 
