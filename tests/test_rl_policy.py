@@ -94,7 +94,7 @@ def test_grpo_loss_token_and_sequence_mean_with_masked_tokens():
 # ---------------------------------------------------------------- gradients vs plain torch
 
 
-def _reference_loss(logits, labels, generator, advantages, *, eps, mean, divisor):
+def _reference_loss(logits, labels, generator, advantages, *, eps, mean, divisor, sequences):
     """The GRPO loss written out independently: gather, ratio, clip, mask, mean."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     mask = labels != -100
@@ -104,7 +104,7 @@ def _reference_loss(logits, labels, generator, advantages, *, eps, mean, divisor
     loss = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv) * mask
     if mean == "token":
         return loss.sum() / divisor
-    return (loss.sum(1) / mask.sum(1)).mean()
+    return (loss.sum(1) / mask.sum(1)).sum() / sequences
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,9 @@ def _gradients(trainer):
     return {n: p.grad.detach().clone() for n, p in trainer.parts.model.named_parameters()}
 
 
-@pytest.mark.parametrize(("mean", "extra_tokens"), [("token", 0), ("token", 40), ("sequence", 0)])
+@pytest.mark.parametrize(
+    ("mean", "extra_tokens"), [("token", 0), ("token", 40), ("sequence", 0), ("sequence", 40)]
+)
 def test_gradients_equal_a_plain_torch_reference(trainer, mean, extra_tokens):
     """forward_backward's gradients are those of the reference loss on the same weights, with
     some ratios clipped and prompt tokens masked; ``extra_tokens`` stands for other ranks'
@@ -144,8 +146,12 @@ def test_gradients_equal_a_plain_torch_reference(trainer, mean, extra_tokens):
         advantages=advantages,
         loss_mask=mask,
     )
+    # The extra tokens stand in three more sequences for the sequence mean.
+    extra_sequences = 3 if extra_tokens else 0
     metrics = trainer.forward_backward(
-        [batch], num_global_valid_tokens=valid + extra_tokens if extra_tokens else None
+        [batch],
+        num_global_valid_tokens=valid + extra_tokens if extra_tokens else None,
+        num_global_sequences=2 + extra_sequences if extra_tokens else None,
     )
     got = _gradients(trainer)
     trainer.parts.optimizers.zero_grad()
@@ -159,6 +165,7 @@ def test_gradients_equal_a_plain_torch_reference(trainer, mean, extra_tokens):
         eps=0.2,
         mean=mean,
         divisor=valid + extra_tokens,
+        sequences=2 + extra_sequences,
     )
     expected.backward()
     assert metrics.loss == pytest.approx(expected.item(), rel=1e-5)
@@ -201,6 +208,12 @@ def test_policy_micro_batches_are_checked(trainer):
     for batch, words in bad:
         with pytest.raises(TrainerUsageError, match=words.replace("[", r"\[")):
             trainer.forward_backward([batch])
+    good = policy_microbatch(
+        token_ids=tokens, labels=labels, generator_logprobs=None, advantages=torch.zeros(2)
+    )
+    for count, words in [(0, "positive int"), (True, "positive int"), (1, "alone hold 2")]:
+        with pytest.raises(TrainerUsageError, match=words):
+            trainer.forward_backward([good], num_global_sequences=count)
 
 
 # ---------------------------------------------------------------- rules

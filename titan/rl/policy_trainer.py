@@ -80,12 +80,15 @@ class PolicyTrainer(Trainer):
         microbatches: Sequence[Any],
         *,
         num_global_valid_tokens: int | None = None,
+        num_global_sequences: int | None = None,
         loss_fn: Any = None,
     ) -> Any:
         """The GRPO loss's forward and backward (see ``Trainer.forward_backward``); every
-        micro-batch carries ``generator_logprobs`` and ``advantages``
-        (``titan.rl.policy_microbatch``). A ``loss_fn`` given replaces the GRPO loss;
-        ``cross_entropy_step`` runs the run's cross entropy."""
+        micro-batch carries ``advantages`` and ``generator_logprobs``
+        (``titan.rl.policy_microbatch``). Under ``loss_mean = "sequence"`` the losses are
+        divided by ``num_global_sequences``, the sequences (with a valid token) of the whole
+        step over every data-parallel rank; left out, this call's own count. A ``loss_fn``
+        given replaces the GRPO loss; ``cross_entropy_step`` runs the run's cross entropy."""
         from titan.rl.grpo import GRPOLoss, check_policy_batch
         from titan.training import step_api as api
 
@@ -97,6 +100,14 @@ class PolicyTrainer(Trainer):
         refused: api.TrainerUsageError | None = None
         batches: list[Any] = []
         try:
+            if num_global_sequences is not None and (
+                isinstance(num_global_sequences, bool)
+                or not isinstance(num_global_sequences, int)
+                or num_global_sequences <= 0
+            ):
+                raise api.TrainerUsageError(
+                    f"num_global_sequences must be a positive int, not {num_global_sequences!r}"
+                )
             if isinstance(microbatches, (str, bytes)) or not isinstance(microbatches, Sequence):
                 raise api.TrainerUsageError(
                     "forward_backward takes a list of micro-batches, not "
@@ -117,11 +128,16 @@ class PolicyTrainer(Trainer):
                 f"forward_backward: {refusals} other data-parallel rank(s) refused their "
                 "micro-batches (their messages say why); no rank ran this call"
             )
+        if num_global_sequences is not None and num_global_sequences < sequences:
+            raise api.TrainerUsageError(
+                f"num_global_sequences is {num_global_sequences}, but these micro-batches alone "
+                f"hold {sequences} sequences over the data-parallel ranks"
+            )
         loss = GRPOLoss(
             clip_eps=self.config.clip_eps,
             loss_mean=self.config.loss_mean,
             num_global_valid_tokens=num_global_valid_tokens or tokens,
-            num_global_sequences=sequences,
+            num_global_sequences=num_global_sequences or sequences,
         )
         return Trainer.forward_backward(
             self, batches, num_global_valid_tokens=num_global_valid_tokens, loss_fn=loss
