@@ -122,3 +122,20 @@ def test_sections_as_keywords_or_a_path(tmp_path):
         TitanTrainer(sections, job={"dump_folder": "x"})
     with pytest.raises(LegacyConfigError, match="training.seq_len|seq_len"):
         TitanTrainer(**dict(sections, training={"seq_len": "long"}))
+
+
+def test_a_forge_app_yaml_path(tmp_path):
+    """A Forge app YAML's trainer block makes the config; a misspelt key in it is reported at
+    the YAML's line and column."""
+    app = tmp_path / "app.yaml"
+    app.write_text(
+        "model_name: llama\n"
+        "trainer:\n"
+        "  model:\n    name: llama3\n    flavor: debugmodel\n"
+        "  training:\n    seq_len: 64\n    local_batch_size: 2\n"
+    )
+    assert TitanTrainer(app).config.training.seq_len == 64
+    app.write_text(app.read_text().replace("seq_len", "seq_lenn"))
+    with pytest.raises(LegacyConfigError) as raised:
+        TitanTrainer(app)
+    assert f"{app}:7:5" in str(raised.value) and "training.seq_len" in str(raised.value)
