@@ -47,7 +47,10 @@ def check_config(config: Any, *, ngpu: int | None, locate: Locate) -> list[Diagn
     found += (d for d in _out_of_range(config, locate) if d.path not in wrong)
     if not well_typed:
         return found  # the cross-field rules assume well-typed values
-    return found + rules.check(config_facts(config, ngpu=ngpu, locate=locate))
+    found += rules.check(config_facts(config, ngpu=ngpu, locate=locate))
+    # A config class with rules of its own (a policy trainer's) adds their findings.
+    own_rules = getattr(config, "rule_findings", None)
+    return found + (list(own_rules(locate)) if callable(own_rules) else [])
 
 
 _ABSENT = object()

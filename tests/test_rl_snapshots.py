@@ -1,0 +1,127 @@
+"""Versioned weight snapshots: round trip, pruning that keeps the newest and never touches
+what titan did not write, refusals, and a push SIGKILLed at each point of its write leaving
+the previous version readable (the child says where it stopped; the test kills it then)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.training_runs import HANG_SECONDS, REPO, child_env
+from titan.rl import snapshots
+from titan.rl.snapshots import SnapshotError
+
+
+def _weights(value: float) -> dict[str, torch.Tensor]:
+    """A small state dict, bf16 and fp32, one tensor sharing another's storage."""
+    base = torch.full((4, 3), value)
+    return {"a": base, "b": base[0], "c": torch.full((2,), value, dtype=torch.bfloat16)}
+
+
+def test_round_trip_latest_and_config(tmp_path):
+    """Each push is loadable bit for bit; latest follows; config.json is written as given."""
+    for version in (1, 2, 5):
+        path = snapshots.push(_weights(version), tmp_path, version, keep=3, config_json={"x": 1})
+        assert path == str(tmp_path / f"v{version}")
+        assert snapshots.latest_version(tmp_path) == version
+    loaded = snapshots.load(tmp_path)
+    for name, tensor in _weights(5).items():
+        assert torch.equal(loaded[name], tensor) and loaded[name].dtype == tensor.dtype
+    assert torch.equal(snapshots.load(tmp_path, 1)["a"], _weights(1)["a"])
+    assert (tmp_path / "v5" / "config.json").read_text().strip().startswith("{")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "v1", "v2", "v5"]
+
+
+def test_pruning_keeps_the_newest_and_foreign_folders(tmp_path):
+    """keep=1 leaves only the newest; a v<N> folder titan did not write and other files stay."""
+    (tmp_path / "v0").mkdir()
+    (tmp_path / "v0" / "mine.txt").write_text("user data")
+    (tmp_path / "notes.txt").write_text("keep me")
+    for version in (1, 2, 3):
+        snapshots.push(_weights(version), tmp_path, version, keep=1)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["latest", "notes.txt", "v0", "v3"]
+    assert (tmp_path / "v0" / "mine.txt").read_text() == "user data"
+    assert snapshots.latest_version(tmp_path) == 3
+
+
+@pytest.mark.parametrize(
+    ("setup", "version", "keep", "words"),
+    [
+        (lambda d: snapshots.push(_weights(1), d, 1), 1, 2, "exists already"),
+        (lambda d: (d / "v4").mkdir(), 4, 2, "exists already"),
+        (lambda d: (d / "latest").write_text("my notes\n"), 1, 2, "not a snapshot pointer"),
+        (lambda d: None, -1, 2, "version must be an int"),
+        (lambda d: None, True, 2, "version must be an int"),
+        (lambda d: None, 1, 0, "keep must be an int >= 1"),
+    ],
+)
+def test_refusals_change_nothing(tmp_path, setup, version, keep, words):
+    """A push that cannot be made raises SnapshotError and leaves the folder as it was."""
+    setup(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(SnapshotError, match=words):
+        snapshots.push(_weights(9), tmp_path, version, keep=keep)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_bad_targets_and_empty_folders(tmp_path):
+    """A file as folder, an empty state dict, nothing to load: clear errors."""
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(SnapshotError, match="is not a folder"):
+        snapshots.push(_weights(1), target, 1)
+    with pytest.raises(SnapshotError, match="non-empty mapping"):
+        snapshots.push({}, tmp_path / "w", 1)
+    with pytest.raises(SnapshotError, match="not a named tensor"):
+        snapshots.push({"a": [1, 2]}, tmp_path / "w", 1)
+    assert snapshots.latest_version(tmp_path / "missing") is None
+    with pytest.raises(SnapshotError, match="no complete weight snapshot"):
+        snapshots.load(tmp_path / "w")
+    with pytest.raises(SnapshotError, match="no complete snapshot of version 7"):
+        snapshots.load(tmp_path / "w", 7)
+
+
+@pytest.mark.parametrize("stage", ["weights", "marker", "rename", "pointer"])
+def test_a_push_killed_midway_leaves_the_previous_version(tmp_path, stage):
+    """SIGKILL inside the write of version 2: version 1 (or, once renamed, a complete 2) is
+    what readers get, loadable; the next push succeeds and clears the dead push's folder."""
+    script = REPO / "tests" / "dist_scripts" / "snapshot_killed.py"
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), stage],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(child_env(), PYTHONPATH=str(REPO)),
+    )
+    try:
+        lines = []
+        for line in child.stdout:  # the child reports each point it reaches
+            lines.append(line.strip())
+            if line.startswith("STOPPED"):
+                break
+        assert lines == ["PUSHED 1", f"STOPPED {stage}"], child.stderr.read()
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=HANG_SECONDS) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdin.close()
+        child.stdout.close()
+        child.stderr.close()
+    expected = 1
+    assert snapshots.latest_version(tmp_path) == expected
+    assert torch.equal(snapshots.load(tmp_path)["w"], torch.arange(1000, dtype=torch.float32))
+    # A dead push's temporary folder goes with the next push; versions count on.
+    snapshots.push(_weights(3), tmp_path, 3, keep=5)
+    assert snapshots.latest_version(tmp_path) == 3
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    assert leftovers == []
+    assert torch.equal(snapshots.load(tmp_path, 1)["w"], torch.arange(1000, dtype=torch.float32))
