@@ -20,7 +20,6 @@ from torch.distributed.tensor import DTensor, Shard
 
 from titan.models.common.model import (
     BASE_INIT_STD,
-    OUTPUT_CUTOFF_STDS,
     Decoder,
     RoPE,
     TransformerBlock,
@@ -265,26 +264,6 @@ class DeepSeekV3Model(Decoder):
         self.mask_specs = [layer.attention.mask_spec for layer in self.layers.values()]
         self.norm = nn.RMSNorm(config.dim)
         self.output = nn.Linear(config.dim, config.vocab_size, bias=False)
-
-    def init_weights(self, buffer_device: torch.device | str | None = None) -> None:
-        """Initialize every parameter as torchtitan v0.2.2 does and recompute the buffers.
-
-        ``buffer_device`` is where the rotary table and the MoE's load-balancing buffers are
-        made (default: where the rotary table is now). A pipeline stage holds only some of the
-        modules (the others are None) and initializes those it holds.
-        """
-        buffer_device = buffer_device or self.freqs_cis.device
-        self.init_buffers(buffer_device)
-        if self.tok_embeddings is not None:
-            nn.init.normal_(self.tok_embeddings.weight)
-        for layer in self.layers.values():
-            layer.init_weights(buffer_device)
-        if self.norm is not None:
-            self.norm.reset_parameters()
-        if self.output is not None:
-            std = self.config.dim**-0.5
-            bound = OUTPUT_CUTOFF_STDS * std
-            nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std, a=-bound, b=bound)
 
 
 __all__ = [
