@@ -100,19 +100,8 @@ class PolicyTrainer(Trainer):
         refused: api.TrainerUsageError | None = None
         batches: list[Any] = []
         try:
-            if num_global_sequences is not None and (
-                isinstance(num_global_sequences, bool)
-                or not isinstance(num_global_sequences, int)
-                or num_global_sequences <= 0
-            ):
-                raise api.TrainerUsageError(
-                    f"num_global_sequences must be a positive int, not {num_global_sequences!r}"
-                )
-            if isinstance(microbatches, (str, bytes)) or not isinstance(microbatches, Sequence):
-                raise api.TrainerUsageError(
-                    "forward_backward takes a list of micro-batches, not "
-                    f"{type(microbatches).__name__}"
-                )
+            api.check_count("num_global_sequences", num_global_sequences)
+            api.check_microbatch_list(microbatches)
             batches = [api.as_microbatch(item, index) for index, item in enumerate(microbatches)]
             for index, batch in enumerate(batches):
                 check_policy_batch(batch, index)

@@ -125,20 +125,8 @@ class TrainerLibrary:
         from titan.training import step_api as api
 
         parts = self.parts
-        if isinstance(microbatches, (str, bytes)) or not isinstance(microbatches, Sequence):
-            raise api.TrainerUsageError(
-                f"forward_backward takes a list of micro-batches, not {type(microbatches).__name__}"
-            )
-        if not microbatches:
-            raise api.TrainerUsageError("forward_backward needs at least one micro-batch")
-        if num_global_valid_tokens is not None and (
-            isinstance(num_global_valid_tokens, bool)
-            or not isinstance(num_global_valid_tokens, int)
-            or num_global_valid_tokens <= 0
-        ):
-            raise api.TrainerUsageError(
-                f"num_global_valid_tokens must be a positive int, not {num_global_valid_tokens!r}"
-            )
+        api.check_microbatch_list(microbatches)
+        api.check_count("num_global_valid_tokens", num_global_valid_tokens)
         if loss_fn is not None and not callable(loss_fn):
             raise api.TrainerUsageError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
         if loss_fn is not None and parts.parallel_dims.cp_enabled:

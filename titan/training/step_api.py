@@ -91,6 +91,23 @@ def loss_mesh_size(parts: Any) -> int:
     return parts.parallel_dims.fsdp_gradient_divide_factor
 
 
+def check_microbatch_list(microbatches: Any) -> None:
+    """``TrainerUsageError`` unless ``microbatches`` is a non-empty list (sequence) of items."""
+    if isinstance(microbatches, (str, bytes)) or not isinstance(microbatches, Sequence):
+        raise TrainerUsageError(
+            f"forward_backward takes a list of micro-batches, not {type(microbatches).__name__}"
+        )
+    if not microbatches:
+        raise TrainerUsageError("forward_backward needs at least one micro-batch")
+
+
+def check_count(name: str, value: Any) -> None:
+    """``TrainerUsageError`` unless ``value`` (a global count a caller passes) is None or a
+    positive int."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise TrainerUsageError(f"{name} must be a positive int, not {value!r}")
+
+
 def as_microbatch(item: Any, index: int) -> Microbatch:
     """``item`` (a ``Microbatch`` or an ``(inputs, labels)`` pair) as a checked ``Microbatch``."""
     if isinstance(item, Microbatch):
