@@ -110,13 +110,7 @@ class PolicyTrainer(Trainer):
         # One sum over the data-parallel ranks: the counts, and whether a rank refused (then
         # every rank refuses before the forward's collectives rather than waiting in them).
         tokens, sequences, refusals = self._global_counts(batches, refused=refused is not None)
-        if refused is not None:
-            raise refused
-        if refusals:
-            raise api.TrainerUsageError(
-                f"forward_backward: {refusals} other data-parallel rank(s) refused their "
-                "micro-batches (their messages say why); no rank ran this call"
-            )
+        api.raise_refusals(refused, refusals)
         if num_global_sequences is not None and num_global_sequences < sequences:
             raise api.TrainerUsageError(
                 f"num_global_sequences is {num_global_sequences}, but these micro-batches alone "

@@ -80,13 +80,7 @@ class TrainerLibrary:
         if mesh is not None:
             dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=mesh.get_group())
         valid_tokens, refusals = (int(x) for x in counts.tolist())
-        if refused is not None:
-            raise refused
-        if refusals:
-            raise api.TrainerUsageError(
-                f"forward_backward: {refusals} other data-parallel rank(s) refused their "
-                "micro-batches (their messages say why); no rank ran this call"
-            )
+        api.raise_refusals(refused, refusals)
         if num_global_valid_tokens is None:
             num_global_valid_tokens = valid_tokens
         if num_global_valid_tokens < valid_tokens:

@@ -108,6 +108,18 @@ def check_count(name: str, value: Any) -> None:
         raise TrainerUsageError(f"{name} must be a positive int, not {value!r}")
 
 
+def raise_refusals(refused: TrainerUsageError | None, refusals: int) -> None:
+    """After the data-parallel ranks have summed their refusals: this rank's own refusal, or
+    the others' (``refusals`` ranks), so that every rank refuses the call together."""
+    if refused is not None:
+        raise refused
+    if refusals:
+        raise TrainerUsageError(
+            f"forward_backward: {refusals} other data-parallel rank(s) refused their "
+            "micro-batches (their messages say why); no rank ran this call"
+        )
+
+
 def as_microbatch(item: Any, index: int) -> Microbatch:
     """``item`` (a ``Microbatch`` or an ``(inputs, labels)`` pair) as a checked ``Microbatch``."""
     if isinstance(item, Microbatch):
