@@ -48,11 +48,14 @@ def lookup(name: str, *, table: dict[str, str], key: str, family: str) -> str:
         raise ValueError(f"{key!r} is not a {family} state-dict key") from None
 
 
-def read_shard_index(hf_assets_path: str | None) -> dict[str, int] | None:
-    """Hugging Face key -> safetensors shard number, from the folder's index file if it has one."""
+def read_shard_index(
+    hf_assets_path: str | None, *, index_file: str = "model.safetensors.index.json"
+) -> dict[str, int] | None:
+    """Hugging Face key -> safetensors shard number, from the folder's index file
+    ``index_file`` if it has one."""
     if not hf_assets_path:
         return None
-    index_path = os.path.join(hf_assets_path, "model.safetensors.index.json")
+    index_path = os.path.join(hf_assets_path, index_file)
     try:
         with open(index_path) as f:
             weight_map = json.load(f)["weight_map"]

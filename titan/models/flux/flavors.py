@@ -27,6 +27,8 @@ def flux(
         depth=depth,
         depth_single_blocks=depth_single_blocks,
         qkv_bias=True,
+        # No v0.2.2 flavor embedded guidance, flux-dev included.
+        guidance_embed=False,
         rope=FluxRoPE.Config(theta=10000, axes_dim=(16, 56, 56)),
         autoencoder=AutoEncoder.Config(
             resolution=256,

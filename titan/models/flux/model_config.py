@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
-from typing import Any
 
-from titan.config.configurable import Configurable, NotBuildableError
-from titan.models.common.registry import deferred_training
+from titan.config.configurable import Configurable
 from titan.models.common.rope import RoPE
 from titan.protocols.module import AttentionHeads, BaseModel, Module
 from titan.schemas.ranges import NON_NEGATIVE, POSITIVE, POSITIVE_NUMBER
-
-TRAINING_STATUS = deferred_training("flux")
 
 
 class AutoEncoder(Module):
@@ -111,6 +107,10 @@ class FluxModel(BaseModel):
         """Number of single-stream blocks (image and text tokens concatenated)."""
         qkv_bias: bool = True
         """Whether the query/key/value projections have a bias."""
+        # torchtitan v0.2.2 had no guidance embedding in any flavor; FLUX.1-dev's published
+        # weights (and diffusers' guidance_embeds) have one, which this switch adds.
+        guidance_embed: bool = False
+        """Whether the model embeds a guidance strength (guidance_in), as FLUX.1-dev's weights do."""
         rope: FluxRoPE.Config = field(default_factory=FluxRoPE.Config)
         """Rotary embedding of the image and text token positions."""
         autoencoder: AutoEncoder.Config = field(default_factory=AutoEncoder.Config)
@@ -119,7 +119,3 @@ class FluxModel(BaseModel):
         def attention_heads(self) -> AttentionHeads | None:
             """Every block's heads: ``num_heads`` queries, keys and values (no grouping)."""
             return AttentionHeads(n_heads=self.num_heads, n_kv_heads=self.num_heads)
-
-        def build(self, **kwargs: Any) -> Any:
-            """Refuse clearly: titan cannot construct a flux model yet."""
-            raise NotBuildableError(f"cannot build a flux model: {TRAINING_STATUS}")
