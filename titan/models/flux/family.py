@@ -13,6 +13,8 @@ FAMILY = ModelFamily(
     flavors=flavors.FLAVORS,
     model_config=FluxModel.Config,
     trainer="titan.models.flux.trainer:FluxTrainer.Config",
+    # No tensor, pipeline, expert or context parallel plan: v0.2.2's flux had none but CP.
     capabilities=Capabilities(training_refusal=deferred_training("flux")),
+    state_dict_adapter="titan.models.flux.state_dict_adapter:FluxStateDictAdapter",
 )
 """The flux family, as every other part of titan reads it."""
