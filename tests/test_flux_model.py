@@ -482,3 +482,15 @@ def test_activation_checkpointing_wraps_every_block_and_computes_the_same():
         untouched, activation_checkpoint=ActivationCheckpointConfig(mode="none"), dp_mesh=None
     )
     assert type(untouched.single_blocks[0]).__name__ == "SingleStreamBlock"
+
+
+@pytest.mark.slow
+def test_fsdp_on_2_ranks_matches_one_process():
+    # Real torchrun over gloo: FSDP2 per embedder, block and final layer, with and without
+    # activation checkpointing, against the unsharded model (tests/dist_scripts).
+    from tests.dist_scripts.flux_parallel_check import SCENARIOS
+    from tests.training_runs import REPO, parallel_check
+
+    script = REPO / "tests" / "dist_scripts" / "flux_parallel_check.py"
+    output = parallel_check(script, list(SCENARIOS), nproc=2)
+    assert output.count("fsdp 2,") == len(SCENARIOS)

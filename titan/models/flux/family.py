@@ -13,8 +13,11 @@ FAMILY = ModelFamily(
     flavors=flavors.FLAVORS,
     model_config=FluxModel.Config,
     trainer="titan.models.flux.trainer:FluxTrainer.Config",
-    # No tensor, pipeline, expert or context parallel plan: v0.2.2's flux had none but CP.
-    capabilities=Capabilities(training_refusal=deferred_training("flux")),
+    # FSDP/HSDP and activation checkpointing per block (titan.models.flux.parallelize); flux
+    # has no tensor, pipeline, expert or context parallel plan.
+    capabilities=Capabilities(
+        training_refusal=deferred_training("flux"), fsdp=True, activation_checkpoint=True
+    ),
     state_dict_adapter="titan.models.flux.state_dict_adapter:FluxStateDictAdapter",
 )
 """The flux family, as every other part of titan reads it."""

@@ -171,8 +171,11 @@ class ModulationOut:
     """One adaLN modulation: ``(1 + scale) * norm(x) + shift``, residual gated by ``gate``."""
 
     shift: torch.Tensor
+    """Added after scaling, ``[bs, 1, dim]``."""
     scale: torch.Tensor
+    """Scale minus one, ``[bs, 1, dim]``."""
     gate: torch.Tensor
+    """Factor of the sub-layer's output before the residual sum, ``[bs, 1, dim]``."""
 
     def modulate(self, normed: torch.Tensor) -> torch.Tensor:
         """``normed`` scaled and shifted."""

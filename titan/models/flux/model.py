@@ -1,5 +1,5 @@
-"""The torch modules behind flux's configs: ``FluxModel`` (the transformer), ``FluxRoPE`` and
-``AutoEncoder`` (``titan.models.flux.autoencoder``).
+"""The torch modules behind flux's transformer configs: ``FluxModel`` and ``FluxRoPE`` (the
+autoencoder's is ``titan.models.flux.autoencoder``).
 
 Build on the meta device, ``to_empty(device=...)``, then ``init_weights()``, as every titan
 model; the transformer holds no buffers (its rope rotations come from the position ids of each
@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from titan.models.flux import model_config
-from titan.models.flux.autoencoder import AutoEncoder
 from titan.models.flux.layers import (
     TIMESTEP_EMBED_DIM,
     DoubleStreamBlock,
@@ -163,4 +162,4 @@ class FluxModel(nn.Module):
         return self.final_layer(joined[:, txt.shape[1] :], vec)
 
 
-__all__ = ["AutoEncoder", "FluxModel", "FluxRoPE"]
+__all__ = ["FluxModel", "FluxRoPE"]

@@ -20,7 +20,7 @@ class AutoEncoder(Module):
     class Config(Configurable.Config):
         """Shape and latent normalisation of the FLUX.1 autoencoder."""
 
-        _owner_path = "titan.models.flux.model:AutoEncoder"
+        _owner_path = "titan.models.flux.autoencoder:AutoEncoder"
         _ranges = {
             "resolution": POSITIVE,
             "in_channels": POSITIVE,
