@@ -382,3 +382,34 @@ def test_fsdp_on_2_ranks_matches_one_process():
     script = REPO / "tests" / "dist_scripts" / "flux_parallel_check.py"
     output = parallel_check(script, list(SCENARIOS), nproc=2)
     assert output.count("fsdp 2,") == len(SCENARIOS)
+
+
+@pytest.mark.parametrize(
+    ("degree", "refused"),
+    [
+        ("tensor_parallel_degree", "tensor parallel"),
+        ("pipeline_parallel_degree", "pipeline parallel"),
+        ("context_parallel_degree", "context parallel"),
+        ("expert_parallel_degree", "expert parallel"),
+        ("data_parallel_replicate_degree", "DDP replication"),
+        ("data_parallel_shard_degree", None),
+    ],
+)
+def test_flux_layouts_other_than_fsdp_are_refused(degree, refused):
+    from titan.models.llama3.config_registry import llama3_debugmodel
+
+    spec = model_registry("flux", "flux-debug")
+    # As the record will read once training lands: the layout refusals are the family's own.
+    capabilities = dataclasses.replace(spec.capabilities, training_refusal=None)
+    spec = dataclasses.replace(spec, capabilities=capabilities)
+    config = llama3_debugmodel()
+    config.model_spec = spec
+    config.activation_checkpoint.mode = "full"
+    config.parallelism.data_parallel_shard_degree = 1
+    setattr(config.parallelism, degree, 2)
+    messages = [str(refusal) for refusal in spec.refusals(config, world_size=2)]
+    if refused is None:
+        assert messages == []
+    else:
+        (message,) = messages
+        assert message.startswith(refused) and f"parallelism.{degree} = 2) for flux" in message
