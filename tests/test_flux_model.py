@@ -298,6 +298,24 @@ def test_autoencoder_equals_diffusers_on_the_same_weights():
     assert all(torch.equal(back[k], v) for k, v in ours.state_dict().items())
 
 
+def test_flavor_autoencoder_maps_onto_diffusers_key_for_key():
+    config = model_registry("flux", "flux-dev").model.autoencoder
+    adapter = AutoEncoderStateDictAdapter(config=config)
+    with torch.device("meta"):
+        ours = config.build().state_dict()
+        kwargs = {k: v for k, v in adapter.config_json(config).items() if k != "_class_name"}
+        theirs = AutoencoderKL(**kwargs).state_dict()
+    hf = adapter.to_hf(ours)
+    assert {k: tuple(v.shape) for k, v in hf.items()} == {
+        k: tuple(v.shape) for k, v in theirs.items()
+    }
+    assert sum(v.numel() for v in ours.values()) == 83_819_683  # FLUX.1's ae.safetensors
+    with pytest.raises(ValueError, match="'decoder.up.4.block.0.conv1.weight' is not a flux"):
+        adapter.to_hf({"decoder.up.4.block.0.conv1.weight": hf["decoder.conv_in.weight"]})
+    with pytest.raises(ValueError, match="'encoder.quant_conv.weight' is not a flux autoencoder"):
+        adapter.from_hf({"encoder.quant_conv.weight": hf["decoder.conv_in.weight"]})
+
+
 def test_autoencoder_loads_frozen_from_ae_safetensors(tmp_path):
     config = small_autoencoder()
     saved = random_autoencoder(config, seed=5).state_dict()

@@ -11,7 +11,6 @@ Importing this module does not import torch: the conversions only call tensor me
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from titan.models.common.hf_adapter import inverted
@@ -19,8 +18,8 @@ from titan.models.flux.model_config import AutoEncoder
 
 FAMILY = "flux autoencoder"
 
-# BFL name -> diffusers name of the parts whose name carries no index.
-FIXED_KEYS = {
+# BFL module -> diffusers module, on both sides, for the modules whose name carries no level.
+FIXED_MODULES = {
     "norm_out": "conv_norm_out",
     "conv_in": "conv_in",
     "conv_out": "conv_out",
@@ -33,15 +32,53 @@ FIXED_KEYS = {
     "mid.attn_1.proj_out": "mid_block.attentions.0.to_out.0",
 }
 # Attention projections: 1x1 convolutions in BFL, linears in diffusers.
-CONV_AS_LINEAR = ("mid.attn_1.q", "mid.attn_1.k", "mid.attn_1.v", "mid.attn_1.proj_out")
+CONV_AS_LINEAR = frozenset(
+    f"{side}.mid.attn_1.{p}.weight"
+    for side in ("encoder", "decoder")
+    for p in "q k v proj_out".split()
+)
 # Inside a resnet block, the one renamed module.
-RESNET_KEYS = {"nin_shortcut": "conv_shortcut"}
-# A level's resnet block and resampler: BFL's pattern -> diffusers' template, per side.
+RESNET_PARTS = {"nin_shortcut": "conv_shortcut"}
+# Per side: BFL's and diffusers' names of the level list and of a level's resampler.
 LEVELS = {
     "encoder": ("down", "down_blocks", "downsample", "downsamplers.0"),
     "decoder": ("up", "up_blocks", "upsample", "upsamplers.0"),
 }
-BFL_KEY = re.compile(r"(encoder|decoder)\.(.+)\.(weight|bias)")
+
+
+def module_table(config: AutoEncoder.Config) -> dict[str, str]:
+    """BFL module name -> diffusers module name, for every module holding tensors.
+
+    The decoder has one resnet block more per level than the encoder, and diffusers numbers its
+    levels from the coarsest where BFL numbers them from the finest.
+    """
+    levels = len(config.ch_mult)
+    table = {}
+    for side, (ours, theirs, resample, their_resample) in LEVELS.items():
+        table |= {f"{side}.{b}": f"{side}.{d}" for b, d in FIXED_MODULES.items()}
+        blocks = config.num_res_blocks + (side == "decoder")
+        for index in range(levels):
+            number = levels - 1 - index if side == "decoder" else index
+            for j in range(blocks):
+                table[f"{side}.{ours}.{index}.block.{j}"] = f"{side}.{theirs}.{number}.resnets.{j}"
+            last = levels - 1 if side == "encoder" else 0
+            if index != last:
+                table[f"{side}.{ours}.{index}.{resample}.conv"] = (
+                    f"{side}.{theirs}.{number}.{their_resample}.conv"
+                )
+    return table
+
+
+def rename(key: str, *, modules: dict[str, str], parts: dict[str, str]) -> str:
+    """``key`` (``module.param`` or ``resnet.part.param``) through the ``modules`` and resnet
+    ``parts`` tables; ``ValueError`` naming it when it is no autoencoder key."""
+    module, _, param = key.rpartition(".")
+    if module in modules:
+        return f"{modules[module]}.{param}"
+    resnet, _, part = module.rpartition(".")
+    if resnet in modules and param in ("weight", "bias"):
+        return f"{modules[resnet]}.{parts.get(part, part)}.{param}"
+    raise ValueError(f"{key!r} is not a {FAMILY} state-dict key")
 
 
 class AutoEncoderStateDictAdapter:
@@ -49,64 +86,24 @@ class AutoEncoderStateDictAdapter:
 
     def __init__(self, *, config: AutoEncoder.Config):
         self.levels = len(config.ch_mult)
-
-    def _level(self, side: str, index: int) -> int:
-        """The other layout's number of level ``index`` of ``side`` (decoders count down)."""
-        return self.levels - 1 - index if side == "decoder" else index
-
-    def _rename(self, key: str, *, to_hf: bool) -> str:
-        """``key`` in the other layout; ``ValueError`` naming it when it is no autoencoder key."""
-        match = BFL_KEY.fullmatch(key)
-        if match is None:
-            raise ValueError(f"{key!r} is not a {FAMILY} state-dict key")
-        side, name, param = match.groups()
-        ours, theirs, ours_resample, theirs_resample = LEVELS[side]
-        fixed = FIXED_KEYS if to_hf else inverted(FIXED_KEYS)
-        resnet = RESNET_KEYS if to_hf else inverted(RESNET_KEYS)
-        src, dst = (ours, theirs) if to_hf else (theirs, ours)
-        src_resample, dst_resample = (
-            (ours_resample, theirs_resample) if to_hf else (theirs_resample, ours_resample)
-        )
-        src_block, dst_block = ("block", "resnets") if to_hf else ("resnets", "block")
-        level = re.fullmatch(rf"{src}\.(\d+)\.(.+)", name)
-        if level is not None:
-            index, rest = int(level.group(1)), level.group(2)
-            prefix = f"{dst}.{self._level(side, index)}"
-            block = re.fullmatch(rf"{src_block}\.(\d+)\.(\w+)", rest)
-            if block is not None:
-                part = block.group(2)
-                return (
-                    f"{side}.{prefix}.{dst_block}.{block.group(1)}.{resnet.get(part, part)}.{param}"
-                )
-            if rest == f"{src_resample}.conv":
-                return f"{side}.{prefix}.{dst_resample}.conv.{param}"
-        resnet_part = re.fullmatch(r"(.+)\.(\w+)", name)
-        if name in fixed:
-            return f"{side}.{fixed[name]}.{param}"
-        if resnet_part is not None and resnet_part.group(1) in fixed:
-            module, part = resnet_part.groups()
-            return f"{side}.{fixed[module]}.{resnet.get(part, part)}.{param}"
-        raise ValueError(f"{key!r} is not a {FAMILY} state-dict key")
+        self._modules = module_table(config)
+        self._modules_of_hf = inverted(self._modules)
 
     def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """diffusers' state dict of BFL ``state_dict``; ``ValueError`` on unknown keys."""
         hf = {}
         for key, value in state_dict.items():
-            name = key.split(".", 1)[1].rsplit(".", 1)[0]
-            if name in CONV_AS_LINEAR and key.endswith("weight"):
+            if key in CONV_AS_LINEAR:
                 value = value.reshape(value.shape[0], value.shape[1])
-            hf[self._rename(key, to_hf=True)] = value
+            hf[rename(key, modules=self._modules, parts=RESNET_PARTS)] = value
         return hf
 
     def from_hf(self, hf_state_dict: dict[str, Any]) -> dict[str, Any]:
         """BFL's state dict of diffusers' ``hf_state_dict``; ``ValueError`` on unknown keys."""
         state = {}
         for hf_key, value in hf_state_dict.items():
-            key = self._rename(hf_key, to_hf=False)
-            name = key.split(".", 1)[1].rsplit(".", 1)[0]
-            if name in CONV_AS_LINEAR and key.endswith("weight"):
-                value = value.reshape(*value.shape, 1, 1)
-            state[key] = value
+            key = rename(hf_key, modules=self._modules_of_hf, parts=inverted(RESNET_PARTS))
+            state[key] = value.reshape(*value.shape, 1, 1) if key in CONV_AS_LINEAR else value
         return state
 
     def config_json(self, config: AutoEncoder.Config) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from typing import Any
 from titan.models.common.hf_adapter import (
     HFStateDictAdapter,
     inverted,
-    lookup,
     read_shard_index,
 )
 from titan.models.flux.model_config import FluxModel
@@ -112,6 +111,9 @@ FUSED_KEYS = {
     ),
     "single_blocks": _fused({"linear1": ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp")}),
 }
+# The inverse tables, for imports.
+BLOCK_LISTS_OF_HF = inverted(BLOCK_LISTS)
+BLOCK_KEYS_OF_HF = {blocks: inverted(table) for blocks, table in BLOCK_KEYS.items()}
 # diffusers tensor inside a block -> (fused titan tensor, its position in the fused rows).
 FUSED_PART_OF = {
     blocks: {part: (fused, i) for fused, parts in table.items() for i, part in enumerate(parts)}
@@ -178,10 +180,6 @@ class FluxStateDictAdapter(HFStateDictAdapter):
                 + ", ".join(problems)
             )
 
-    def lookup(self, name: str, table: Any, *, key: str) -> str:
-        """``table[name]``, or a ``ValueError`` naming the full ``key``."""
-        return lookup(name, table=dict(table), key=key, family=FAMILY)
-
     # --------------------------------------------------------------------------- export
 
     def to_hf(self, state_dict: dict[str, Any]) -> dict[str, Any]:
@@ -218,14 +216,14 @@ class FluxStateDictAdapter(HFStateDictAdapter):
                 state[key] = swap_halves(value) if key in SWAPPED_HALVES else value
                 continue
             hf_blocks, index, name = block.groups()
-            blocks = inverted(BLOCK_LISTS)[hf_blocks]
+            blocks = BLOCK_LISTS_OF_HF[hf_blocks]
             prefix = f"{blocks}.{index}"
             part_of = FUSED_PART_OF[blocks].get(name)
             if part_of is not None:
                 fused_name, position = part_of
                 fused[f"{prefix}.{fused_name}"][position] = value
                 continue
-            state[f"{prefix}.{self.lookup(name, inverted(BLOCK_KEYS[blocks]), key=hf_key)}"] = value
+            state[f"{prefix}.{self.lookup(name, BLOCK_KEYS_OF_HF[blocks], key=hf_key)}"] = value
         for key, pieces in fused.items():
             blocks, _, name = TITAN_BLOCK.fullmatch(key).groups()
             wanted = len(FUSED_KEYS[blocks][name])
