@@ -249,3 +249,299 @@ def test_other_modes_become_rgb(mode, colour, rgb):
 def test_an_image_below_img_size_on_either_side_is_no_sample():
     for size in ((255, 400), (400, 255), (10, 10)):
         assert preprocess_image(Image.new("RGB", size), size=256, rng=random.Random(0)) is None
+
+
+# --- guidance dropout, ranks, resume, seeds ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_pairs(tmp_path_factory) -> tuple[Path, list[str]]:
+    """20 distinct 8x8 pairs: cheap enough to draw thousands of samples from."""
+    folder = tmp_path_factory.mktemp("pairs")
+    return folder, write_pairs(folder, 20)
+
+
+@pytest.mark.parametrize("prob", [0.0, 0.25, 0.447, 1.0])
+def test_guidance_dropout_drops_each_text_independently_at_the_set_rate(
+    generated_root, tiny_pairs, tokenizers, prob
+):
+    folder, _ = tiny_pairs
+    data = loader(generated_root, dataset_path=str(folder), img_size=8, batch=50,
+                  classifier_free_guidance_prob=prob)  # fmt: skip
+    batches = [batch for batch, _ in zip(data, range(40), strict=False)]  # 2,000 samples
+    t5 = torch.cat([inputs["t5_tokens"] for inputs, _ in batches])
+    clip = torch.cat([inputs["clip_tokens"] for inputs, _ in batches])
+    t5_dropped = (t5 == torch.tensor(tokenizers.empty_t5())).all(dim=1)
+    clip_dropped = (clip == torch.tensor(tokenizers.empty_clip())).all(dim=1)
+    samples = len(t5)
+    assert samples == 2000
+    # Binomial standard deviation at n=2000 is at most 0.011; the draws are seeded, so these
+    # bounds hold or fail the same way on every run.
+    assert abs(t5_dropped.float().mean().item() - prob) < 0.035
+    assert abs(clip_dropped.float().mean().item() - prob) < 0.035
+    both = (t5_dropped & clip_dropped).float().mean().item()
+    assert abs(both - prob * prob) < 0.035
+    if prob == 0.0:
+        assert not t5_dropped.any() and not clip_dropped.any()
+
+
+def test_two_ranks_share_out_the_samples_without_overlap(generated_root, tiny_pairs):
+    folder, captions = tiny_pairs
+    for dataset, path, expected in (
+        ("cc12m-test", None, [s.caption for s in drawn_samples("cc12m-test")]),
+        ("cc12m-wds", str(folder), captions),
+    ):
+        seen = []
+        for rank in (0, 1):
+            data = loader(generated_root, rank=rank, world=2, dataset=dataset,
+                          dataset_path=path, infinite=False, img_size=8)  # fmt: skip
+            seen.append([p for inputs, _ in data for p in inputs["prompt"]])
+        assert seen[0] == expected[0::2] and seen[1] == expected[1::2]
+    # Three ranks over 20 samples: 7, 7 and 6, still disjoint and complete.
+    shares = [
+        [p for inputs, _ in loader(generated_root, rank=r, world=3, dataset_path=str(folder),
+                                   infinite=False, img_size=8) for p in inputs["prompt"]]
+        for r in range(3)
+    ]  # fmt: skip
+    assert [len(s) for s in shares] == [7, 7, 6] and sorted(sum(shares, [])) == sorted(captions)
+
+
+def batches_equal(a: tuple[dict, torch.Tensor], b: tuple[dict, torch.Tensor]) -> bool:
+    (inputs_a, images_a), (inputs_b, images_b) = a, b
+    return (
+        inputs_a.keys() == inputs_b.keys()
+        and all(
+            torch.equal(v, inputs_b[k]) if isinstance(v, torch.Tensor) else v == inputs_b[k]
+            for k, v in inputs_a.items()
+        )
+        and torch.equal(images_a, images_b)
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "taken"),
+    [
+        ({"dataset": "cc12m-test"}, 2),  # mid-pass, both ranks' random crops and dropout
+        ({"dataset": "cc12m-test"}, 5),  # 15 of a rank's 16: the next batch crosses passes
+        ({"dataset": "coco-validation", "generate_timesteps": True, "infinite": False}, 1),
+    ],
+)
+def test_a_resumed_loader_yields_the_batch_an_uninterrupted_one_would(
+    generated_root, settings, taken
+):
+    for rank in (0, 1):
+        common = dict(rank=rank, world=2, batch=3, seed=11, classifier_free_guidance_prob=0.5)
+        first = loader(generated_root, **common, **settings)
+        stream = iter(first)
+        for _ in range(taken):
+            next(stream)
+        state = first.state_dict()
+        expected = next(stream)
+        resumed = loader(generated_root, **common, **settings)
+        resumed.load_state_dict(state)
+        assert batches_equal(next(iter(resumed)), expected)
+        assert resumed.position == first.position
+        assert set(state) == {f"dp_rank_{rank}", "world_size"}
+
+
+def test_the_seed_decides_crops_and_dropout_and_nothing_else_does(generated_root):
+    def first_batches(seed: int) -> list:
+        data = loader(generated_root, seed=seed, batch=8, classifier_free_guidance_prob=0.5)
+        return [batch for batch, _ in zip(data, range(2), strict=False)]
+
+    same, again, other = first_batches(5), first_batches(5), first_batches(6)
+    assert all(batches_equal(a, b) for a, b in zip(same, again, strict=True))
+    assert not all(batches_equal(a, b) for a, b in zip(same, other, strict=True))
+    assert same[0][0]["prompt"] == other[0][0]["prompt"]  # the order is the data's
+
+
+def test_validation_samples_get_the_stratified_timesteps_in_turn(generated_root):
+    data = loader(generated_root, dataset="coco-validation", infinite=False, batch=5,
+                  generate_timesteps=True)  # fmt: skip
+    timesteps = torch.cat([inputs["timestep"] for inputs, _ in data])
+    assert len(timesteps) == GENERATED_SETS["coco-validation"].samples
+    assert timesteps.dtype == torch.float32
+    assert timesteps.tolist() == [STRATIFIED_TIMESTEPS[i % 8] for i in range(len(timesteps))]
+    assert STRATIFIED_TIMESTEPS == tuple(1 / 8 * (i + 0.5) for i in range(8))
+
+
+def test_a_finite_loader_ends_with_a_short_batch_and_starts_over_when_asked(generated_root):
+    data = loader(generated_root, dataset="coco-validation", infinite=False, batch=12)
+    sizes = [len(images) for _, images in data]
+    assert sizes == [12, 12, 8]
+    assert [len(images) for _, images in data] == sizes  # a second pass, from the start
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ({"dp_rank_0": b"{}", "world_size": 2}, "saved with 2 data-parallel ranks"),
+        ({"dp_rank_1": b"{}", "world_size": 1}, "no position for dp_rank_0"),
+        ({"dp_rank_0": "text", "world_size": 1}, "is not bytes"),
+        ({"dp_rank_0": b"\xff{", "world_size": 1}, "unusable"),
+        ({"dp_rank_0": b'{"epoch": -1}', "world_size": 1}, "epoch=-1"),
+        ({"dp_rank_0": b'{"colour": 1}', "world_size": 1}, "unusable"),
+    ],
+)
+def test_an_unusable_saved_state_is_a_clear_error(generated_root, state, message):
+    with pytest.raises(FluxDatasetError, match=message):
+        loader(generated_root).load_state_dict(state)
+
+
+# --- tokenizers and encoders, from local folders only --------------------------------------
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Offline mode, and every socket connection recorded and refused."""
+    attempts: list[object] = []
+
+    def refuse(self, address, *args):
+        attempts.append(address)
+        raise OSError("network access in a test")
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    return attempts
+
+
+def test_test_mode_tokenizers_pad_and_cut_to_their_lengths(tokenizers):
+    long_caption = " ".join(["a red circle on a blue background"] * 30)
+    for tokenizer, length in ((tokenizers.t5, 24), (tokenizers.clip, CLIP_MAX_LENGTH)):
+        short, long = tokenizer.encode("a red circle"), tokenizer.encode(long_caption)
+        assert len(short) == len(long) == len(tokenizer.encode("")) == length
+        assert short[-1] == 0 and 0 not in long[1:]  # padded with 0; cut, never padded
+        assert long[0] == short[0] and long[1:6] == short[1:6]
+
+
+def save_tiny_pretrained(folder: Path, *, kind: str, width: int) -> None:
+    """A tiny T5 or CLIP text encoder with its own word-level tokenizer, as save_pretrained
+    writes them."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        CLIPTextConfig,
+        CLIPTextModel,
+        PreTrainedTokenizerFast,
+        T5Config,
+        T5EncoderModel,
+    )
+
+    words = "a red blue green circle square triangle on background small".split()
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(words)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
+    )
+    torch.manual_seed(0)
+    if kind == "t5":
+        model = T5EncoderModel(T5Config(vocab_size=len(vocab), d_model=width, d_kv=4, d_ff=16,
+                                        num_layers=1, num_heads=2))  # fmt: skip
+    else:
+        model = CLIPTextModel(CLIPTextConfig(vocab_size=len(vocab), hidden_size=width,
+                                             intermediate_size=16, num_hidden_layers=1,
+                                             num_attention_heads=2, eos_token_id=1,
+                                             bos_token_id=0, pad_token_id=0))  # fmt: skip
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def pretrained_folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("pretrained")
+    folders = {"t5": root / "t5", "clip": root / "clip"}
+    save_tiny_pretrained(folders["t5"], kind="t5", width=16)
+    save_tiny_pretrained(folders["clip"], kind="clip", width=12)
+    return folders
+
+
+def test_pretrained_tokenizers_and_encoders_load_from_save_pretrained_folders(
+    pretrained_folders, no_network
+):
+    from transformers import CLIPTextModel, T5EncoderModel
+
+    from titan.models.flux.encoders import build_text_encoders
+
+    encoder = Encoder(t5_encoder=str(pretrained_folders["t5"]),
+                      clip_encoder=str(pretrained_folders["clip"]), max_t5_encoding_len=10)  # fmt: skip
+    tokenizers = build_flux_tokenizers(encoder, hf_assets_path=None)
+    t5_tokens = torch.tensor([tokenizers.t5.encode("a red circle"), tokenizers.t5.encode("")])
+    clip_tokens = torch.tensor([tokenizers.clip.encode("a small blue square on a red background")] * 2)
+    assert t5_tokens[0].tolist() == [3, 4, 7] + [0] * 7 and clip_tokens.shape == (2, 77)
+    encoders = build_text_encoders(encoder, tokenizers=tokenizers, context_in_dim=16, vec_in_dim=12)
+    t5_out, clip_out = encoders.t5(t5_tokens), encoders.clip(clip_tokens)
+    assert t5_out.shape == (2, 10, 16) and clip_out.shape == (2, 12)
+    assert t5_out.dtype == clip_out.dtype == torch.float32
+    assert not any(p.requires_grad for p in encoders.t5.parameters())
+    assert not encoders.clip.train().training and not encoders.clip.hf_module.training
+    # The same numbers as the saved models themselves.
+    saved_t5 = T5EncoderModel.from_pretrained(pretrained_folders["t5"]).eval()
+    saved_clip = CLIPTextModel.from_pretrained(pretrained_folders["clip"]).eval()
+    with torch.no_grad():
+        assert torch.equal(saved_t5(input_ids=t5_tokens).last_hidden_state, t5_out)
+        assert torch.equal(saved_clip(input_ids=clip_tokens).pooler_output, clip_out)
+    # A model whose width is not the Flux model's is named with the setting it would feed.
+    with pytest.raises(EncoderPathError, match=r"encoder\.clip_encoder .* vec_in_dim is 768"):
+        build_text_encoders(encoder, tokenizers=tokenizers, context_in_dim=16, vec_in_dim=768)
+    assert no_network == []
+
+
+@pytest.mark.parametrize(("context_in_dim", "vec_in_dim"), [(64, 32), (4096, 768)])
+def test_test_mode_encoders_are_tiny_seeded_and_as_wide_as_the_model(
+    tokenizers, no_network, context_in_dim, vec_in_dim
+):
+    from titan.models.flux.encoders import build_text_encoders
+
+    state = torch.random.get_rng_state()
+    built = [build_text_encoders(TEST_ENCODER, tokenizers=tokenizers,
+                                 context_in_dim=context_in_dim, vec_in_dim=vec_in_dim)
+             for _ in range(2)]  # fmt: skip
+    assert torch.equal(torch.random.get_rng_state(), state)  # the run's random state is untouched
+    t5_tokens = torch.tensor([tokenizers.t5.encode("a red circle")] * 3)
+    clip_tokens = torch.tensor([tokenizers.clip.encode("a red circle")] * 3)
+    outputs = [(e.t5(t5_tokens), e.clip(clip_tokens)) for e in built]
+    assert outputs[0][0].shape == (3, 24, context_in_dim) and outputs[0][0].dtype == torch.float32
+    assert outputs[0][1].shape == (3, vec_in_dim) and outputs[0][1].dtype == torch.float32
+    assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+    assert sum(p.numel() for p in built[0].t5.parameters()) < 10_000_000
+    assert not any(p.requires_grad for p in built[0].clip.parameters())
+    bf16 = built[0].t5.to(torch.bfloat16)(t5_tokens)
+    assert bf16.dtype == torch.bfloat16
+    assert no_network == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "hf_assets_path", "message"),
+    [
+        ({"t5_encoder": "./no/such/t5"}, None, r"encoder\.t5_encoder = './no/such/t5' does not"),
+        ({"clip_encoder": "/no/such/clip"}, None, r"encoder\.clip_encoder = '/no/such/clip'"),
+        ({"t5_encoder": "titan-tests/no-such-encoder"}, None,
+         r"encoder\.t5_encoder = 'titan-tests/no-such-encoder' is neither a local folder nor"),
+        ({"test_mode": True}, None, "hf_assets_path, which is not set"),
+        ({"test_mode": True}, "/no/such/assets", "hf_assets_path.*/no/such/assets"),
+    ],
+)  # fmt: skip
+def test_a_missing_encoder_or_tokenizer_names_its_setting(
+    pretrained_folders, no_network, settings, hf_assets_path, message
+):
+    settings = {"t5_encoder": str(pretrained_folders["t5"]),
+                "clip_encoder": str(pretrained_folders["clip"]), **settings}  # fmt: skip
+    with pytest.raises(EncoderPathError, match=message):
+        build_flux_tokenizers(Encoder(**settings), hf_assets_path=hf_assets_path)
+    assert no_network == []
+
+
+def test_a_folder_without_an_encoder_names_its_setting(pretrained_folders, tmp_path, no_network):
+    from titan.models.flux.encoders import build_text_encoders
+
+    (tmp_path / "config.json").write_text("{not json")
+    encoder = Encoder(t5_encoder=str(tmp_path), clip_encoder=str(pretrained_folders["clip"]))
+    tokenizers = build_flux_tokenizers(
+        Encoder(t5_encoder=str(pretrained_folders["t5"]),
+                clip_encoder=str(pretrained_folders["clip"])), hf_assets_path=None)  # fmt: skip
+    with pytest.raises(EncoderPathError, match=r"cannot read the encoder of encoder\.t5_encoder"):
+        build_text_encoders(encoder, tokenizers=tokenizers, context_in_dim=16, vec_in_dim=12)
+    with pytest.raises(EncoderPathError, match=r"cannot read the tokenizer of encoder\.t5_encoder"):
+        build_flux_tokenizers(encoder, hf_assets_path=None)
+    assert no_network == []

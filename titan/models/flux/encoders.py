@@ -41,10 +41,15 @@ class FrozenTextEncoder(nn.Module):
         super().__init__()
         self.hf_module = hf_module.eval().requires_grad_(False)
         self.output = output
+        self.eval()
         # FSDP flattens parameters and needs each one contiguous; some checkpoints are not.
         for parameter in self.hf_module.parameters():
             if not parameter.is_contiguous():
                 parameter.data = parameter.data.contiguous()
+
+    def train(self, mode: bool = True) -> FrozenTextEncoder:
+        """Stay in eval mode: a trainer's ``model.train()`` must not switch dropout on here."""
+        return super().train(False)
 
     @property
     def width(self) -> int:
