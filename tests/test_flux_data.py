@@ -4,8 +4,8 @@ the T5/CLIP tokenizers and encoders read from local folders only, and hostile in
 from __future__ import annotations
 
 import io
-import json
 import logging
+import os
 import random
 import socket
 import tarfile
@@ -15,6 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
+from titan.config.configurable import NotBuildableError
 from titan.models.flux.configs import Encoder
 from titan.models.flux.flux_datasets import STRATIFIED_TIMESTEPS, FluxDataLoader
 from titan.models.flux.generated_images import (
@@ -23,8 +24,10 @@ from titan.models.flux.generated_images import (
     GeneratedSetError,
     drawn_samples,
     ensure_generated_set,
-    main as generate_main,
     write_generated_set,
+)
+from titan.models.flux.generated_images import (
+    main as generate_main,
 )
 from titan.models.flux.image_samples import preprocess_image, sample_rng
 from titan.models.flux.image_sources import FluxDatasetError
@@ -467,7 +470,9 @@ def test_pretrained_tokenizers_and_encoders_load_from_save_pretrained_folders(
                       clip_encoder=str(pretrained_folders["clip"]), max_t5_encoding_len=10)  # fmt: skip
     tokenizers = build_flux_tokenizers(encoder, hf_assets_path=None)
     t5_tokens = torch.tensor([tokenizers.t5.encode("a red circle"), tokenizers.t5.encode("")])
-    clip_tokens = torch.tensor([tokenizers.clip.encode("a small blue square on a red background")] * 2)
+    clip_tokens = torch.tensor(
+        [tokenizers.clip.encode("a small blue square on a red background")] * 2
+    )
     assert t5_tokens[0].tolist() == [3, 4, 7] + [0] * 7 and clip_tokens.shape == (2, 77)
     encoders = build_text_encoders(encoder, tokenizers=tokenizers, context_in_dim=16, vec_in_dim=12)
     t5_out, clip_out = encoders.t5(t5_tokens), encoders.clip(clip_tokens)
@@ -545,3 +550,130 @@ def test_a_folder_without_an_encoder_names_its_setting(pretrained_folders, tmp_p
     with pytest.raises(EncoderPathError, match=r"cannot read the tokenizer of encoder\.t5_encoder"):
         build_flux_tokenizers(encoder, hf_assets_path=None)
     assert no_network == []
+
+
+# --- hostile inputs ------------------------------------------------------------------------
+
+
+def good_members(count: int, *, start: int = 0) -> list[tuple[str, bytes]]:
+    members = []
+    for index in range(start, start + count):
+        members.append((f"{index:03d}.png", image_bytes((8, 8))))
+        members.append((f"{index:03d}.txt", f"good sample {index}".encode()))
+    return members
+
+
+def read_all(
+    generated_root: Path, path: Path, *, world: int = 1
+) -> tuple[list[str], FluxDataLoader]:
+    data = loader(generated_root, world=world, dataset="cc12m-wds", dataset_path=str(path),
+                  infinite=False, img_size=8)  # fmt: skip
+    return [p for inputs, _ in data for p in inputs["prompt"]], data
+
+
+def test_damaged_samples_in_a_shard_are_skipped_counted_and_reported(
+    generated_root, tmp_path, caplog
+):
+    jpeg = image_bytes((8, 8), fmt="JPEG")
+    members = good_members(2) + [
+        ("100.jpg", b"\xff\xd8 not really a jpeg"),  # corrupt image
+        ("100.txt", b"caption of a corrupt image"),
+        ("101.jpg", jpeg[: len(jpeg) // 2]),  # truncated image
+        ("101.txt", b"caption of a truncated image"),
+        ("102.png", image_bytes((8, 8))),
+        ("102.txt", b"caf\xe9 in latin-1"),  # caption that is not UTF-8
+        ("103.png", image_bytes((4, 9))),  # below img_size
+        ("103.txt", b"too small"),
+        ("104.png", image_bytes((8, 8))),  # no caption
+        ("105.txt", b"no image"),
+        ("../../escape.png", image_bytes((8, 8))),  # a hostile name is only a key
+        ("../../escape.txt", b"a hostile member name"),
+    ] + good_members(1, start=200)  # fmt: skip
+    write_shard(tmp_path / "shard.tar", members)
+    with caplog.at_level(logging.WARNING, logger="titan.models.flux.flux_datasets"):
+        prompts, data = read_all(generated_root, tmp_path / "shard.tar")
+    assert prompts == ["good sample 0", "good sample 1", "a hostile member name", "good sample 200"]
+    assert data.skipped == {"bad_image": 2, "bad_caption": 1, "too_small": 1, "no_caption": 1,
+                            "no_image": 1}  # fmt: skip
+    report = data.skip_report()
+    assert "skipped 6 samples" in report and "2 (the image cannot be decoded)" in report
+    logged = caplog.text
+    assert "shard.tar:100" in logged and "shard.tar:102.txt" in logged and "is 4x9" in logged
+    assert "the caption is not UTF-8 text" in report and "Traceback" not in logged
+    assert not (tmp_path.parent / "escape.png").exists() and sorted(os.listdir(tmp_path)) == [
+        "shard.tar"
+    ]
+
+
+def test_a_shard_that_is_not_a_tar_or_breaks_off_is_skipped_and_reported(generated_root, tmp_path):
+    write_shard(tmp_path / "a.tar", good_members(2))
+    (tmp_path / "b.tar").write_text("this is not a tar archive\n" * 40)
+    write_shard(tmp_path / "c.tar", good_members(3, start=10))
+    whole = (tmp_path / "c.tar").read_bytes()
+    (tmp_path / "c.tar").write_bytes(whole[: 512 * 6 + 100])  # breaks off in its 3rd member
+    write_shard(tmp_path / "d.tar", good_members(1, start=20))
+    prompts, data = read_all(generated_root, tmp_path)
+    assert prompts == ["good sample 0", "good sample 1", "good sample 10", "good sample 20"]
+    # c.tar's 011.png came whole, its caption did not.
+    assert data.skipped == {"unreadable_shard": 2, "no_caption": 1}
+    assert "2 (a shard is not a tar archive or breaks off" in data.skip_report()
+
+
+@pytest.mark.parametrize("infinite", [False, True])
+def test_a_dataset_without_one_usable_sample_is_an_error_not_a_hang(
+    generated_root, tmp_path, infinite
+):
+    (tmp_path / "only.tar").write_bytes(b"\x00garbage" * 100)
+    (tmp_path / "pairs").mkdir()
+    (tmp_path / "pairs" / "0.png").write_bytes(b"not a png")
+    (tmp_path / "pairs" / "0.txt").write_text("broken")
+    for path, reason in ((tmp_path / "only.tar", "is not a tar archive"),
+                         (tmp_path / "pairs", "cannot be decoded")):  # fmt: skip
+        data = loader(generated_root, dataset="cc12m-wds", dataset_path=str(path),
+                      infinite=infinite, img_size=8)  # fmt: skip
+        with pytest.raises(FluxDatasetError, match=f"no usable sample in a whole pass.*{reason}"):
+            next(iter(data))
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.mkdir(), "holds no .tar shards and no image files"),
+        (lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), "no .tar shards and no image"),
+        (lambda p: p.write_text("x"), "is a file but not a .tar shard"),
+        (lambda p: None, "does not exist"),
+    ],
+)
+def test_a_dataset_path_without_data_names_the_setting_and_the_path(
+    generated_root, tmp_path, make, message
+):
+    path = tmp_path / "data"
+    make(path)
+    with pytest.raises(FluxDatasetError, match=message) as raised:
+        loader(generated_root, dataset="cc12m-test", dataset_path=str(path))
+    assert "dataset_path" in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_a_dataset_titan_cannot_draw_needs_dataset_path_and_names_are_checked(
+    generated_root, no_network
+):
+    with pytest.raises(FluxDatasetError, match="titan does not download.*set dataset_path"):
+        loader(generated_root, dataset="cc12m-wds")
+    with pytest.raises(FluxDatasetError, match="did you mean 'cc12m-test'"):
+        loader(generated_root, dataset="cc12m_test")
+    assert loader(generated_root, dataset="CC12M-Test").source.shards  # as v0.2.2: any case
+    assert no_network == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"num_workers": 2}, "num_workers=2"),
+        ({"classifier_free_guidance_prob": 1.5}, r"lie in \[0, 1\]"),
+        ({"img_size": 0}, "img_size must be at least 1"),
+        ({"encoder": Encoder(test_mode=True, max_t5_encoding_len=0)}, "max_t5_encoding_len"),
+    ],
+)
+def test_settings_the_loader_cannot_honour_are_refused(generated_root, settings, message):
+    with pytest.raises((ValueError, NotBuildableError), match=message):
+        loader(generated_root, **settings)

@@ -154,8 +154,20 @@ def _shard_groups(shard: Path) -> Iterator[Group | UnreadableShard]:
                 current.files[extension] = member
             if current is not None:
                 yield current
+            ends_cleanly = _has_end_marker(archive)
     except (tarfile.TarError, OSError, EOFError) as error:
         yield UnreadableShard(origin=str(shard), reason=str(error) or type(error).__name__)
+        return
+    if not ends_cleanly:
+        yield UnreadableShard(origin=str(shard), reason="it breaks off inside a member's header")
+
+
+def _has_end_marker(archive: tarfile.TarFile) -> bool:
+    """Whether a zero block follows the last member: ``tarfile`` ends a shard cut inside a
+    header as if it were complete, and only the missing end-of-archive block tells."""
+    archive.fileobj.seek(archive.offset)  # type: ignore[union-attr]
+    block = archive.fileobj.read(tarfile.BLOCKSIZE)  # type: ignore[union-attr]
+    return len(block) == tarfile.BLOCKSIZE and not block.strip(b"\0")
 
 
 def image_text_source(
