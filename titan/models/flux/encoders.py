@@ -38,6 +38,7 @@ class FrozenTextEncoder(nn.Module):
     """
 
     def __init__(self, hf_module: nn.Module, *, output: str) -> None:
+        """Freeze ``hf_module`` and return its ``output`` from ``forward``."""
         super().__init__()
         self.hf_module = hf_module.eval().requires_grad_(False)
         self.output = output
@@ -175,6 +176,8 @@ def build_text_encoders(
 def _pretrained(
     name_or_path: str, *, role: EncoderRole, width: int, tokenizer: CaptionTokenizer
 ) -> FrozenTextEncoder:
+    """The pretrained encoder at ``name_or_path``, checked against the width and vocabulary
+    it must serve."""
     import transformers
 
     model_class: Any = getattr(transformers, role.model_class)

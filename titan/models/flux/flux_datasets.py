@@ -186,6 +186,7 @@ class FluxDataLoader(ParallelAwareDataloader):
                 return
 
     def _restart(self, position: FluxPosition) -> None:
+        """Read from ``position`` next, dropping the open stream."""
         self.position = position
         self._samples = None
 
@@ -247,6 +248,7 @@ class FluxDataLoader(ParallelAwareDataloader):
             self.position = FluxPosition(epoch=position.epoch + 1, yielded=position.yielded)
 
     def _skip(self, reason: str, detail: str) -> None:
+        """Count a skipped sample; log the first few of each reason."""
         from titan.models.flux.image_samples import SKIP_REASONS
 
         self.skipped[reason] += 1
@@ -301,6 +303,7 @@ class FluxDataLoader(ParallelAwareDataloader):
 
 def _collate(samples: list[tuple[Any, float | None]]) -> tuple[dict[str, Any], Any]:
     """One batch: token tensors, prompts and (for validation) timesteps; images as labels."""
+    import numpy
     import torch
 
     prepared = [sample for sample, _ in samples]
@@ -312,4 +315,5 @@ def _collate(samples: list[tuple[Any, float | None]]) -> tuple[dict[str, Any], A
     timesteps = [timestep for _, timestep in samples]
     if timesteps[0] is not None:
         inputs["timestep"] = torch.tensor(timesteps, dtype=torch.float32)
-    return inputs, torch.stack([s.image for s in prepared])
+    # numpy stacks without torch's thread pool (see image_samples.preprocess_image).
+    return inputs, torch.from_numpy(numpy.stack([s.image.numpy() for s in prepared]))

@@ -129,6 +129,7 @@ def draw_sample(rng: random.Random, *, key: str) -> DrawnSample:
 
 
 def _triangle(draw: Any, box: tuple[int, int, int, int], fill: tuple) -> None:
+    """A triangle standing on the bottom of ``box``, its apex at the top centre."""
     left, top, right, bottom = box
     draw.polygon([((left + right) // 2, top), (left, bottom), (right, bottom)], fill=fill)
 

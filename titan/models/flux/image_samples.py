@@ -39,6 +39,7 @@ class SkippedSample(Exception):  # noqa: N818 (a signal, not a failure)
     """The group is no usable sample; ``reason`` is a key of ``SKIP_REASONS``."""
 
     def __init__(self, reason: str, detail: str) -> None:
+        """``reason``: a ``SKIP_REASONS`` key; ``detail``: which file and what is wrong."""
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
@@ -81,8 +82,10 @@ def preprocess_image(image: Any, *, size: int, rng: random.Random) -> Any | None
     # Grey-scale, palette, RGBA and CMYK files all become RGB (after the resize, as v0.2.2).
     if image.mode != "RGB":
         image = image.convert("RGB")
-    pixels = torch.from_numpy(np.asarray(image).transpose(2, 0, 1).copy())
-    return pixels.float() / 255.0 * 2.0 - 1.0
+    # The same float32 arithmetic as torch's (bit for bit) without torch's thread pool, which
+    # costs ~100x more for one small image on a busy host.
+    pixels = np.asarray(image).transpose(2, 0, 1).astype(np.float32, order="C")
+    return torch.from_numpy(pixels / 255.0 * 2.0 - 1.0)
 
 
 def prepare_sample(
@@ -125,6 +128,7 @@ def prepare_sample(
 
 
 def _decode(data: bytes, *, origin: str) -> Any:
+    """The decoded PIL image of ``data``; ``SkippedSample`` when it is damaged."""
     from PIL import Image
 
     try:

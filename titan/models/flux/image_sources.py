@@ -118,6 +118,7 @@ class ImageTextSource:
             yield item
 
     def _all_groups(self) -> Iterator[Group | UnreadableShard]:
+        """Every group of the folder, then of each shard, metadata-only ones included."""
         if self.folder is not None:
             yield from _folder_groups(self.folder)
         for shard in self.shards:
@@ -125,6 +126,7 @@ class ImageTextSource:
 
 
 def _folder_groups(folder: Path) -> Iterator[Group]:
+    """The groups of a plain folder, its files in path order."""
     files = sorted(path for path in folder.rglob("*") if path.is_file())
     current: Group | None = None
     for path in files:
@@ -198,6 +200,7 @@ def image_text_source(
 
 
 def _registered(name: str) -> RegisteredImageSet:
+    """The registry entry of ``name``; an unknown name suggests the closest ones."""
     # v0.2.2 compared names case-insensitively.
     entry = IMAGE_DATASETS.get(name.lower())
     if entry is not None:

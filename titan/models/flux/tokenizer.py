@@ -71,6 +71,7 @@ class TestModeTokenizer:
     """titan's own tokenizer (``tokenizer.json`` in ``hf_assets_path``), padded to a fixed length."""
 
     def __init__(self, *, path: str, max_length: int) -> None:
+        """Read ``tokenizer.json`` from ``path`` (``hf_assets_path``)."""
         from titan.components.tokenizer import HuggingFaceTokenizer, TokenizerNotFoundError
 
         try:
@@ -95,6 +96,7 @@ class PretrainedTokenizer:
     """A pretrained T5 or CLIP tokenizer read by ``transformers`` from a local folder or cache."""
 
     def __init__(self, *, name_or_path: str, key: str, max_length: int) -> None:
+        """Read the tokenizer of setting ``key`` (value ``name_or_path``) without a download."""
         from transformers import AutoTokenizer
 
         location = resolve_local(name_or_path, key=key)
@@ -154,7 +156,8 @@ def load_locally(loader: Any, location: str, *, key: str, what: str, **kwargs: A
             raise EncoderPathError(
                 f"{key} = {location!r} is neither a local folder nor a model in the Hugging Face "
                 f"cache, and titan never downloads; fetch it once (e.g. `hf download {location} "
-                f"--local-dir DIR`) and set {key} to DIR"
+                f"--local-dir DIR`) and set {key} to DIR; for a smoke run without pretrained "
+                "encoders set encoder.test_mode (legacy TOML: training.test_mode)"
             ) from None
         raise EncoderPathError(
             f"cannot read the {what} of {key} = {location!r}: {detail}; give a folder written "
