@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from titan.components.dataloader import ParallelAwareDataloader
+from titan.components.loader_state import rank_key, rank_state, saved_position
 from titan.config.configurable import NotBuildableError
 from titan.models.flux.configs import Encoder
 from titan.models.flux.image_sources import FluxDatasetError, Group, image_text_source
 
 log = logging.getLogger(__name__)
 
-WORLD_SIZE_KEY = "world_size"
 STRATIFIED_TIMESTEPS = tuple((i + 0.5) / 8 for i in range(8))
 """The validation timesteps of the SD3 paper, given to a rank's samples in turn."""
 WARNINGS_PER_REASON = 5
@@ -152,11 +152,6 @@ class FluxDataLoader(ParallelAwareDataloader):
         self.position = FluxPosition()
         self.skipped: collections.Counter[str] = collections.Counter()
         self._samples: Iterator[Any] | None = None
-
-    @property
-    def rank_key(self) -> str:
-        """This rank's key in the saved state."""
-        return f"dp_rank_{self.dp_rank}"
 
     def __iter__(self) -> Iterator[tuple[dict[str, Any], Any]]:
         """Batches from the current position; a finite loader whose pass ended starts another."""
@@ -276,29 +271,21 @@ class FluxDataLoader(ParallelAwareDataloader):
 
     def state_dict(self) -> dict[str, Any]:
         """This rank's position under its own key, plus the dp world size it belongs to."""
-        return {self.rank_key: self.position.to_bytes(), WORLD_SIZE_KEY: self.dp_world_size}
+        return rank_state(
+            self.position.to_bytes(), dp_rank=self.dp_rank, dp_world_size=self.dp_world_size
+        )
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue from a saved position; an empty state (no saved loader) starts afresh."""
-        if not state_dict:
-            return
-        saved_world_size = state_dict.get(WORLD_SIZE_KEY)
-        if saved_world_size != self.dp_world_size:
-            raise FluxDatasetError(
-                f"the data-loader state was saved with {saved_world_size} data-parallel ranks "
-                f"but this run has {self.dp_world_size}; its samples are shared out "
-                "differently, so the position cannot be resumed: keep the dp degree, or start "
-                "the data from the beginning (checkpoint.exclude_from_loading = ['dataloader'])"
-            )
-        if self.rank_key not in state_dict:
-            saved = sorted(key for key in state_dict if key != WORLD_SIZE_KEY)
-            raise FluxDatasetError(
-                f"the data-loader state has no position for {self.rank_key} (it has {saved})"
-            )
-        position = state_dict[self.rank_key]
-        if not isinstance(position, bytes | bytearray):
-            raise FluxDatasetError(f"the data-loader state of {self.rank_key} is not bytes")
-        self._restart(FluxPosition.from_bytes(position, origin=self.rank_key))
+        position = saved_position(
+            state_dict,
+            dp_rank=self.dp_rank,
+            dp_world_size=self.dp_world_size,
+            error=FluxDatasetError,
+        )
+        if position is not None:
+            origin = rank_key(self.dp_rank)
+            self._restart(FluxPosition.from_bytes(position, origin=origin))
 
 
 def _collate(samples: list[tuple[Any, float | None]]) -> tuple[dict[str, Any], Any]:
