@@ -8,6 +8,8 @@ import logging
 import os
 import random
 import socket
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -53,6 +55,21 @@ def generated_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def tokenizers():
     return build_flux_tokenizers(TEST_ENCODER, hf_assets_path=ASSETS_TOKENIZER)
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Offline mode, and every socket connection recorded and refused."""
+    attempts: list[object] = []
+
+    def refuse(self, address, *args):
+        attempts.append(address)
+        raise OSError("network access in a test")
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    return attempts
 
 
 def loader(generated_root: Path, *, rank: int = 0, world: int = 1, batch: int = 4, seed: int = 0,
@@ -150,6 +167,38 @@ def test_a_drawn_set_is_written_once_and_a_foreign_folder_is_never_touched(tmp_p
     assert (folder / sorted(stamp)[1]).read_bytes() == b"changed"
 
 
+def test_processes_drawing_one_set_together_agree_on_one_complete_copy(tmp_path):
+    # Every rank of a run may draw the set at once; whichever renames first, all use its copy.
+    probe = (
+        "import sys; from pathlib import Path\n"
+        "from titan.models.flux.generated_images import ensure_generated_set\n"
+        "print(ensure_generated_set('cc12m-test', Path(sys.argv[1])))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    runs = [subprocess.Popen([sys.executable, "-c", probe, str(tmp_path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(3)]  # fmt: skip
+    outputs = [run.communicate() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], outputs
+    folders = {out.strip() for out, _ in outputs}
+    assert [p.name for p in tmp_path.iterdir()] == ["cc12m-test-v1"]  # no staging folder left
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    write_generated_set("cc12m-test", reference)
+    assert folders == {str(tmp_path / "cc12m-test-v1")}
+    for file in reference.iterdir():
+        assert (tmp_path / "cc12m-test-v1" / file.name).read_bytes() == file.read_bytes()
+
+
+def test_without_a_folder_for_them_drawn_sets_go_to_the_user_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    config = FluxDataLoader.Config(dataset="coco-validation", img_size=32, encoder=TEST_ENCODER)
+    data = config.build(dp_world_size=1, dp_rank=0, local_batch_size=2,
+                        hf_assets_path=ASSETS_TOKENIZER)  # fmt: skip
+    assert data.source.folder == tmp_path / "cache" / "titan" / "flux_data" / "coco-validation-v1"
+    assert len(next(iter(data))[1]) == 2
+
+
 def test_the_generator_script_writes_a_new_folder_only(tmp_path, capsys):
     assert generate_main(["cc12m-test", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / MANIFEST).is_file()
@@ -161,7 +210,7 @@ def test_the_generator_script_writes_a_new_folder_only(tmp_path, capsys):
 # --- reading shards and folders ------------------------------------------------------------
 
 
-def test_the_loader_reads_the_drawn_shards_and_folder(generated_root):
+def test_the_loader_reads_the_drawn_shards_and_folder(generated_root, no_network):
     for name, layout in (("cc12m-test", "shards"), ("coco-validation", "folder")):
         assert GENERATED_SETS[name].layout == layout
         data = loader(generated_root, dataset=name, infinite=False, batch=8)
@@ -174,6 +223,7 @@ def test_the_loader_reads_the_drawn_shards_and_folder(generated_root):
         assert inputs["clip_tokens"].shape == (8, CLIP_MAX_LENGTH)
         assert -1.0 <= images.min() and images.max() <= 1.0
         assert "timestep" not in inputs and data.skipped == {}
+    assert no_network == []
 
 
 def test_dataset_path_may_be_one_shard_a_folder_of_shards_or_of_pairs(generated_root, tmp_path):
@@ -392,21 +442,6 @@ def test_an_unusable_saved_state_is_a_clear_error(generated_root, state, message
 
 
 # --- tokenizers and encoders, from local folders only --------------------------------------
-
-
-@pytest.fixture
-def no_network(monkeypatch):
-    """Offline mode, and every socket connection recorded and refused."""
-    attempts: list[object] = []
-
-    def refuse(self, address, *args):
-        attempts.append(address)
-        raise OSError("network access in a test")
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    return attempts
 
 
 def test_test_mode_tokenizers_pad_and_cut_to_their_lengths(tokenizers):
