@@ -50,8 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--group-size", type=at_least_two, default=8, help="samples per prompt")
     parser.add_argument("--prompts", type=positive, default=16, help="prompts per step")
     parser.add_argument("--seed", type=int, default=0, help="seeds init, prompts and sampling")
-    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    parser.add_argument("--lr", type=above_zero, default=3e-3, help="peak learning rate")
+    parser.add_argument("--temperature", type=above_zero, default=1.0, help="sampling temperature")
     return parser.parse_args(argv)
 
 
@@ -60,6 +60,14 @@ def positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def above_zero(text: str) -> float:
+    """A finite float > 0 (for argparse)."""
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, not {text}")
     return value
 
 
@@ -146,11 +154,12 @@ def score(tokenizer: Any, prompts: list[str], completion: Any) -> Any:
     return torch.tensor([float(t == a) for t, a in zip(texts, answers, strict=True)])
 
 
-def train(args: argparse.Namespace, log=print) -> list[dict]:
-    """Run the GRPO loop of the module's docstring; returns one row per step."""
+def train(args: argparse.Namespace, rows: list[dict], log=print) -> None:
+    """Run the GRPO loop of the module's docstring, appending one row per finished step to
+    ``rows``."""
     import torch
-
     from snapshot_sampler import SnapshotSampler
+
     from titan.components.tokenizer import HuggingFaceTokenizer
     from titan.rl import policy_microbatch
 
@@ -165,7 +174,6 @@ def train(args: argparse.Namespace, log=print) -> list[dict]:
     config = policy_config(args.out, steps=args.steps, seed=args.seed, lr=args.lr)
     weights = os.path.join(args.out, "weights")
     chooser = random.Random(args.seed)
-    rows: list[dict] = []
     with config.build() as trainer:
         params = sum(p.numel() for p in trainer.parts.model.parameters())
         log(f"policy: llama3, {params:,} parameters; {len(PROMPTS)} prompts; seed {args.seed}")
@@ -197,7 +205,6 @@ def train(args: argparse.Namespace, log=print) -> list[dict]:
                 f"step {step:4d}  mean reward {row['mean_reward']:.3f}  loss {row['loss']:+.4f}"
                 f"  grad norm {row['grad_norm']:.3f}  sampled by policy v{version}"
             )
-    return rows
 
 
 def _policy_batch(samples: Any, advantages: Any, policy_microbatch: Any) -> Any:
@@ -224,9 +231,11 @@ def _policy_batch(samples: Any, advantages: Any, policy_microbatch: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run, then write ``rewards.csv`` and ``reward_curve.png``; returns the exit status."""
+    """Run, then write ``rewards.csv`` and ``reward_curve.png``; returns the exit status (0;
+    1 when the run failed, 2 for bad flags or output folder, 130 when interrupted). An
+    interrupted or failed run still writes the steps it finished."""
     args = parse_args(argv)
-    if os.path.exists(args.out) and (not os.path.isdir(args.out) or os.listdir(args.out)):
+    if os.path.lexists(args.out) and (not os.path.isdir(args.out) or os.listdir(args.out)):
         print(
             f"error: --out {args.out} exists and is not an empty folder; give a new folder "
             "(the run never writes over files it did not make)",
@@ -234,23 +243,39 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     os.makedirs(args.out, exist_ok=True)
+    started = time.perf_counter()
+    rows: list[dict] = []
+    status = 0
+    try:
+        train(args, rows)
+    except KeyboardInterrupt:
+        print(f"interrupted after {len(rows)} step(s)", file=sys.stderr)
+        status = 130
+    except (OSError, ValueError, RuntimeError) as error:  # titan's refusals are among these
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        status = 1
+    if rows:
+        report(args, rows, wall=time.perf_counter() - started)
+    return status
+
+
+def report(args: argparse.Namespace, rows: list[dict], *, wall: float) -> None:
+    """Write ``rewards.csv`` and ``reward_curve.png`` and print the first and last tenth's
+    mean reward."""
     from reward_plot import plot_rewards, write_csv
 
-    started = time.perf_counter()
-    rows = train(args)
-    wall = time.perf_counter() - started
-    write_csv(os.path.join(args.out, "rewards.csv"), rows)
+    csv_path = os.path.join(args.out, "rewards.csv")
+    png_path = os.path.join(args.out, "reward_curve.png")
+    write_csv(csv_path, rows)
     rewards = [row["mean_reward"] for row in rows]
     title = f"GRPO, single-digit addition: mean reward per step (seed {args.seed})"
-    plot_rewards(os.path.join(args.out, "reward_curve.png"), rewards, title=title)
+    plot_rewards(png_path, rewards, title=title)
     tenth = max(1, len(rewards) // 10)
     first, last = sum(rewards[:tenth]) / tenth, sum(rewards[-tenth:]) / tenth
     print(
         f"done: {len(rows)} steps in {wall:.1f} s; mean reward {first:.3f} over the first "
-        f"{tenth} step(s), {last:.3f} over the last {tenth}; wrote "
-        f"{os.path.join(args.out, 'rewards.csv')} and {os.path.join(args.out, 'reward_curve.png')}"
+        f"{tenth} step(s), {last:.3f} over the last {tenth}; wrote {csv_path} and {png_path}"
     )
-    return 0
 
 
 if __name__ == "__main__":
