@@ -20,7 +20,7 @@ EXAMPLE = REPO / "examples" / "rl" / "grpo_arithmetic.py"
 STEPS, SEED = 120, 0
 FIRST, LAST = 10, 20
 """The reward of the first ``FIRST`` steps is compared with that of the last ``LAST``."""
-MARGIN = 0.10
+MARGIN = 0.25
 """How much higher the last steps' mean reward must be (see ``test_the_policy_learns``)."""
 
 
@@ -53,10 +53,11 @@ def read_rows(out) -> list[dict]:
 
 @pytest.mark.slow
 def test_the_policy_learns(run):
-    """Mean reward over the last 20 of 120 steps minus the first 10's. Measured at this
-    commit: +0.18 (seed 0: 0.17 -> 0.35), +0.16 (seed 1), +0.20 (seed 2), +0.23 (seed 3);
-    a margin of 0.10 leaves room and is still far above the noise of a policy that does not
-    learn (the first steps' reward alone varies by about ±0.05)."""
+    """Mean reward over the last 20 of 120 steps against the first 10 (the defaults: 32
+    prompts x 16 samples per step). Measured: seed 0 0.116 -> 0.706 (+0.59), seed 1 +0.54,
+    seed 2 +0.52, seed 3 +0.54, seed 5 +0.45. A margin of 0.25 is under half the smallest
+    rise, and far above what a policy that does not learn shows (a run that collapsed onto
+    one digit rose by +0.03)."""
     rewards = [float(row["mean_reward"]) for row in read_rows(run[1])]
     first, last = sum(rewards[:FIRST]) / FIRST, sum(rewards[-LAST:]) / LAST
     assert last - first > MARGIN, (first, last, rewards)
@@ -137,10 +138,14 @@ def load_example():
 @pytest.mark.parametrize(
     ("rewards", "group_size", "expected"),
     [
-        # std 0.5; the second group [0, 0, 1, 1] has std 0.577.
-        ([1, 0, 0, 0, 0, 0, 1, 1], 4, [1.5, -0.5, -0.5, -0.5, -0.866, -0.866, 0.866, 0.866]),
+        # std 0.5 (the 1e-4 shows); the second group [0, 0, 1, 1] has std 0.577.
+        (
+            [1, 0, 0, 0, 0, 0, 1, 1],
+            4,
+            [1.4997, -0.4999, -0.4999, -0.4999, -0.8659, -0.8659, 0.8659, 0.8659],
+        ),
         ([0, 0, 0, 1, 1, 1], 3, [0.0] * 6),  # no spread: nothing to learn from either group
-        ([1, 0, 0, 1, 1, 1], 2, [0.7071, -0.7071, -0.7071, 0.7071, 0.0, 0.0]),
+        ([1, 0, 0, 1, 1, 1], 2, [0.707, -0.707, -0.707, 0.707, 0.0, 0.0]),
         ([0.5, 0.25, 1.0, 0.25], 4, [0.0, -0.7069, 1.4138, -0.7069]),  # graded rewards
     ],
 )
@@ -148,4 +153,4 @@ def test_group_advantages(rewards, group_size, expected):
     """``(r - mean) / (std + 1e-4)`` within each consecutive group, independently."""
     example = load_example()
     got = example.group_advantages(torch.tensor(rewards, dtype=torch.float32), group_size)
-    torch.testing.assert_close(got, torch.tensor(expected), atol=2e-4, rtol=0)
+    torch.testing.assert_close(got, torch.tensor(expected), atol=1e-4, rtol=0)
