@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import subprocess
 import sys
 
@@ -94,6 +95,38 @@ def test_csv_and_plot(run):
     assert colours is not None and len(colours) > 10
     # The red moving average is drawn: some pixels are strongly red.
     assert any(r > 150 and g < 90 and b < 90 for _, (r, g, b) in colours)
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_writes_the_steps_it_finished(tmp_path):
+    """SIGINT (Ctrl-C) after step 2 of 50: exit 130, a one-line message, and the CSV and plot
+    of every step the run printed."""
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-u", str(EXAMPLE), "--out", str(out), "--steps", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(child_env(), PYTHONPATH=str(REPO)),
+        cwd=REPO,
+        # A shell's background job starts with SIGINT ignored; the run must receive it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    printed = []
+    for line in process.stdout:
+        printed.append(line)
+        if line.startswith("step    2 "):
+            process.send_signal(signal.SIGINT)
+            break
+    rest, err = process.communicate(timeout=HANG_SECONDS)
+    printed.append(rest)
+    steps = sum(line.startswith("step ") for line in "".join(printed).splitlines())
+    assert process.returncode == 130, "".join(printed) + err
+    assert f"interrupted after {steps} step(s)" in err and "Traceback" not in err
+    assert 2 <= steps < 50
+    assert [int(row["step"]) for row in read_rows(out)] == list(range(1, steps + 1))
+    with Image.open(out / "reward_curve.png") as image:
+        assert image.size == (720, 420)
 
 
 @pytest.mark.parametrize(
