@@ -218,7 +218,7 @@ def train(args: argparse.Namespace, rows: list[dict], log=print) -> None:
 
 def significant(value: Any) -> float:
     """``value`` (a number or one-element tensor) to 6 significant digits, for the CSV."""
-    return float(f"{float(value):.6g}")
+    return float(f"{float(value):.6g}") + 0.0  # + 0.0: no "-0.0" in the CSV
 
 
 def _policy_batch(samples: Any, advantages: Any, policy_microbatch: Any) -> Any:

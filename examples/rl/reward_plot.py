@@ -27,7 +27,7 @@ COLORS = {
 def write_csv(path: str, rows: Sequence[dict]) -> None:
     """``rows`` (dicts of ``CSV_FIELDS``) as a CSV file at ``path``; a new file only."""
     with open(path, "x", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
 
@@ -66,9 +66,11 @@ def plot_rewards(path: str, rewards: Sequence[float], *, title: str) -> None:
     for index in sorted({0, (steps - 1) // 2, steps - 1}):
         x = point(index, 0.0)[0]
         draw.text((x - 8, bottom + 6), str(index + 1), fill=COLORS["axes"])
+    window = max(2, len(rewards) // 20)
     draw.text((left + 8, top + 2), title, fill=COLORS["axes"])
-    draw.text((right - 150, bottom + 22), "step", fill=COLORS["axes"])
-    window = max(1, len(rewards) // 20)
+    draw.text((left + 8, top + 16), "per step", fill=COLORS["per_step"])
+    draw.text((left + 70, top + 16), f"moving mean over {window} steps", fill=COLORS["average"])
+    draw.text((left + (right - left) * 0.75, bottom + 6), "step", fill=COLORS["axes"])
     for values, color, width in (
         (rewards, COLORS["per_step"], 1),
         (moving_average(rewards, window), COLORS["average"], 3),
