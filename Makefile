@@ -47,8 +47,8 @@ test-upstream: $(STAMP) $(UPSTREAM_STAMP)
 	TITAN_UPSTREAM_PYTHON=$(abspath $(UPSTREAM_PY)) $(PY) -m pytest -q tests/upstream
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check schemas migrate titan tests bench
-	$(VENV)/bin/ruff format --check schemas migrate titan tests bench
+	$(VENV)/bin/ruff check schemas migrate titan tests bench examples
+	$(VENV)/bin/ruff format --check schemas migrate titan tests bench examples
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
