@@ -42,13 +42,9 @@ from titan.training.dump_lock import (
     release_all,
     saved_config_file,
 )
+from titan.training.folder_checks import check_creatable_folders, check_folders
 from titan.training.model_parts import build_model_parts
-from titan.training.run_checks import (
-    CheckedRun,
-    check_config,
-    check_creatable_folders,
-    check_folders,
-)
+from titan.training.run_checks import CheckedRun, check_config
 from titan.training.state import GarbageCollection, TrainState
 from titan.training.weights import DTYPES, default_dtype
 
