@@ -228,6 +228,8 @@ def _check_text(
     folder: str,
     form: SourceForm = "toml",
 ) -> FileCheck:
+    """Read ``text`` as a TOML or a Forge app config (``form``), with its keys' positions, and
+    check the sections it holds."""
     # ``base_dir`` is a function: resolving the path is needed only to search for a custom
     # module, never for the built-in ones or for files without extensions.
     if form == "yaml":
