@@ -60,7 +60,8 @@ def _meta_build(config, ngpu: int) -> None:
 
 
 def _checks(config, ngpu: int) -> None:
-    from titan.training.run_checks import check_config, check_folders
+    from titan.training.folder_checks import check_folders
+    from titan.training.run_checks import check_config
 
     checked = check_config(config, world_size=ngpu, warn=False)
     check_folders(config, sd_adapter=checked.sd_adapter, probe_locks=True)

@@ -1,7 +1,7 @@
 """What the cross-field rules read: a small neutral view of a config that both forms build.
 
-The TOML validator (``titan.schemas.toml_check``) builds :class:`ConfigFacts` from a legacy document,
-the registry check (``titan.config.check``) from a ``Trainer.Config``; the rules in
+The TOML validator (``titan.schemas.legacy_facts``) builds :class:`ConfigFacts` from a legacy document,
+the registry check (``titan.config.registry_facts``) from a ``Trainer.Config``; the rules in
 ``titan.schemas.rules`` read only these facts, so they cannot tell the two forms apart. Each fact is a
 :class:`Setting`: the effective value and where the user sets it.
 """

@@ -205,48 +205,49 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
 )
 
 
-@pytest.mark.parametrize(
-    ("name", "text", "code", "line"),
-    [
-        ("indentation", "trainer:\n  training:\n    steps: 1\n   seed: 2\n", "yaml-syntax", 4),
-        ("unclosed", "trainer:\n  training: {steps: 1\n", "yaml-syntax", 3),
-        ("tab", "trainer:\n\ttraining: {}\n", "yaml-syntax", 2),
-        ("two documents", "trainer: {}\n---\ntrainer: {}\n", "yaml-syntax", 2),
-        ("alias bomb", BOMB + "trainer:\n  training: {steps: 1}\n", "yaml-syntax", 1),
-        ("bomb in trainer", BOMB.replace("\n", "\n  ").join(["trainer:\n  ", "x: 1\n"]),
-         "yaml-syntax", 1),
-        ("alias cycle", "trainer:\n  model: &m\n    x: [*m]\n", "yaml-syntax", 2),
-        ("list cycle", "a: &a [1, [*a]]\ntrainer: {}\n", "yaml-syntax", 1),
-        ("deep", "trainer:\n  job: " + "[" * 1200 + "]" * 1200 + "\n", "too-deep", 1),
-        ("no trainer", "policy:\n  engine_args: {model: x}\n", "no-trainer", 1),
-        ("trainer list", "trainer:\n  - model\n", "no-trainer", 2),
-        ("trainer null", "x: 1\ntrainer:\n", "no-trainer", 2),
-        ("top list", "- trainer: {}\n", "no-trainer", 1),
-        ("empty", "# nothing\n", "no-trainer", 1),
-        ("section scalar", "trainer:\n  training: 5\n", "wrong-type", 2),
-        ("section list", "trainer:\n  optimizer: [AdamW]\n", "wrong-type", 2),
-        ("duplicate in trainer", "trainer:\n  training:\n    steps: 1\n    steps: 2\n",
-         "yaml-syntax", 4),
-        ("duplicate section", "trainer:\n  training: {}\n  model: {}\n  training: {}\n",
-         "yaml-syntax", 4),
-        ("duplicate outside", "policy: 1\npolicy: 2\ntrainer: {training: {steps: 1}}\n",
-         "yaml-syntax", 2),
-        ("date", "trainer:\n  job:\n    description: !!timestamp 2024-01-01\n", "yaml-type", 3),
-        ("binary", "trainer:\n  job:\n    description: !!binary aGk=\n", "yaml-type", 3),
-        ("set", "trainer:\n  model:\n    converters: !!set {float8}\n", "yaml-type", 3),
-        ("python object", "trainer:\n  job: !!python/object/apply:os.getcwd []\n", "yaml-type", 2),
-        ("python outside", "x: !!python/name:os.system\ntrainer: {}\n", "yaml-type", 1),
-        ("local tag", "trainer:\n  job: !secret {a: 1}\n", "yaml-type", 2),
-        ("bad int", "trainer:\n  training:\n    steps: !!int ten\n", "yaml-type", 3),
-        ("bool key", "trainer:\n  training:\n    on: 1\n", "yaml-type", 3),
-        ("list key", "trainer:\n  training:\n    ? [a]\n    : 1\n", "yaml-type", 3),
-        ("bad merge", "trainer:\n  model:\n    <<: 5\n", "yaml-syntax", 3),
-    ],
-)  # fmt: skip
-def test_hostile_yaml_is_a_finding(tmp_path, name, text, code, line):
+HOSTILE_YAML = {
+    # id: (the app config, a finding it must have, at this line)
+    "indentation": ("trainer:\n  training:\n    steps: 1\n   seed: 2\n", "yaml-syntax", 4),
+    "unclosed": ("trainer:\n  training: {steps: 1\n", "yaml-syntax", 3),
+    "tab": ("trainer:\n\ttraining: {}\n", "yaml-syntax", 2),
+    "two-documents": ("trainer: {}\n---\ntrainer: {}\n", "yaml-syntax", 2),
+    "alias-bomb": (BOMB + "trainer:\n  training: {steps: 1}\n", "yaml-syntax", 1),
+    "bomb-in-trainer": (BOMB.replace("\n", "\n  ").join(["trainer:\n  ", "x: 1\n"]),
+        "yaml-syntax", 1),
+    "alias-cycle": ("trainer:\n  model: &m\n    x: [*m]\n", "yaml-syntax", 2),
+    "list-cycle": ("a: &a [1, [*a]]\ntrainer: {}\n", "yaml-syntax", 1),
+    "deep": ("trainer:\n  job: " + "[" * 1200 + "]" * 1200 + "\n", "too-deep", 1),
+    "no-trainer": ("policy:\n  engine_args: {model: x}\n", "no-trainer", 1),
+    "trainer-list": ("trainer:\n  - model\n", "no-trainer", 2),
+    "trainer-null": ("x: 1\ntrainer:\n", "no-trainer", 2),
+    "top-list": ("- trainer: {}\n", "no-trainer", 1),
+    "empty": ("# nothing\n", "no-trainer", 1),
+    "section-scalar": ("trainer:\n  training: 5\n", "wrong-type", 2),
+    "section-list": ("trainer:\n  optimizer: [AdamW]\n", "wrong-type", 2),
+    "duplicate-in-trainer": ("trainer:\n  training:\n    steps: 1\n    steps: 2\n",
+        "yaml-syntax", 4),
+    "duplicate-section": ("trainer:\n  training: {}\n  model: {}\n  training: {}\n",
+        "yaml-syntax", 4),
+    "duplicate-outside": ("policy: 1\npolicy: 2\ntrainer: {training: {steps: 1}}\n",
+        "yaml-syntax", 2),
+    "date": ("trainer:\n  job:\n    description: !!timestamp 2024-01-01\n", "yaml-type", 3),
+    "binary": ("trainer:\n  job:\n    description: !!binary aGk=\n", "yaml-type", 3),
+    "set": ("trainer:\n  model:\n    converters: !!set {float8}\n", "yaml-type", 3),
+    "python-object": ("trainer:\n  job: !!python/object/apply:os.getcwd []\n", "yaml-type", 2),
+    "python-outside": ("x: !!python/name:os.system\ntrainer: {}\n", "yaml-type", 1),
+    "local-tag": ("trainer:\n  job: !secret {a: 1}\n", "yaml-type", 2),
+    "bad-int": ("trainer:\n  training:\n    steps: !!int ten\n", "yaml-type", 3),
+    "bool-key": ("trainer:\n  training:\n    on: 1\n", "yaml-type", 3),
+    "list-key": ("trainer:\n  training:\n    ? [a]\n    : 1\n", "yaml-type", 3),
+    "bad-merge": ("trainer:\n  model:\n    <<: 5\n", "yaml-syntax", 3),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "code", "line"), HOSTILE_YAML.values(), ids=HOSTILE_YAML.keys())
+def test_hostile_yaml_is_a_finding(tmp_path, text, code, line):
     app = write(tmp_path, "app.yaml", text)
     exit_code, found, err = check(app)
-    assert exit_code == 1, (name, found, err)
+    assert exit_code == 1, (found, err)
     assert "Traceback" not in err
     assert (code, line) in {(d["code"], d["line"]) for d in found}, found
     assert all(d["hint"] for d in found), found

@@ -148,7 +148,7 @@ def test_flux_builds():
 
 def test_building_parts_builds_their_implementation():
     attention = Attention.Config().build(dim=64)
-    assert type(attention).__module__ == "titan.models.common.model"
+    assert type(attention).__module__ == "titan.models.common.attention_model"
     assert sum(p.numel() for p in attention.parameters()) == Attention.Config().num_params(64)
     with pytest.raises(NotBuildableError, match="has no component to build"):
         BaseAttention.Config().build()

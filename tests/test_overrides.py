@@ -30,8 +30,8 @@ from titan.migrate.plan.overrides import (
 from titan.schemas.builtin_extensions import known_extension
 from titan.schemas.diagnostics import Severity
 from titan.schemas.legacy_spec import LEGACY_SPEC
+from titan.schemas.merged_extensions import merged_schema
 from titan.schemas.spec import SectionSpec
-from titan.schemas.toml_check import merged_schema
 
 EXTENDED = merged_schema([known_extension("ft"), known_extension("flux")])
 

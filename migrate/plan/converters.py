@@ -20,6 +20,7 @@ from titan.migrate.plan.draft import PlanDraft
 from titan.migrate.plan.legacy_values import copy_value, show
 from titan.migrate.targets.config_objects import Obj, default_object, outside_class
 from titan.schemas import rules
+from titan.schemas.converter_eras import STALE_NAME_ERAS, stale_name_dated
 from titan.schemas.diagnostics import Severity
 
 
@@ -28,7 +29,7 @@ def converters(draft: PlanDraft) -> None:
 
     A stale name (``"float8"``) is carried only with ``--fix-stale-names``. Whether the
     legacy run had the converter depends on the file's era: a file whose old keys date it to
-    when torchtitan registered the name (``rules.stale_name_dated``) ran with it, and the
+    when torchtitan registered the name (``converter_eras.stale_name_dated``) ran with it, and the
     migrated config keeps it; a later file failed on the name, and enabling the converter is
     new."""
     names = draft.leaves.get("model.converters", [])
@@ -46,8 +47,8 @@ def converters(draft: PlanDraft) -> None:
             target = rules.STALE_CONVERTER_NAMES[name]
             if original is None:  # the file as written: the era chain moved its old keys
                 original = draft.check.written or {}
-            dated = rules.stale_name_dated(name, original)
-            era, months = rules.STALE_NAME_ERAS[name].era, rules.STALE_NAME_ERAS[name].months
+            dated = stale_name_dated(name, original)
+            era, months = STALE_NAME_ERAS[name].era, STALE_NAME_ERAS[name].months
             if not draft.fix_stale_names:
                 draft.report(
                     "stale-name",

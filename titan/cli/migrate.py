@@ -15,141 +15,23 @@ stdout, else to stdout; a run of several files ends it with a table, one line pe
 report (or, with ``--strict``, anything not carried; with ``--check``, a stale file; a folder
 whose module was refused), 2 usage, and the codes every command shares (``titan.cli.exits``).
 The migration itself is ``migrate`` (plan, code renderer, report); this is its command-line
-edge. Never imports torch.
+edge: the flags are ``titan.cli.migrate_args``, writing the modules ``titan.cli.migrate_write``.
+Never imports torch.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from titan.cli import era_option, report
+from titan.cli import report
 from titan.cli.console import console
-from titan.cli.exits import EXIT_STATUS_HELP, UsageError, guarded
-from titan.cli.module_stamp import stamped
-
-PROG = "titan-migrate"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Migrate legacy torchtitan TOML configs to a Python config_registry.py: "
-        "lossless, or every loss reported.",
-        epilog="Legacy command-line overrides go after `--`, as the old loader took them: "
-        "titan-migrate x.toml -- --training.steps 5 --checkpoint.enable. Exit status: 0 migrated, "
-        "1 errors (or --strict/--check failing, or a folder's module refused), 2 usage, "
-        f"{EXIT_STATUS_HELP}.",
-    )
-    parser.add_argument(
-        "files",
-        nargs="+",
-        metavar="PATH",
-        help="legacy TOML configs, Forge app configs (*.yaml, *.yml: their trainer: block), or "
-        "folders searched recursively for TOMLs (one module per folder of TOMLs, written "
-        "beside them unless -o or --out-dir says otherwise)",
-    )
-    parser.add_argument(
-        "-o", "--output", metavar="FILE", help="write one module here (never over an input)"
-    )
-    parser.add_argument(
-        "--scaffold-extension",
-        action="store_true",
-        help="instead of migrating: write the extension module that declares the fork's own "
-        "sections and keys found in the TOMLs (to stdout, or -o FILE: an existing module "
-        "there only gains what it lacks, every other line kept); declare it in "
-        'pyproject.toml with [tool.titan] extensions = ["fork_ext.py"]',
-    )
-    parser.add_argument(
-        "--out-dir",
-        metavar="DIR",
-        help="write one config_registry.py per folder of TOMLs under DIR, mirroring the "
-        "folders below the one the inputs share",
-    )
-    parser.add_argument(
-        "--check",
-        metavar="FILE",
-        help="exit 1 if FILE is not exactly what migrate produces now (for CI)",
-    )
-    parser.add_argument(
-        "--diff",
-        action="store_true",
-        help="print a unified diff against the -o/--check file instead of writing it",
-    )
-    parser.add_argument(
-        "--strict", action="store_true", help="exit 1 unless every key is carried over"
-    )
-    parser.add_argument(
-        "--fix-stale-names",
-        action="store_true",
-        help='map stale converter names (v0.1 "float8") to their v0.2.2 names',
-    )
-    parser.add_argument("--era", type=era_option.era, metavar="YYYY-MM", help=era_option.HELP)
-    parser.add_argument(
-        "--format",
-        choices=report.FORMATS,
-        default="text",
-        help="report format (text: summary and findings; json: every key's outcome too)",
-    )
-    parser.add_argument("--color", choices=report.COLORS, default="auto")
-    parser.add_argument(
-        "--allow-import",
-        action="store_true",
-        help="import custom config modules instead of reading their source",
-    )
-    parser.add_argument(
-        "--module-path",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="extra directory to search for custom config modules",
-    )
-    parser.add_argument(
-        "--extension",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="merge a custom config module the TOML relies on without declaring it: a built-in "
-        "name (flux, ft, vlm, transformers_modeling_backend, simple_fsdp, compiler_toolkit, "
-        "autoparallel) or a module path (repeatable)",
-    )
-    parser.add_argument(
-        "--model-registry",
-        action="append",
-        default=[],
-        type=_model_registry,
-        metavar="NAME=MODULE",
-        help="a model family titan does not ship: model.name NAME migrates to "
-        "MODULE.model_registry(flavor) (repeatable; also [tool.titan] model-registries in "
-        "pyproject.toml)",
-    )
-    parser.add_argument(
-        "--target",
-        default="titan",
-        type=_target,
-        metavar="TRAINER",
-        help="the trainer the code is written for: titan (default) or torchtitan==0.3.0 "
-        "(upstream torchtitan's registry; what 0.3.0 cannot express is reported)",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace a module titan-migrate wrote even if it was edited since or is read-only "
-        "(never an input, nor a file titan-migrate did not write)",
-    )
-    parser.add_argument("--quiet", "-q", action="store_true", help="report errors only")
-    return parser
-
-
-def _target(text: str) -> str:
-    """``--target``: a trainer name ``titan.migrate.targets.choice`` knows."""
-    from titan.migrate.targets.choice import resolve
-
-    return resolve(text)
+from titan.cli.exits import UsageError, guarded
+from titan.cli.migrate_args import PROG, build_parser
+from titan.cli.migrate_write import one_module, write_folder
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,6 +47,8 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
+    """Parse the line (legacy overrides after ``--``), migrate each file, write the modules and
+    deliver the report; returns the exit code."""
     overrides: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
@@ -223,9 +107,9 @@ def _run(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     try:
         for target in targets:
             if per_folder:
-                status = max(status, _write_folder(target, args=args, taken=taken, stderr=stderr))
+                status = max(status, write_folder(target, args=args, taken=taken, stderr=stderr))
             else:
-                status = max(status, _one_module(target, args=args, stdout=stdout, stderr=stderr))
+                status = max(status, one_module(target, args=args, stdout=stdout, stderr=stderr))
     finally:  # the report even when a module could not be written
         text = _report(plans, args=args, out=report_out, inputs=inputs, targets=targets)
         if args.format == "json":
@@ -269,24 +153,6 @@ def _scaffold(args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO) -> in
     )
 
 
-def _model_registry(text: str) -> tuple[str, str]:
-    """``--model-registry NAME=package.module``."""
-    import argparse
-    import re
-
-    name, equals, module = text.partition("=")
-    parts = module.split(".")
-    if (
-        not equals
-        or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name)
-        or not all(p.isidentifier() for p in parts)
-    ):
-        raise argparse.ArgumentTypeError(
-            f"expected NAME=package.module (a model.name and an importable module), got {text!r}"
-        )
-    return name, module
-
-
 def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: TextIO) -> list:
     """Each file's migration plan (a progress bar on a terminal for long runs)."""
     from titan.cli.migrate_summary import progress, wants_progress
@@ -324,127 +190,6 @@ def _plans(files: list[tuple[str, str]], *, args: argparse.Namespace, stderr: Te
 
         plans = retarget(plans, args.target)
     return plans
-
-
-def _one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    """Write, check or diff the one module of a run (stdout, ``-o`` or ``--check``)."""
-    from titan.migrate.codegen.render_code import function_names, render_module
-    from titan.migrate.plan import report as plan_report
-
-    usable = [p for p in target.plans if p.ok]
-    if not usable:
-        return 0
-    try:
-        code = render_module(usable, command=_command(args))
-    except ValueError as error:  # a shape the code layout cannot print; never a traceback
-        raise UsageError(f"cannot write the module: {error}") from None
-    plan_report.note_renamed_functions(usable, names=function_names(usable))
-    code = stamped(code)
-    if args.output is not None and not (args.diff or args.check):
-        from titan.cli.migrate_tree import check_output
-
-        check_output(target, force=args.force, prog=PROG, stderr=stderr)
-    printed = None  # the module as printed to stdout: its docstring names no -o
-    if args.check:
-        printed = stamped(render_module(usable, command=_command(args, output=False)))
-    status = _emit(code, args=args, stdout=stdout, stderr=stderr, printed=printed)
-    target.written = not (args.diff or args.check)
-    return status
-
-
-def _write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextIO) -> int:
-    """Write one folder's module, unless the file there is not titan-migrate's (or an input)."""
-    from titan.cli import migrate_tree as tree
-    from titan.cli.exits import say
-    from titan.migrate.codegen.render_code import function_names, render_module
-    from titan.migrate.plan import report as plan_report
-
-    usable = [p for p in target.plans if p.ok]
-    if not usable:
-        return 0  # nothing to write; the report says why each file failed
-    tree.judge(target, inputs=taken, force=args.force)
-    if target.refused is None:
-        try:
-            code = stamped(render_module(usable, command=_command(args)))
-        except ValueError as error:  # a shape the code layout cannot print; never a traceback
-            target.refused = f"the module cannot be written: {error}"
-    if target.refused is not None:
-        say(tree.refused_message(target, prog=PROG), stream=stderr)
-        return 1
-    plan_report.note_renamed_functions(usable, names=function_names(usable))
-    tree.write(target, code, make_folders=args.out_dir is not None)
-    if target.forced is not None:
-        say(tree.forced_message(target, prog=PROG), stream=stderr)
-    return 0
-
-
-def _command(args: argparse.Namespace, *, output: bool = True) -> str:
-    """The command line that regenerates a module (written into its docstring); ``output``:
-    it names the ``-o``/``--check`` file (``False``: the module went to stdout)."""
-    parts = [PROG, *args.files]
-    if args.out_dir is not None:
-        parts += ["--out-dir", args.out_dir]
-    for name in args.extension:
-        parts += ["--extension", name]
-    for name, module in args.model_registry:
-        parts += ["--model-registry", f"{name}={module}"]
-    if args.fix_stale_names:
-        parts.append("--fix-stale-names")
-    if args.target != "titan":
-        parts += ["--target", args.target]
-    if output and (args.output or args.check):
-        parts += ["-o", args.output or args.check]  # --check compares with what -o wrote
-    if args.overrides:
-        parts += ["--", *args.overrides]
-    import shlex
-
-    return " ".join(shlex.quote(part) for part in parts)  # a name with a space stays one word
-
-
-def _emit(
-    code: str, *, args: argparse.Namespace, stdout: TextIO, stderr: TextIO, printed: str | None
-) -> int:
-    """Write, check or diff the module; returns 1 for a stale ``--check`` file. ``printed``:
-    the same module as stdout gets it, which ``--check`` accepts too (``> FILE`` wrote it)."""
-    target = args.check or args.output
-    if not (args.diff or args.check):
-        report.deliver(code, output=args.output, stream=stdout)
-        return 0
-    current = _current(target)
-    if printed is not None and current == printed:
-        code = printed  # the file was written from stdout and is up to date
-    if args.diff:
-        import difflib
-
-        lines = difflib.unified_diff(
-            current.splitlines(keepends=True),
-            code.splitlines(keepends=True),
-            fromfile=target,
-            tofile=f"{target} (migrated now)",
-        )
-        report.deliver("".join(lines), output=None, stream=stdout)
-        return 1 if args.check and current != code else 0
-    if current != code:
-        report.deliver(
-            f"{PROG}: {target} is not what titan-migrate produces now; "
-            f"rerun with --diff to see the change, or regenerate it with -o {target}\n",
-            output=None,
-            stream=stderr,
-        )
-        return 1
-    return 0
-
-
-def _current(target: str) -> str:
-    """The text of the file to compare with; a file that does not exist yet is empty."""
-    from titan.schemas.toml_source import read_text
-
-    if not os.path.lexists(target):
-        return ""
-    text, problem = read_text(target, shown=target)
-    if text is None:
-        raise UsageError(f"cannot read {target}: {problem.message}")
-    return text
 
 
 def _report(plans: list, *, args: argparse.Namespace, out: TextIO, inputs, targets: list) -> str:

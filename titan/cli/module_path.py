@@ -2,7 +2,7 @@
 
 A fork keeps its custom config module, its model registries and its converters in its own
 folders. A TOML's custom config module is read from source and searched in the TOML's folder,
-then in these folders (``titan.schemas.toml_check``); a module that is imported (a registry file, a
+then in these folders (``titan.schemas.merged_extensions``); a module that is imported (a registry file, a
 model registry a migrated config calls, a registry ``--config`` function) is found through
 ``sys.path``, where these folders come first. Each command takes the flag the same way
 (repeatable, ``--module-path DIR`` or ``--module-path=DIR``).

@@ -152,7 +152,8 @@ def preflight(args: list[str], *, ngpu: int, stdout: TextIO, stderr: TextIO) -> 
 def _check_run(config: Any, *, ngpu: int) -> str:
     """The checks a run makes before its first step (``titan.training.run_checks``, which the
     run's setup calls too); the summary. Raises what the run would raise."""
-    from titan.training.run_checks import check_config, check_first_batches, check_folders
+    from titan.training.folder_checks import check_folders
+    from titan.training.run_checks import check_config, check_first_batches
     from titan.training.setup import degrees_in_words
 
     checked = check_config(config, world_size=ngpu)

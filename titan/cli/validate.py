@@ -267,7 +267,7 @@ def _export_schema(target: str, *, options, stderr: TextIO) -> None:
     from titan.cli.output import write_text
     from titan.schemas.extension_reader import ExtensionError
     from titan.schemas.json_schema import json_schema_text
-    from titan.schemas.toml_check import load_extension, merged_schema
+    from titan.schemas.merged_extensions import load_extension, merged_schema
 
     spec = None
     if options.extensions:

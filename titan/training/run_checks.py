@@ -10,11 +10,12 @@ Two parts:
   refusals, the optimizer and LR schedule (over the meta model), the training data loader
   (built for data-parallel rank 0: the dataset is located, no batch is read), the Hugging Face
   state-dict adapter and the validator's loader. Nothing is written.
-- :func:`check_folders`, on rank 0 (the run) or in pre-flight: the output folders can be
-  created, the names the run writes are files, and the checkpoint folder holds what the run
-  would resume from (a ``step-N`` that is not a checkpoint folder, a checkpoint folder that is a
-  file, a ``checkpoint.load_step`` it does not hold, an initial load path that is missing).
-  Pre-flight also probes the dump folder's lock without taking it. Nothing is written either.
+- ``check_folders`` (``titan.training.folder_checks``), on rank 0 (the run) or in pre-flight:
+  the output folders can be created, the names the run writes are files, and the checkpoint
+  folder holds what the run would resume from (a ``step-N`` that is not a checkpoint folder, a
+  checkpoint folder that is a file, a ``checkpoint.load_step`` it does not hold, an initial load
+  path that is missing). Pre-flight also probes the dump folder's lock without taking it.
+  Nothing is written either.
 
 The pieces the run goes on to use (tokenizer, rank 0's loader, model config, EOS id, adapter)
 come back in :class:`CheckedRun`, so the run reads its tokenizer and assets once.
@@ -73,10 +74,6 @@ def refuse_findings(config: Any, *, world_size: int, warn_findings: bool = False
             if finding.severity is Severity.WARNING:
                 hint = f"; hint: {finding.hint}" if finding.hint else ""
                 log.warning("[%s] %s: %s%s", finding.code, finding.path, finding.message, hint)
-
-
-class UnusableFolder(ValueError):
-    """An output folder the run could not write into (a file, or not writable)."""
 
 
 CHECKPOINTED_STATES = ("model", "optimizer", "lr_scheduler", "dataloader", "train_state")
@@ -193,23 +190,6 @@ def check_config(
     )
 
 
-def check_folders(config: Any, *, sd_adapter: Any, probe_locks: bool) -> None:
-    """The refusals that depend on the output folders' state, without writing: folders that
-    cannot be created, run files that are not files, the checkpoint folder's content.
-
-    ``probe_locks``: also refuse a folder another run holds (pre-flight; the run takes the lock
-    itself, between the folder check and the run files' check, where the probe stands).
-    """
-    from titan.components.checkpoint import check_folder
-    from titan.training.dump_lock import check_run_files, probe_lock
-
-    for folder in check_creatable_folders(config):
-        if probe_locks:
-            probe_lock(folder)
-    check_run_files(config)
-    check_folder(config.checkpoint, dump_folder=config.dump_folder, sd_adapter=sd_adapter)
-
-
 def check_first_batches(checked: CheckedRun) -> None:
     """Pre-flight's last check: read what data-parallel rank 0 reads before its first step (one
     step's micro-batches) when its dataset is local files, so that a record the loader cannot
@@ -223,42 +203,6 @@ def check_first_batches(checked: CheckedRun) -> None:
     for _ in range(checked.accumulation_steps):
         if next(batches, None) is None:
             return  # a finite set that runs out: the run stops there, with a warning
-
-
-def check_creatable_folders(config: Any) -> list[str]:
-    """:func:`check_creatable` for each output folder (the dump folder, an absolute checkpoint
-    folder); returns them as the lock names them."""
-    from titan.training.dump_lock import output_folders
-
-    folders = list(dict.fromkeys(os.path.realpath(f) for f in output_folders(config)))
-    for folder in folders:
-        check_creatable(folder)
-    return folders
-
-
-def check_creatable(folder: str) -> None:
-    """Raise :class:`UnusableFolder` when the run could not write into ``folder``: it, or a
-    folder above it, is a file, or the folder (or the nearest existing one above it, where it
-    is still to be made) cannot be written."""
-    from titan.components.run_files import DUMP_FOLDER_FLAGS, what_is
-
-    path = Path(folder)
-    while not os.path.lexists(path) and path != path.parent:
-        path = path.parent
-    choose = f"choose another dump folder ({DUMP_FOLDER_FLAGS})"
-    if not os.path.isdir(path):
-        kind = what_is(str(path)) or "a file"
-        if path == Path(folder):
-            raise UnusableFolder(
-                f"the output folder {folder} is {kind}, not a folder; move it away, or {choose}"
-            )
-        raise UnusableFolder(
-            f"the output folder {folder} cannot be created: {path} is {kind}, not a folder; "
-            + choose
-        )
-    if not os.access(path, os.W_OK | os.X_OK):
-        what = "is" if path == Path(folder) else f"cannot be created: {path} is"
-        raise UnusableFolder(f"the output folder {folder} {what} not writable; {choose}")
 
 
 def accumulation_steps(training: Any, dp_degree: int) -> int:

@@ -52,7 +52,7 @@ class Attention(BaseAttention):
     class Config(BaseAttention.Config):
         """Grouped-query attention with heads of width dim // n_heads."""
 
-        _owner_path = "titan.models.common.model:Attention"
+        _owner_path = "titan.models.common.attention_model:Attention"
         _ranges = {"n_kv_heads": POSITIVE}
 
         n_kv_heads: int | None = None

@@ -23,7 +23,8 @@ from torch.distributed.tensor import DTensor
 
 from titan.models.common import feed_forward as feed_forward_config
 from titan.models.common import moe as moe_config
-from titan.models.common.model import BASE_INIT_STD, FeedForward
+from titan.models.common.model import FeedForward
+from titan.models.common.weight_init import BASE_INIT_STD
 from titan.schemas.expert_rules import moe_routing_problem
 
 # Each expert's group of rows is padded to a multiple of this before a grouped GEMM, the

@@ -17,7 +17,7 @@ class RoPE(Module):
     class Config(Configurable.Config):
         """Rotary position embedding."""
 
-        _owner_path = "titan.models.common.model:RoPE"
+        _owner_path = "titan.models.common.attention_model:RoPE"
         _ranges = {"theta": POSITIVE_NUMBER}
 
         theta: float = 10000.0
@@ -31,7 +31,7 @@ class LlamaRoPE(RoPE):
     class Config(RoPE.Config):
         """Rotary position embedding, optionally scaled the llama 3.1 way."""
 
-        _owner_path = "titan.models.common.model:LlamaRoPE"
+        _owner_path = "titan.models.common.attention_model:LlamaRoPE"
         _ranges = {
             "scaling_factor": POSITIVE_NUMBER,
             "low_freq_factor": POSITIVE_NUMBER,
