@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sys
@@ -25,6 +26,15 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("titan-tests")
+
+# Each test process computes on one thread unless the caller chose otherwise: `make test` runs two
+# workers on a machine it assumes has two cores, and torch's default of one thread per core made
+# each worker's OpenMP threads wait on the other worker's (the model tests took 1.6x the CPU time
+# and twice the wall time). Set here, before any test imports torch; subprocesses inherit it.
+if "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:  # a plugin imported it before this file: too late for the variable
+        sys.modules["torch"].set_num_threads(1)
 
 # Test modules whose slow tests launch several processes (torchrun over gloo). Under
 # pytest-xdist (`make test` runs two workers with --dist loadgroup) each module's slow tests form
