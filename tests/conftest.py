@@ -109,7 +109,12 @@ def xdist_group_of(item) -> str | None:
 
 def pytest_collection_modifyitems(config, items):
     """Mark each grouped test with its ``xdist_group`` (see ``xdist_group_of``), and, on an xdist
-    worker under ``--dist loadgroup``, end its node id with the ``@group`` the scheduler reads."""
+    worker under ``--dist loadgroup``, end its node id with the ``@group`` the scheduler reads.
+
+    The slow tests come first, each module's in its own order: the scheduler hands out groups
+    (largest first) and then single tests in this order, so the long runs start early and the
+    thousands of short tests fill in around them, instead of a long run starting last while the
+    other worker has nothing left."""
     loadgroup = getattr(config.option, "loadgroup", False)
     for item in items:
         group = xdist_group_of(item)
@@ -117,6 +122,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
             if loadgroup:
                 suffix_node_id(item, f"@{group}")
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def suffix_node_id(item, suffix: str) -> None:
