@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from titan.components.dataloader import ParallelAwareDataloader
+from titan.components.loader_state import rank_key, rank_state, saved_position
 from titan.components.local_paths import REPOSITORY_ROOT, existing_path
 from titan.config.configurable import NotBuildableError
 from titan.hf_datasets.documents import (
@@ -26,8 +27,6 @@ from titan.hf_datasets.documents import (
     local_documents,
 )
 from titan.hf_datasets.packing import PackingPosition, TokenPacker
-
-WORLD_SIZE_KEY = "world_size"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -184,10 +183,6 @@ class HuggingFaceTextDataLoader(ParallelAwareDataloader):
             infinite=config.infinite,
         )
 
-    @property
-    def rank_key(self) -> str:
-        return f"dp_rank_{self.dp_rank}"
-
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         import torch
 
@@ -213,29 +208,15 @@ class HuggingFaceTextDataLoader(ParallelAwareDataloader):
 
     def state_dict(self) -> dict[str, Any]:
         """This rank's position under its own key, plus the dp world size it belongs to."""
-        return {
-            self.rank_key: self.packer.position.to_bytes(),
-            WORLD_SIZE_KEY: self.dp_world_size,
-        }
+        return rank_state(
+            self.packer.position.to_bytes(), dp_rank=self.dp_rank, dp_world_size=self.dp_world_size
+        )
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue from a saved position; an empty state (no saved loader) starts afresh."""
-        if not state_dict:
-            return
-        saved_world_size = state_dict.get(WORLD_SIZE_KEY)
-        if saved_world_size != self.dp_world_size:
-            raise DatasetError(
-                f"the data-loader state was saved with {saved_world_size} data-parallel ranks "
-                f"but this run has {self.dp_world_size}; its documents are shared out "
-                "differently, so the position cannot be resumed: keep the dp degree, or start "
-                "the data from the beginning (checkpoint.exclude_from_loading = ['dataloader'])"
-            )
-        if self.rank_key not in state_dict:
-            saved = sorted(key for key in state_dict if key != WORLD_SIZE_KEY)
-            raise DatasetError(
-                f"the data-loader state has no position for {self.rank_key} (it has {saved})"
-            )
-        position = state_dict[self.rank_key]
-        if not isinstance(position, bytes | bytearray):
-            raise DatasetError(f"the data-loader state of {self.rank_key} is not bytes")
-        self.packer.restore(PackingPosition.from_bytes(position, origin=self.rank_key))
+        position = saved_position(
+            state_dict, dp_rank=self.dp_rank, dp_world_size=self.dp_world_size, error=DatasetError
+        )
+        if position is not None:
+            origin = rank_key(self.dp_rank)
+            self.packer.restore(PackingPosition.from_bytes(position, origin=origin))
