@@ -252,9 +252,10 @@ def test_sampling_settings_no_picture_can_be_drawn_with_are_refused(img_size, st
 @pytest.mark.parametrize("make", ["missing", "folder", "not_safetensors"])
 def test_an_unusable_autoencoder_path_is_refused_naming_its_key(tmp_path, make):
     import torch
+
     from titan.models.flux import model_registry
-    from titan.models.flux.configs import Encoder
     from titan.models.flux.conditioning import build_frozen_parts
+    from titan.models.flux.configs import Encoder
 
     path = tmp_path / "ae.safetensors"
     if make == "folder":
