@@ -29,10 +29,13 @@ class FrozenParts:
     """The autoencoder and text encoders, on the training device in ``dtype``."""
 
     autoencoder: AutoEncoder
+    """Images to latents and back."""
     encoders: TextEncoders
+    """T5 (token sequence) and CLIP (pooled vector)."""
     dtype: torch.dtype
     """The dtype the frozen parts compute in (v0.2.2: the FSDP parameter dtype, else float32)."""
     device: torch.device
+    """The training device."""
 
     @torch.no_grad()
     def text(self, inputs: dict[str, Any]) -> Conditioning:
@@ -96,7 +99,9 @@ class RankRows:
     """Which rows of the global batch this data-parallel rank holds."""
 
     dp_rank: int
+    """This rank's data-parallel index."""
     dp_degree: int
+    """How many data-parallel ranks share each global batch."""
 
     def draw(self, shape: tuple[int, ...], generator: torch.Generator, *, uniform: bool = False):
         """This rank's rows of a ``[local batch * dp degree, ...]`` draw (normal or uniform)."""
@@ -114,12 +119,19 @@ class FlowBatch:
     """One batch ready for the transformer: noised packed latents, positions, text, target."""
 
     img: torch.Tensor
+    """Noised packed latents ``[b, tokens, 64]``."""
     img_ids: torch.Tensor
+    """Their position ids."""
     txt: torch.Tensor
+    """T5 encodings."""
     txt_ids: torch.Tensor
+    """Their position ids (zeros)."""
     y: torch.Tensor
+    """Pooled CLIP encodings."""
     timesteps: torch.Tensor
+    """Each row's noise level in [0, 1]."""
     target: torch.Tensor
+    """The velocity to learn, ``noise - latents``, packed."""
 
     def model_inputs(self) -> dict[str, torch.Tensor]:
         """The transformer's keyword arguments."""

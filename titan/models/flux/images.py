@@ -24,9 +24,13 @@ class Sampling:
     """How images are drawn: size, Euler steps, classifier-free guidance."""
 
     img_size: int
+    """The requested image side in pixels."""
     denoising_steps: int
+    """Euler steps from noise to image."""
     guidance: bool
+    """Whether classifier-free guidance mixes in the empty caption's velocity."""
     guidance_scale: float
+    """The guidance scale."""
 
     @property
     def side(self) -> int:
