@@ -24,7 +24,6 @@ from tests.training_runs import (
     Launch,
     child_env,
     loss_bits,
-    migrated,
     titan_trains,
 )
 
@@ -98,7 +97,16 @@ def check_pictures(paths: list[Path], *, side: int) -> None:
 def test_debug_toml_and_its_registry_train_identically_and_the_loss_falls(tmp_path):
     # Measured (seed 7, lr 1e-4): step 1 1.2121, mean of steps 21-30 1.1107; at the TOML's own
     # 8e-4 this small batch only wanders (mean of the last ten 1.1947), so the runs take 1e-4.
-    registry = migrated(DEBUG_TOML, tmp_path, function="flux_debugmodel")
+    registry = tmp_path / "config_registry.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "titan.cli.migrate", str(DEBUG_TOML), "-o", str(registry), "-q"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=child_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "def flux_debugmodel() -> FluxTrainer.Config:" in registry.read_text(encoding="utf-8")
     lr = ["--optimizer.lr", "1e-4"]
     toml, code = titan_trains(
         [
