@@ -144,7 +144,8 @@ def test_drawn_sets_vary_size_mode_and_describe_their_images():
     for sample in samples:
         image = Image.open(io.BytesIO(sample.image))
         assert image.size == (sample.width, sample.height) and min(image.size) >= 256
-        assert sample.caption.endswith("background") and sample.caption.startswith("a ")
+        assert sample.caption.endswith("background") and sample.caption.startswith(("a ", "an "))
+        assert " a orange" not in sample.caption and sample.caption.count(" on ") == 1
     held_out = {s.caption for s in drawn_samples("coco-validation")}
     assert len(held_out) > 20
 

@@ -119,13 +119,18 @@ def draw_sample(rng: random.Random, *, key: str) -> DrawnSample:
         extent = rng.randint(24, 64) if small else rng.randint(72, 128)
         x, y = rng.randint(0, width - extent), rng.randint(0, height - extent)
         DRAW_SHAPE[shape](draw, (x, y, x + extent, y + extent), COLOURS[colour])
-        phrases.append(f"a {'small ' if small else ''}{colour} {shape}")
-    caption = f"{' and '.join(phrases)} on a {background} background"
+        phrases.append(_with_article(f"{'small ' if small else ''}{colour} {shape}"))
+    caption = f"{' and '.join(phrases)} on {_with_article(background)} background"
     if mode != "RGB":
         image = image.convert(mode)
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG" if extension == "jpg" else "PNG")
     return DrawnSample(key, buffer.getvalue(), extension, caption, width, height, mode)
+
+
+def _with_article(phrase: str) -> str:
+    """``phrase`` after "a", or "an" before a vowel ("an orange circle")."""
+    return f"{'an' if phrase[0] in 'aeiou' else 'a'} {phrase}"
 
 
 def _triangle(draw: Any, box: tuple[int, int, int, int], fill: tuple) -> None:
