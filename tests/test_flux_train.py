@@ -130,22 +130,19 @@ def test_debug_toml_and_its_registry_train_identically_and_the_loss_falls(tmp_pa
     assert sum(toml.losses[-10:]) / 10 < toml.losses[0] - 0.05
 
 
+@pytest.mark.parametrize("img_size", [8, 24, 40, 250])
+def test_an_image_size_that_makes_no_whole_patches_is_refused_by_name(img_size):
+    from titan.models.flux.run import check_image_size
+
+    with pytest.raises(ValueError, match="training.img_size.*multiple of 16"):
+        check_image_size(img_size)
+    check_image_size(img_size - img_size % 16 + 16)
+
+
 def test_dropping_the_causal_attention_is_said_in_product_words():
     from titan.models.flux.run import FULL_ATTENTION_NOTE
 
     assert FULL_ATTENTION in FULL_ATTENTION_NOTE and "attends fully" in FULL_ATTENTION_NOTE
-
-
-def generate(args: list[str], *, cwd: Path) -> subprocess.CompletedProcess:
-    """``python -m titan.models.flux.generate ARGS`` in ``cwd``."""
-    return subprocess.run(
-        [sys.executable, "-m", "titan.models.flux.generate", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=child_env(),
-        timeout=600,
-    )
 
 
 @pytest.mark.slow

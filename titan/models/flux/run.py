@@ -58,6 +58,15 @@ def encoder_dtype(parallel_dims: Any, training: Any) -> torch.dtype:
     return torch.float32
 
 
+def check_image_size(img_size: int) -> None:
+    """``ValueError`` unless ``img_size`` makes latents of whole 2x2 patches (a multiple of 16)."""
+    if img_size % 16:
+        raise ValueError(
+            f"dataloader.img_size (legacy TOML: training.img_size) is {img_size}; Flux packs "
+            "8x-downscaled latents in 2x2 patches, so it must be a multiple of 16"
+        )
+
+
 def build_flux_run(config: Any, *, findings_reported: bool = False, **runtime: Any) -> FluxRunParts:
     """Every part of the Flux run ``config`` describes, on this process's ranks and device."""
     from titan.training.dump_lock import lock_folders, output_folders, release_all
@@ -98,6 +107,7 @@ def _build(config: Any, *, checked: Any, locks: list[Any], refusal: BaseExceptio
     from titan.training.weights import DTYPES, default_dtype
 
     spec, parallel_dims, training = checked.spec, checked.parallel_dims, config.training
+    check_image_size(config.dataloader.img_size)
     placement = init_distributed(config.comm, dump_folder=config.dump_folder)
     check_same_config(config)
     agree_on_locks(refusal)
@@ -270,4 +280,10 @@ def _init_weights(
         )
 
 
-__all__ = ["FULL_ATTENTION_NOTE", "FluxRunParts", "build_flux_run", "encoder_dtype"]
+__all__ = [
+    "FULL_ATTENTION_NOTE",
+    "FluxRunParts",
+    "build_flux_run",
+    "check_image_size",
+    "encoder_dtype",
+]
