@@ -316,3 +316,13 @@ def test_every_v022_flux_toml_passes_preflight_and_trains_two_steps(tmp_path):
     for toml, run in zip(PRESETS, runs, strict=True):
         run.check()
         assert [m["step"] for m in run.metrics if "loss" in m] == [1, 2], toml
+
+
+@pytest.mark.parametrize("microbatches", [[], [("tokens", "labels")], "not a list"])
+def test_the_token_library_step_is_refused_for_flux(microbatches):
+    from titan.models.flux.trainer import FluxTrainer
+    from titan.training.step_api import TrainerUsageError
+
+    trainer = object.__new__(FluxTrainer)  # the refusal needs no built run
+    with pytest.raises(TrainerUsageError, match="train\\(\\)"):
+        trainer.forward_backward(microbatches)

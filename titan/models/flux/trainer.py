@@ -52,6 +52,16 @@ class FluxTrainer(Trainer):
         self.step = 0
         self.finished = False
 
+    def forward_backward(self, microbatches: Any, **options: Any) -> Any:
+        """Refused: the step-by-step library call takes token batches of the language models;
+        a Flux run trains through ``train`` (or ``titan-train``)."""
+        from titan.training.step_api import TrainerUsageError
+
+        raise TrainerUsageError(
+            "forward_backward takes token batches of the language models; a Flux run trains "
+            "its image batches through train() (titan-train)"
+        )
+
     def _accumulate(self, micro_batches: list[tuple[Any, Any]]) -> list[Any]:
         """Forward and backward of the step's ``(tokens, images)`` micro-batches; each loss
         is the micro-batch's mean squared error divided by the accumulation steps."""
