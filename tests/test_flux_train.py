@@ -150,7 +150,10 @@ def test_fsdp_matches_one_process_resume_is_exact_and_pictures_are_written(tmp_p
     registry = tmp_path / "config_registry.py"
     registry.write_text(TINY, encoding="utf-8")
     base = ["--registry", str(registry), "--config", "tiny", "--training.steps", "4"]
-    saving = ["--checkpoint.enable", "--checkpoint.interval", "2"]
+    # The one-process run also scores every sample at all eight timesteps and draws nothing.
+    saving = ["--checkpoint.enable", "--checkpoint.interval", "2", "--validator.enable",
+              "--validator.freq", "4", "--validator.steps", "1", "--validator.all_timesteps",
+              "--validator.save_img_count", "0"]  # fmt: skip
     validating = [
         "--validator.enable", "--validator.freq", "4", "--validator.steps", "1",
         "--validator.local_batch_size", "2", "--validator.save_img_count", "2",
@@ -186,6 +189,12 @@ def test_fsdp_matches_one_process_resume_is_exact_and_pictures_are_written(tmp_p
         if "validation_loss" in line
     ]
     assert [v["step"] for v in validation] == [1, 4]
+    every = [
+        json.loads(line)
+        for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()
+        if "validation_loss" in line
+    ]
+    assert [v["step"] for v in every] == [1, 4] and not (tmp_path / "one" / "img").exists()
 
     # Resume from step 2 (step 4 set aside) while the generate command draws from step 4.
     resumed = tmp_path / "resumed"
