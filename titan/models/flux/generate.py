@@ -131,12 +131,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(loaded.config, FluxTrainer.Config):
             raise ValueError(f"{PROG} draws Flux images; this config trains another model")
+        read_prompts(loaded.config.inference.prompts_path)  # refused before the model is built
         trainer = loaded.config.build(findings_reported=True)
         written = generate(trainer)
         trainer.finished = True
         logging.getLogger("titan").info("wrote %d image(s)", len(written))
     except USER_ERRORS as error:
         failure.report(describe(error))
+        return 1
+    except Exception as error:
+        if os.environ.get("TITAN_DEBUG"):
+            raise
+        failure.report(
+            f"{PROG} stopped on an unexpected {type(error).__name__}: {error}; TITAN_DEBUG=1 "
+            "prints its traceback"
+        )
         return 1
     finally:
         if trainer is not None:
