@@ -149,10 +149,13 @@ CONFIG_REFUSALS = [
         ],
     ),
     (
-        "model-family-without-a-trainer",
+        "encoder-that-is-not-local",
         ["--config", "flux_debugmodel", *ONE_STEP, "--dump_folder", "{inputs}/flux"],
         1,
-        ["titan-train: error: FluxTrainer is not supported by titan-train yet"],
+        [
+            "titan-train: error: encoder.t5_encoder = 'google/t5-v1_1-xxl' is neither a local "
+            "folder nor a model in the Hugging Face cache"
+        ],
     ),
 ]
 

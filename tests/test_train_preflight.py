@@ -188,9 +188,9 @@ REFUSALS = [
         ],
     ),
     (
-        "family-that-does-not-train",
+        "encoder-that-is-not-local",
         ["--config", "flux_debugmodel"],
-        ["titan-train: error: flux 'flux-debug': titan-train does not train flux yet"],
+        ["titan-train: error: encoder.t5_encoder = 'google/t5-v1_1-xxl' is neither a local"],
     ),
 ]
 

@@ -52,6 +52,9 @@ class Capabilities:
     """Activation checkpointing of the model's blocks (any mode but "none")."""
     hf_checkpoints: bool = False
     """Loading and saving Hugging Face safetensors through the family's state-dict adapter."""
+    loaders_read_assets: bool = False
+    """The family's data loaders read ``hf_assets_path`` themselves (their tokenizers live
+    inside them): the run passes it to every loader it builds as ``hf_assets_path=``."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

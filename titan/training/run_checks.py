@@ -168,6 +168,8 @@ def check_config(
         "seq_len": training.seq_len,
         "local_batch_size": training.local_batch_size,
     }
+    if spec.capabilities.loaders_read_assets:
+        loader_args["hf_assets_path"] = hf_assets
     dataloader = config.dataloader.build(**loader_args)
     sd_adapter = state_dict_adapter(spec, model_config, hf_assets)
     if config.checkpoint.enable:

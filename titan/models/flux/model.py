@@ -112,6 +112,10 @@ class FluxModel(nn.Module):
             block.init_weights()
         self.final_layer.init_weights()
 
+    def needs_documents(self) -> bool:
+        """Flux attends over whole images and captions, never by document."""
+        return False
+
     def fsdp_units(self) -> list[list[nn.Module]]:
         """What FSDP shards one by one (``titan.distributed.parallelize.apply_fsdp``): each
         embedder, each block, then the final layer, as v0.2.2 sharded them."""
