@@ -70,7 +70,9 @@ class TextEncoders:
     """The two frozen encoders of a Flux run."""
 
     t5: FrozenTextEncoder
+    """The T5 encoder: one sequence of encodings per caption."""
     clip: FrozenTextEncoder
+    """The CLIP encoder: one pooled encoding per caption."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -78,8 +80,11 @@ class EncoderRole:
     """What one of the two encoders is: its setting, its class, its output, its expected width."""
 
     key: str
+    """The setting that names the encoder, for messages (``encoder.t5_encoder``)."""
     model_class: str
+    """The ``transformers`` class that loads it."""
     output: str
+    """The output the Flux model reads: the sequence or the pooled encoding."""
     width_name: str
     """The Flux model setting its output width must equal."""
 

@@ -54,9 +54,13 @@ class FluxPosition:
     """Where one rank is in the dataset: the pass, the next group, the samples it yielded."""
 
     epoch: int = 0
+    """Passes over the dataset completed."""
     next_group: int = 0
+    """Index, in stream order, of the next group this rank reads."""
     yielded: int = 0
+    """Samples this rank has yielded over every pass (it picks the next validation timestep)."""
     finished: bool = False
+    """Whether a finite loader's pass has ended (the next iteration starts another)."""
 
     def to_bytes(self) -> bytes:
         """The position as JSON bytes, the form checkpoints store."""

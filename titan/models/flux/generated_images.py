@@ -64,12 +64,17 @@ class GeneratedSet:
     """A set titan can draw: how many samples, how they are stored, and with which seed."""
 
     description: str
+    """What the set is, for messages and the set's manifest."""
     samples: int
+    """Number of image-caption pairs."""
     seed: int
+    """Seed of the drawing: the same seed writes the same bytes."""
     layout: str
     """"shards" (webdataset tar files) or "folder" (plain image and caption files)."""
     samples_per_shard: int = 16
+    """Pairs per webdataset shard (layout ``shards``)."""
     key_prefix: str = ""
+    """Prefix of every sample key, which keeps two sets' keys apart."""
 
 
 GENERATED_SETS: dict[str, GeneratedSet] = {
@@ -94,12 +99,19 @@ class DrawnSample:
     """One generated sample: its key, the encoded image, its extension and its caption."""
 
     key: str
+    """The sample's key: the file name before the first dot."""
     image: bytes
+    """The encoded image file's bytes."""
     extension: str
+    """The image file's extension (``jpg`` or ``png``)."""
     caption: str
+    """The caption that describes the drawn shapes."""
     width: int
+    """Image width in pixels."""
     height: int
+    """Image height in pixels."""
     mode: str
+    """PIL mode the image is stored in (RGB, L, P, RGBA or CMYK)."""
 
 
 def draw_sample(rng: random.Random, *, key: str) -> DrawnSample:

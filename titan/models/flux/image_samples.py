@@ -50,9 +50,13 @@ class FluxSample:
     """A prepared sample: image tensor, both token lists and the caption."""
 
     image: Any
+    """The image, ``[3, img_size, img_size]`` float32 in [-1, 1]."""
     t5_tokens: list[int]
+    """T5 token ids, ``max_t5_encoding_len`` of them (the empty caption's when dropped)."""
     clip_tokens: list[int]
+    """CLIP token ids, 77 of them (the empty caption's when dropped)."""
     prompt: str
+    """The caption as read, kept for validation images."""
 
 
 def sample_rng(*, seed: int, epoch: int, index: int) -> random.Random:

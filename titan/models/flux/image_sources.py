@@ -36,6 +36,7 @@ class RegisteredImageSet:
     """A dataset name v0.2.2 knew and where titan finds its data when ``dataset_path`` is unset."""
 
     description: str
+    """What the data is and where, for messages."""
     generated: str | None = None
     """Name of the set titan draws itself for it (``generated_images.GENERATED_SETS``)."""
     upstream: str | None = None
@@ -63,10 +64,13 @@ class Group:
     """The files of one key: extension -> a way to read that file's bytes."""
 
     key: str
+    """The sample key shared by the group's files."""
     origin: str
     """Where the group is, for messages: ``shard.tar:key`` or a folder path."""
     files: dict[str, Path | tarfile.TarInfo] = dataclasses.field(default_factory=dict)
+    """Extension -> the file's path, or its member of ``archive``."""
     archive: tarfile.TarFile | None = None
+    """The open tar shard the members are read from; None for folder files."""
 
     def image_extension(self) -> str | None:
         """The first image file's extension, None when the group has no image."""
@@ -89,7 +93,9 @@ class UnreadableShard:
     """A shard (or the rest of one) that could not be read; the stream goes on after it."""
 
     origin: str
+    """The shard, for messages."""
     reason: str
+    """Why it could not be read."""
 
 
 def split_key(name: str) -> tuple[str, str]:
@@ -105,8 +111,11 @@ class ImageTextSource:
     """The groups of a dataset: webdataset shards, or the files of a plain folder."""
 
     description: str
+    """What the data is and where, for messages."""
     shards: tuple[Path, ...] = ()
+    """The webdataset tar shards, in reading order."""
     folder: Path | None = None
+    """The plain folder of image and caption files, when not shards."""
 
     def groups(self) -> Iterator[Group | UnreadableShard]:
         """Every group in stream order, with a marker where a shard could not be read."""

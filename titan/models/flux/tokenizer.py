@@ -51,7 +51,9 @@ class FluxTokenizers:
     """The two tokenizers a Flux sample needs, and the tokens of an empty caption for each."""
 
     t5: CaptionTokenizer
+    """Tokenizer of the T5 captions."""
     clip: CaptionTokenizer
+    """Tokenizer of the CLIP captions."""
 
     def empty_t5(self) -> list[int]:
         """The T5 tokens of the empty caption (what guidance dropout substitutes)."""
