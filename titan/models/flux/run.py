@@ -70,7 +70,8 @@ def check_image_size(img_size: int) -> None:
 def build_flux_run(config: Any, *, findings_reported: bool = False, **runtime: Any) -> FluxRunParts:
     """Every part of the Flux run ``config`` describes, on this process's ranks and device."""
     from titan.training.dump_lock import lock_folders, output_folders, release_all
-    from titan.training.run_checks import check_config, check_creatable_folders, check_folders
+    from titan.training.folder_checks import check_creatable_folders, check_folders
+    from titan.training.run_checks import check_config
 
     if runtime:
         raise TypeError(f"unexpected runtime arguments: {', '.join(sorted(runtime))}")
