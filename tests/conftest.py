@@ -52,6 +52,8 @@ MULTI_PROCESS_MODULES = frozenset(
         "test_dump_lock.py",
         "test_expert_parallel.py",
         "test_expert_parallel_tp.py",
+        "test_flux_model.py",
+        "test_flux_train.py",
         "test_gpt_oss_train.py",
         "test_llama4_train.py",
         "test_moe.py",

@@ -225,6 +225,43 @@ def test_fsdp_matches_one_process_resume_is_exact_and_pictures_are_written(tmp_p
     check_pictures(drawn, side=32)
 
 
+@pytest.mark.slow
+def test_hf_export_is_a_diffusers_folder_and_imports_bit_for_bit(tmp_path):
+    from diffusers import FluxTransformer2DModel
+    from safetensors.torch import load_file
+
+    registry = tmp_path / "config_registry.py"
+    registry.write_text(TINY, encoding="utf-8")
+    base = ["--registry", str(registry), "--config", "tiny", "--checkpoint.enable"]
+    export = ["--checkpoint.last_save_in_hf", "--checkpoint.last_save_model_only"]
+    (trained,) = titan_trains(
+        [Launch([*base, *export, "--training.steps", "2"], dump_folder=tmp_path / "a")]
+    )
+    trained.check()
+    folder = tmp_path / "a" / "checkpoint" / "step-2"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config.json",
+        "diffusion_pytorch_model.safetensors",
+    ]
+    exported = load_file(folder / "diffusion_pytorch_model.safetensors")
+    model = FluxTransformer2DModel.from_pretrained(str(folder))  # diffusers reads it as its own
+    theirs = model.state_dict()
+    assert set(theirs) == set(exported)
+    assert all(theirs[key].equal(value) for key, value in exported.items())
+    # Imported by a run that does not move its weights (lr 0), exported again: the same bits.
+    load = ["--checkpoint.initial_load_path", str(folder), "--checkpoint.initial_load_in_hf",
+            "--checkpoint.initial_load_model_only", "--optimizer.lr", "0",
+            "--lr_scheduler.warmup_steps", "0", "--training.steps", "1"]  # fmt: skip
+    (again,) = titan_trains([Launch([*base, *export, *load], dump_folder=tmp_path / "b")])
+    again.check()
+    assert "loaded model weights (Hugging Face safetensors)" in again.stderr
+    back = load_file(
+        tmp_path / "b" / "checkpoint" / "step-1" / "diffusion_pytorch_model.safetensors"
+    )
+    assert set(back) == set(exported)
+    assert all(back[key].equal(value) for key, value in exported.items())
+
+
 @pytest.mark.parametrize(
     ("content", "words"),
     [

@@ -23,7 +23,6 @@ from titan.components.checkpoint.state import ModelState, cast, check_model_keys
 from titan.components.run_files import open_run_file
 
 WEIGHTS = "model.safetensors"
-INDEX = "model.safetensors.index.json"
 CONFIG = "config.json"
 
 
@@ -56,14 +55,15 @@ def write_hf(
     except (KeyError, ValueError) as exc:
         raise CheckpointError(f"the state-dict adapter cannot export this model: {exc}") from None
     hf = _unshared({key: cast(value, dtype).contiguous() for key, value in hf.items()})
-    files = _shard_files(hf, getattr(sd_adapter, "fqn_to_index_mapping", None))
+    weights = getattr(sd_adapter, "weights_file", WEIGHTS)
+    files = _shard_files(hf, getattr(sd_adapter, "fqn_to_index_mapping", None), weights=weights)
     for name, keys in files.items():
         save_file({key: hf[key] for key in keys}, os.path.join(path, name), {"format": "pt"})
     if len(files) > 1:
         weight_map = {key: name for name, keys in files.items() for key in keys}
         total = sum(value.numel() * value.element_size() for value in hf.values())
         index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
-        _write_json(os.path.join(path, INDEX), index)
+        _write_json(os.path.join(path, f"{weights}.index.json"), index)
     if config_json is not None:
         config = dict(config_json)
         if "torch_dtype" in config:
@@ -129,14 +129,17 @@ def _read(path: str, model_state: ModelState, *, sd_adapter: Any) -> dict[str, A
     return state
 
 
-def _shard_files(hf: dict[str, Any], mapping: dict[str, int] | None) -> dict[str, list[str]]:
-    """File name → keys: one ``model.safetensors``, or the adapter's numbered shards."""
+def _shard_files(
+    hf: dict[str, Any], mapping: dict[str, int] | None, *, weights: str = WEIGHTS
+) -> dict[str, list[str]]:
+    """File name → keys: one ``weights`` file, or the adapter's numbered shards named after it."""
     if not mapping or not set(hf) <= set(mapping):
-        return {WEIGHTS: list(hf)}
+        return {weights: list(hf)}
     count = max(mapping[key] for key in hf)
+    stem = weights.removesuffix(".safetensors")
     files: dict[str, list[str]] = {}
     for key in hf:
-        files.setdefault(f"model-{mapping[key]:05d}-of-{count:05d}.safetensors", []).append(key)
+        files.setdefault(f"{stem}-{mapping[key]:05d}-of-{count:05d}.safetensors", []).append(key)
     return files
 
 

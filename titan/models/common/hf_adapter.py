@@ -112,6 +112,9 @@ class HFStateDictAdapter:
     """Block tensors Hugging Face has no place for: an export leaves them out."""
     hf_ignored_layer_keys: ClassVar[tuple[str, ...]] = ()
     """Hugging Face block tensors titan has no place for: an import skips them."""
+    weights_file: ClassVar[str] = "model.safetensors"
+    """The weights file an export writes (shards and the index are named after it): diffusers
+    models use ``diffusion_pytorch_model.safetensors``."""
     zero_expert_bias: ClassVar[bool] = False
     """Whether an import starts ``moe.expert_bias`` at zero beside each router weight when the
     model balances load (Hugging Face's router has no such bias; zero routes the same)."""

@@ -15,7 +15,9 @@ FAMILY = ModelFamily(
     # FSDP/HSDP and activation checkpointing per block (titan.models.flux.parallelize); flux
     # has no tensor, pipeline, expert or context parallel plan.
     # The loaders build their own T5 and CLIP tokenizers, reading hf_assets_path in test mode.
-    capabilities=Capabilities(fsdp=True, activation_checkpoint=True, loaders_read_assets=True),
+    capabilities=Capabilities(
+        fsdp=True, activation_checkpoint=True, hf_checkpoints=True, loaders_read_assets=True
+    ),
     build_loss_fn="titan.models.flux.loss:build_mse_loss",
     state_dict_adapter="titan.models.flux.state_dict_adapter:FluxStateDictAdapter",
 )

@@ -119,8 +119,9 @@ FUSED_PART_OF = {
     blocks: {part: (fused, i) for fused, parts in table.items() for i, part in enumerate(parts)}
     for blocks, table in FUSED_KEYS.items()
 }
-# The index file of a diffusers transformer folder (titan's own exports use the base class's).
-DIFFUSERS_INDEX = "diffusion_pytorch_model.safetensors.index.json"
+# The weights and index files of a diffusers transformer folder, which exports write too.
+DIFFUSERS_WEIGHTS = "diffusion_pytorch_model.safetensors"
+DIFFUSERS_INDEX = f"{DIFFUSERS_WEIGHTS}.index.json"
 # diffusers' fixed architecture choices a flux config must share to be exported.
 DIFFUSERS_MLP_RATIO = 4.0
 DIFFUSERS_THETA = 10000
@@ -149,6 +150,7 @@ class FluxStateDictAdapter(HFStateDictAdapter):
 
     family = FAMILY
     top_level_keys = TOP_LEVEL_KEYS
+    weights_file = DIFFUSERS_WEIGHTS
 
     def __init__(self, *, model_config: FluxModel.Config, hf_assets_path: str | None):
         folder = transformer_folder(hf_assets_path)
