@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,15 @@ def build_run(config: Any, *, findings_reported: bool = False, **runtime: Any) -
     """Every part of the run ``config`` describes, on this process's ranks and device.
     ``findings_reported``: ``titan-train`` has printed the config's warnings already; a run
     built from Python says them through its logger."""
+    return build_checked(config, _build, findings_reported=findings_reported, **runtime)
+
+
+def build_checked(
+    config: Any, build: Callable[..., Any], *, findings_reported: bool = False, **runtime: Any
+) -> Any:
+    """``build(config, checked=, locks=, refusal=)`` once ``config`` passed every check the run
+    makes and rank 0 holds its output folders (or knows why it cannot): the start every trainer
+    shares, whatever parts its ``build`` makes. The locks are released if ``build`` fails."""
     if runtime:
         raise TypeError(f"unexpected runtime arguments: {', '.join(sorted(runtime))}")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -69,7 +79,7 @@ def build_run(config: Any, *, findings_reported: bool = False, **runtime: Any) -
         except (ValueError, OSError) as error:
             refusal = error
     try:
-        return _build(config, checked=checked, locks=locks, refusal=refusal)
+        return build(config, checked=checked, locks=locks, refusal=refusal)
     except BaseException:
         release_all(locks)
         raise

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 from typing import Any
 
 import torch
@@ -69,30 +68,9 @@ def check_image_size(img_size: int) -> None:
 
 def build_flux_run(config: Any, *, findings_reported: bool = False, **runtime: Any) -> FluxRunParts:
     """Every part of the Flux run ``config`` describes, on this process's ranks and device."""
-    from titan.training.dump_lock import lock_folders, output_folders, release_all
-    from titan.training.folder_checks import check_creatable_folders, check_folders
-    from titan.training.run_checks import check_config
+    from titan.training.setup import build_checked
 
-    if runtime:
-        raise TypeError(f"unexpected runtime arguments: {', '.join(sorted(runtime))}")
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    checked = check_config(
-        config, world_size=world_size, warn=False, warn_findings=not findings_reported
-    )
-    locks: list[Any] = []
-    refusal: BaseException | None = None
-    if int(os.environ.get("RANK", "0")) == 0:
-        try:
-            check_creatable_folders(config)
-            locks = lock_folders(output_folders(config))
-            check_folders(config, sd_adapter=checked.sd_adapter, probe_locks=False)
-        except (ValueError, OSError) as error:
-            refusal = error
-    try:
-        return _build(config, checked=checked, locks=locks, refusal=refusal)
-    except BaseException:
-        release_all(locks)
-        raise
+    return build_checked(config, _build, findings_reported=findings_reported, **runtime)
 
 
 def _build(config: Any, *, checked: Any, locks: list[Any], refusal: BaseException | None):
