@@ -100,7 +100,7 @@ class Validator(BaseValidator):
         """The token-weighted mean loss over the validation batches (the same ones every time)."""
         import torch
 
-        from titan.distributed.reductions import dist_min, dist_sum
+        from titan.distributed.reductions import dist_min
 
         # A fresh loader each time, so every validation sees the same batches and the
         # numbers are comparable from one validation to the next.
@@ -132,12 +132,21 @@ class Validator(BaseValidator):
                 done += 1
         for part in model_parts:
             part.train()
-        total_tokens = dist_sum(torch.tensor(float(tokens)), self.dp_mesh)
-        if total_tokens == 0:
+        batch = f"{self.loader_args['local_batch_size']}×{self.loader_args['seq_len']} tokens"
+        return self.log_mean_loss(step, loss_sum, tokens, batch=batch)
+
+    def log_mean_loss(self, step: int, loss_sum: Any, count: int, *, batch: str) -> float:
+        """The loss per element over every data-parallel rank (``loss_sum`` over ``count``
+        elements on this one), logged for ``step``; ``ValueError`` when no rank had a ``batch``."""
+        import torch
+
+        from titan.distributed.reductions import dist_sum
+
+        total = dist_sum(torch.tensor(float(count)), self.dp_mesh)
+        if total == 0:
             raise ValueError(
-                f"the validation set {self.config.dataloader.dataset!r} gave no batch of "
-                f"{self.loader_args['local_batch_size']}×{self.loader_args['seq_len']} tokens"
+                f"the validation set {self.config.dataloader.dataset!r} gave no batch of {batch}"
             )
-        value = dist_sum(loss_sum, self.dp_mesh) / total_tokens
+        value = dist_sum(loss_sum, self.dp_mesh) / total
         self.metrics.log_validation(step=step, loss=value)
         return value

@@ -110,7 +110,7 @@ class FluxValidator(Validator):
         ones every time), after writing this step's images."""
         import torch
 
-        from titan.distributed.reductions import dist_min, dist_sum
+        from titan.distributed.reductions import dist_min
         from titan.models.flux.conditioning import flow_batch, step_generator
 
         model = model_parts[0]
@@ -146,15 +146,8 @@ class FluxValidator(Validator):
                 elements += flow.target.numel()
                 done += 1
         model.train()
-        total = dist_sum(torch.tensor(float(elements)), self.dp_mesh)
-        if total == 0:
-            raise ValueError(
-                f"the validation set {self.config.dataloader.dataset!r} gave no batch of "
-                f"{self.loader_args['local_batch_size']} image(s)"
-            )
-        value = dist_sum(loss_sum, self.dp_mesh) / total
-        self.metrics.log_validation(step=step, loss=value)
-        return value
+        batch = f"{self.loader_args['local_batch_size']} image(s)"
+        return self.log_mean_loss(step, loss_sum, elements, batch=batch)
 
     def _save_images(self, model: Any, prompts: list[str], step: int, left: int) -> int:
         """Draw and write images for the first of ``prompts`` while ``left`` allows (-1: all);
