@@ -108,6 +108,9 @@ def main() -> None:
             line = run(scenario)
             if dist.get_rank() == 0:
                 print(line, flush=True)
+        # Every rank's last collective has completed before any rank closes its connections:
+        # gloo aborts a process that tears down while a peer's message is still arriving.
+        dist.barrier()
     finally:
         destroy_distributed()
 
