@@ -10,8 +10,6 @@ and routing the model cannot run (``moe-routing``: top_k, group-limited routing)
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import pytest
 
 from tests.test_train_preflight import preflight
 from tests.test_validate_config import run
-from tests.training_runs import REPO, child_env
+from tests.training_runs import REPO, run_train
 
 # (family, flavor, --ngpu, EP degree, experts, the degree the hint suggests)
 UNEVEN_EP = [
@@ -317,14 +315,10 @@ def test_preflight_refuses_routing_and_counts_before_building(capsys, in_tmp):
 def test_a_run_refuses_with_the_same_finding(in_tmp):
     moe_registry(in_tmp, "gpt_oss", "debugmodel", top_k=9)
     dump = in_tmp / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "titan.train", "--registry", "config_registry.py"]
-        + ["--config", "mine", "--dump_folder", str(dump)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=child_env(),
+    done = run_train(
+        ["--registry", "config_registry.py", "--config", "mine", "--dump_folder", str(dump)],
         cwd=in_tmp,
+        timeout=300,
     )
     output = done.stdout + done.stderr
     assert done.returncode == 1, output

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.training_runs import DEBUG_TOML, SEED, SMALL, child_env
+from tests.training_runs import DEBUG_TOML, SEED, SMALL, child_env, run_train
 
 REGISTRY = ["--config", "llama3_debugmodel"]
 LEGACY = ["--job.config_file", str(DEBUG_TOML)]
@@ -31,15 +31,8 @@ pytestmark = pytest.mark.slow
 
 
 def titan_train(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """``titan-train ARGS`` as a fresh process in ``cwd``."""
-    return subprocess.run(
-        [sys.executable, "-m", "titan.train", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=child_env(),
-        cwd=cwd,
-    )
+    """``titan-train ARGS`` as a process of its own in ``cwd``."""
+    return run_train(list(args), cwd=cwd)
 
 
 def problem(stderr: str) -> str:

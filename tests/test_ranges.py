@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 import textwrap
 import typing
 from pathlib import Path
@@ -25,7 +24,7 @@ from titan.schemas.spec_codegen import ranges_from_model
 from titan.schemas.typecheck import matches
 
 from tests.test_validate_config import registry, run
-from tests.training_runs import DEBUG_TOML, REPO, child_env
+from tests.training_runs import DEBUG_TOML, REPO, run_train
 
 PROBES = [-(2**63) - 1, -2, -1, 0, 1, 2, 2**63, -1.5, -0.0, 0.5, 0.999, 1.0, 1.5, 1e300]
 PROBES += [math.inf, -math.inf, math.nan]
@@ -228,14 +227,7 @@ def in_tmp(tmp_path, monkeypatch):
 
 
 def _train(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "titan.train", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=child_env(),
-        cwd=cwd,
-    )
+    return run_train(list(args), cwd=cwd, timeout=300)
 
 
 @pytest.mark.parametrize("form", ["toml", "registry"])

@@ -25,6 +25,7 @@ from tests.training_runs import (
     child_env,
     hf_round_trip,
     loss_bits,
+    run_train,
     titan_train,
     titan_trains,
 )
@@ -174,14 +175,7 @@ def test_sigkill_during_a_save_restarts_from_the_previous_checkpoint(tmp_path):
     assert (folder / torn).is_dir()  # the torn save the restart must clear
     killed = (tmp_path / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
 
-    restarted = subprocess.run(
-        [sys.executable, "-m", "titan.train", *args],
-        cwd=REPO,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    restarted = run_train(args)
     assert restarted.returncode == 0, restarted.stderr[-4000:]
     # The torn step-2 save is reported and removed; the run resumes from step 1.
     assert re.search(

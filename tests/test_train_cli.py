@@ -14,13 +14,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests import training_runs
-from tests.training_runs import DEBUG_TOML, REPO, SMALL, child_env
+from tests.training_runs import DEBUG_TOML, SMALL, child_env
 
 TOML = str(DEBUG_TOML)
 ONE_STEP = [*SMALL, "--training.steps", "1"]
@@ -28,14 +27,7 @@ ONE_STEP = [*SMALL, "--training.steps", "1"]
 
 def titan_train(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``titan-train ARGS`` exactly as given (no dump folder added), as one process."""
-    return subprocess.run(
-        [sys.executable, "-m", "titan.train", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env or child_env(),
-        cwd=REPO,
-    )
+    return training_runs.run_train(list(args), env=env, timeout=300)
 
 
 def assert_refused(done: subprocess.CompletedProcess, code: int, *wanted: str) -> None:

@@ -9,13 +9,12 @@ process, for the exit code and streams a user sees.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch.distributed
 
-from tests.training_runs import DEBUG_TOML, child_env
+from tests.training_runs import DEBUG_TOML, run_train
 from titan.train import main
 
 TOML = str(DEBUG_TOML)
@@ -374,14 +373,7 @@ def test_ngpu_without_preflight_is_a_usage_error(capsys, empty_cwd):
 
 def test_the_command_passes_and_refuses_with_its_exit_codes(tmp_path):
     def titan_train(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "titan.train", "--preflight", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=child_env(),
-            cwd=tmp_path,
-        )
+        return run_train(["--preflight", *args], cwd=tmp_path, timeout=300)
 
     passed = titan_train("--ngpu", "8", "--job.config_file", TOML)
     assert passed.returncode == 0, passed.stderr

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests import warm_start
+
 REPO = Path(__file__).resolve().parents[1]
 DEBUG_TOML = REPO / "legacy_configs" / "llama3" / "debug_model.toml"
 
@@ -82,16 +84,20 @@ class Launch:
     cwd: Path = REPO
     """The working folder of the launch."""
 
+    def titan_args(self) -> list[str]:
+        """``titan-train``'s flags: ``args`` and the dump folder flag of its form."""
+        dump_flag = "--job.dump_folder" if self.legacy else "--dump_folder"
+        return [*self.args, dump_flag, str(self.dump_folder)]
+
     def command(self) -> list[str]:
         """The command line: ``titan-train ARGS`` with the dump folder flag of its form, on
         ``nproc`` processes (torchrun when more than one)."""
-        dump_flag = "--job.dump_folder" if self.legacy else "--dump_folder"
         if self.nproc == 1:
             launcher = [sys.executable, "-m", "titan.train"]
         else:
             launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
             launcher += [f"--nproc-per-node={self.nproc}", "-m", "titan.train"]
-        return [*launcher, *self.args, dump_flag, str(self.dump_folder)]
+        return [*launcher, *self.titan_args()]
 
 
 def titan_trains(launches: list[Launch], *, timeout: int = 600) -> list[Run]:
@@ -104,14 +110,17 @@ def titan_trains(launches: list[Launch], *, timeout: int = 600) -> list[Run]:
     try:
         for launch in launches:
             stdout, stderr = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-            process = subprocess.Popen(
-                launch.command(),
-                stdout=stdout,
-                stderr=stderr,
-                text=True,
-                env=child_env(),
-                cwd=launch.cwd,
-            )
+            if launch.nproc == 1:
+                process = start(launch.titan_args(), cwd=launch.cwd, stdout=stdout, stderr=stderr)
+            else:
+                process = subprocess.Popen(
+                    launch.command(),
+                    stdout=stdout,
+                    stderr=stderr,
+                    text=True,
+                    env=child_env(),
+                    cwd=launch.cwd,
+                )
             started.append((launch, process, stdout, stderr))
         runs = []
         for launch, process, stdout, stderr in started:
@@ -127,6 +136,44 @@ def titan_trains(launches: list[Launch], *, timeout: int = 600) -> list[Run]:
                 process.wait()
             stdout.close()
             stderr.close()
+
+
+def start(args: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = None, stdout, stderr):
+    """``titan-train ARGS`` as one process with its output to ``stdout`` and ``stderr`` (files):
+    forked by the warm-start server of ``tests.warm_start`` when it can serve ``env`` (default
+    ``child_env()``), else a fresh interpreter. Returns a ``subprocess.Popen`` or what the
+    tests use of one (``pid``, ``poll``, ``wait``, ``kill``, ``returncode``)."""
+    env = child_env() if env is None else env
+    server = warm_start.server_for(env)
+    if server is not None:
+        return server.start(args, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+    return subprocess.Popen(
+        [sys.executable, "-m", "titan.train", *args],
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
+
+
+def run_train(
+    args: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """``titan-train ARGS`` exactly as given, as one process (see ``start``), waited for: what
+    ``subprocess.run(..., capture_output=True, text=True)`` returns. A run still going after
+    ``timeout`` seconds is killed and the test fails."""
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        process = start(args, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+        try:
+            code = process.wait(timeout=timeout)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        stdout.seek(0)
+        stderr.seek(0)
+        return subprocess.CompletedProcess(args, code, stdout.read(), stderr.read())
 
 
 def titan_train(
