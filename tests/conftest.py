@@ -70,6 +70,7 @@ MULTI_PROCESS_MODULES = frozenset(
         "test_train_cli.py",
         "test_train_distributed.py",
         "test_trainer_library.py",
+        "test_warm_start.py",
     }
 )
 # Modules whose module-scoped fixture is costly (a copy of the repository): one group each, so

@@ -1,6 +1,7 @@
 """The suite's warm starts (``tests.warm_start``) run ``titan-train`` as a fresh interpreter does:
 the same exit status, the same output, the same losses to the bit and the same files, for runs
-that train, resume, refuse a config or a command line, or end on a signal."""
+that train, resume, refuse a config or a command line, or end on a signal; torchrun's ranks
+started warm train and fail as cold ones, and a worker killed takes its rank with it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -21,11 +23,14 @@ from tests.training_runs import (
     REPO,
     SEED,
     SMALL,
+    Launch,
     child_env,
     loss_bits,
     run_train,
     signal_when,
     start,
+    titan_trains,
+    torchrun,
 )
 
 pytestmark = pytest.mark.slow  # every case starts titan-train twice
@@ -139,7 +144,7 @@ def test_a_warm_run_prints_writes_and_trains_as_a_cold_one(case, tmp_path):
             before,
             files(folder),
         )
-    assert warm_start.server_for(child_env()) is not None, "the run was not started warm"
+    assert warm_start.server() is not None, "the run was not started warm"
     assert results["warm"] == results["cold"]
     code, _, stderr, trained, _, _ = results["cold"]
     assert "Traceback" not in stderr
@@ -157,7 +162,7 @@ def test_a_warm_run_prints_writes_and_trains_as_a_cold_one(case, tmp_path):
 def test_a_warm_run_takes_signals_as_a_new_process(sig, code, said, tmp_path):
     """The run's own handlers stop it after a step on SIGTERM and SIGINT (not the server's), and
     an uncaught signal is reported as ``subprocess`` reports it."""
-    assert warm_start.server_for(child_env()) is not None
+    assert warm_start.server() is not None
     metrics = tmp_path / "run" / "metrics.jsonl"
     args = ["--config", "llama3_debugmodel", *SMALL, *SEED, "--training.steps", "100000"]
     args += ["--dump_folder", str(tmp_path / "run")]
@@ -176,20 +181,108 @@ def test_a_warm_run_takes_signals_as_a_new_process(sig, code, said, tmp_path):
 
 def test_cold_runs_are_asked_for_by_the_environment(monkeypatch):
     monkeypatch.setenv("TITAN_TEST_COLD", "1")
-    assert warm_start.server_for(child_env()) is None
+    assert warm_start.server() is None
 
 
-def test_a_run_whose_start_up_environment_differs_starts_cold():
-    assert warm_start.server_for(child_env()) is not None
-    assert warm_start.server_for({**child_env(), "OMP_NUM_THREADS": "2"}) is None
-    assert warm_start.server_for(child_env(PYTHONPATH=str(REPO))) is None
-    assert warm_start.server_for(child_env(TITAN_DEBUG="1")) is not None
+@pytest.mark.parametrize(
+    ("change", "warm"),
+    [
+        ({"OMP_NUM_THREADS": "2"}, False),
+        ({"PYTHONHASHSEED": "1"}, False),
+        ({"TORCH_LOGS": "dynamo"}, False),
+        ({"TITAN_DEBUG": "1"}, True),
+        ({"TORCHELASTIC_RUN_ID": "x"}, True),
+    ],
+)
+def test_a_run_whose_start_up_environment_differs_starts_cold(change, warm, tmp_path):
+    server = warm_start.server()
+    assert server is not None
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        run = server.start(
+            ["--help"], cwd=tmp_path, env={**child_env(), **change}, stdout=stdout, stderr=stderr
+        )
+        assert (run is not None) == warm
+        if run is not None:
+            assert run.wait(timeout=600) == 0
 
 
 def test_the_server_imported_without_threads_or_output():
     """What forking relies on: one thread in the server, and nothing printed by its imports
     (``WarmServer`` refuses to serve otherwise)."""
-    server = warm_start.server_for(child_env())
+    server = warm_start.server()
     assert server is not None and server.process.poll() is None
     threads = os.listdir(f"/proc/{server.process.pid}/task")
     assert len(threads) == 1, threads
+
+
+def rank_lines(text: str, folder: Path) -> list[str]:
+    """titan's own lines of a torchrun launch's output, normalised (torchrun's are its own)."""
+    return [line for line in same_output(text, folder).splitlines() if line.startswith("[titan")]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--training.steps", "3"], ["--training.local_batch_size", "0"]],
+    ids=["trains", "refused on every rank"],
+)
+def test_torchrun_ranks_started_warm_end_as_cold_ranks_do(extra, tmp_path, monkeypatch):
+    args = ["--job.config_file", str(DEBUG_TOML), *SMALL, *SEED, *extra]
+    results = {}
+    for how in ("cold", "warm"):
+        if how == "cold":
+            monkeypatch.setenv("TITAN_TEST_COLD", "1")
+        else:
+            monkeypatch.delenv("TITAN_TEST_COLD")
+        folder = tmp_path / how
+        (run,) = titan_trains([Launch(args, dump_folder=folder, legacy=True, nproc=2)])
+        results[how] = (
+            run.returncode,
+            same_output(run.stdout, folder),
+            sorted(rank_lines(run.stderr, folder)),
+            loss_bits(run.losses),
+        )
+    assert results["warm"] == results["cold"]
+    assert results["cold"][0] == (0 if extra[0] == "--training.steps" else 1)
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that are still there (zombies included)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def test_a_killed_worker_takes_its_warm_rank_with_it(tmp_path):
+    """torchrun sees the worker die of SIGKILL and stops the other; no rank is left running."""
+    server = warm_start.server()
+    assert server is not None
+    folder = tmp_path / "run"
+    launch = Launch(
+        ["--config", "llama3_debugmodel", *SMALL, *SEED, "--training.steps", "100000"],
+        dump_folder=folder,
+        nproc=2,
+    )
+    args, env = torchrun(launch.command()[3:], child_env())
+    command = [sys.executable, "-m", "torch.distributed.run", *args]  # an agent of its own
+    metrics = folder / "metrics.jsonl"
+    with tempfile.TemporaryFile("w+") as output:
+        agent = subprocess.Popen(command, stdout=output, stderr=output, env=env, cwd=REPO)
+        try:
+            while agent.poll() is None and not (
+                metrics.exists() and '"loss"' in metrics.read_text()
+            ):
+                time.sleep(0.01)
+            workers = children(agent.pid)
+            assert len(workers) == 2, workers
+            os.kill(workers[1], signal.SIGKILL)
+            assert agent.wait(timeout=600) != 0
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()
+    # The server reaps its runs as it hears of their end: wait for that, not for a time.
+    deadline = time.monotonic() + 600
+    while children(server.process.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert children(server.process.pid) == []

@@ -112,14 +112,15 @@ def titan_trains(launches: list[Launch], *, timeout: int = 600) -> list[Run]:
             stdout, stderr = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
             if launch.nproc == 1:
                 process = start(launch.titan_args(), cwd=launch.cwd, stdout=stdout, stderr=stderr)
-            else:
-                process = subprocess.Popen(
-                    launch.command(),
+            else:  # torchrun, started warm as its workers are when it can be
+                args, env = torchrun(launch.command()[3:], child_env())
+                process = start(
+                    args,
+                    module="torch.distributed.run",
+                    cwd=launch.cwd,
+                    env=env,
                     stdout=stdout,
                     stderr=stderr,
-                    text=True,
-                    env=child_env(),
-                    cwd=launch.cwd,
                 )
             started.append((launch, process, stdout, stderr))
         runs = []
@@ -138,17 +139,28 @@ def titan_trains(launches: list[Launch], *, timeout: int = 600) -> list[Run]:
             stderr.close()
 
 
-def start(args: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = None, stdout, stderr):
-    """``titan-train ARGS`` as one process with its output to ``stdout`` and ``stderr`` (files):
-    forked by the warm-start server of ``tests.warm_start`` when it can serve ``env`` (default
-    ``child_env()``), else a fresh interpreter. Returns a ``subprocess.Popen`` or what the
-    tests use of one (``pid``, ``poll``, ``wait``, ``kill``, ``returncode``)."""
+def start(
+    args: list[str],
+    *,
+    module: str = "titan.train",
+    cwd: Path = REPO,
+    env: dict[str, str] | None = None,
+    stdout,
+    stderr,
+):
+    """``python -m MODULE ARGS`` (``titan-train ARGS`` by default) as one process, its output to
+    ``stdout`` and ``stderr`` (files): forked by the warm-start server of ``tests.warm_start``
+    when it can serve ``env`` (default ``child_env()``), else a fresh interpreter. Returns a
+    ``subprocess.Popen`` or what the tests use of one (``pid``, ``poll``, ``wait``,
+    ``send_signal``, ``kill``, ``returncode``)."""
     env = child_env() if env is None else env
-    server = warm_start.server_for(env)
+    server = warm_start.server()
     if server is not None:
-        return server.start(args, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+        run = server.start(args, module=module, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+        if run is not None:
+            return run
     return subprocess.Popen(
-        [sys.executable, "-m", "titan.train", *args],
+        [sys.executable, "-m", module, *args],
         stdout=stdout,
         stderr=stderr,
         text=True,
@@ -157,14 +169,36 @@ def start(args: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = Non
     )
 
 
-def run_train(
-    args: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = None, timeout: int = 600
+def torchrun(args: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """torchrun's ARGS (its options, then ``-m MODULE ARGS`` or ``SCRIPT ARGS``) and its
+    environment, with each worker warm-started by this process's server through
+    ``tests.warm_worker`` when there is one, else as given."""
+    server = warm_start.server()
+    if server is None:
+        return args, env
+    split = next(index for index, arg in enumerate(args) if not arg.startswith("--"))
+    options, rest = args[:split], args[split:]
+    worker = ["-m", "tests.warm_worker"]
+    if rest[0] == "-m":
+        worker += rest[1:]
+    else:
+        worker += ["--script", *rest]
+    return [*options, *worker], {**env, warm_start.ADDRESS_VARIABLE: server.address}
+
+
+def run_module(
+    args: list[str],
+    *,
+    module: str = "titan.train",
+    cwd: Path = REPO,
+    env: dict[str, str] | None = None,
+    timeout: int = 600,
 ) -> subprocess.CompletedProcess:
-    """``titan-train ARGS`` exactly as given, as one process (see ``start``), waited for: what
+    """``python -m MODULE ARGS`` exactly as given (see ``start``), waited for: what
     ``subprocess.run(..., capture_output=True, text=True)`` returns. A run still going after
     ``timeout`` seconds is killed and the test fails."""
     with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        process = start(args, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+        process = start(args, module=module, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
         try:
             code = process.wait(timeout=timeout)
         finally:
@@ -174,6 +208,13 @@ def run_train(
         stdout.seek(0)
         stderr.seek(0)
         return subprocess.CompletedProcess(args, code, stdout.read(), stderr.read())
+
+
+def run_train(
+    args: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """``titan-train ARGS`` exactly as given, as one process, waited for (see ``run_module``)."""
+    return run_module(args, cwd=cwd, env=env, timeout=timeout)
 
 
 def titan_train(
@@ -361,14 +402,11 @@ def parallel_check(script: Path, scenarios: list[str], *, nproc: int, timeout: i
     """``torchrun --nproc-per-node NPROC SCRIPT SCENARIO...``: a ``tests/dist_scripts`` check of
     sharded models against one process on gloo ranks. It must succeed and print ``OK
     <scenario>:`` for every scenario; returns its output."""
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        + [f"--nproc-per-node={nproc}", str(script), *scenarios],
-        capture_output=True,
-        text=True,
-        env=dict(child_env(), PYTHONPATH=str(REPO)),
-        timeout=timeout,
+    args, env = torchrun(
+        ["--standalone", f"--nproc-per-node={nproc}", str(script), *scenarios],
+        dict(child_env(), PYTHONPATH=str(REPO)),
     )
+    done = run_module(args, module="torch.distributed.run", env=env, timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     missing = [name for name in scenarios if f"OK {name}:" not in done.stdout]
     assert missing == [], done.stdout[-3000:]
