@@ -10,7 +10,7 @@ that saves, against the named baseline of the same launches started cold (``TITA
 - ``torchrun, 2 ranks``: ``--runs`` two-step FSDP launches of the same TOML.
 
 CPU time is this process's children's (``RUSAGE_CHILDREN``), so the warm side includes its
-server: started, used for every run of both kinds and closed inside the measurement. Each side
+server: started, used for every run of one kind and closed inside that kind's measurement. Each side
 also checks that its runs log the same losses, bit for bit, as the cold ones.
 
     .venv/bin/python bench/suite_launches.py [--runs N]
@@ -58,29 +58,23 @@ def launches(folder: Path, runs: int, nproc: int) -> list[list[str]]:
 
 
 def measure(how: str, runs: int) -> dict[str, tuple[float, float, list]]:
-    """{kind: (CPU seconds, wall seconds, losses)} for both kinds of launch, started ``how``."""
+    """{kind: (CPU seconds, wall seconds, losses)} for both kinds of launch, started ``how``.
+    A warm kind starts its own server and closes it (its CPU counts once it has been waited
+    for), so each kind pays for one server start."""
     if how == "cold":
         os.environ["TITAN_TEST_COLD"] = "1"
     else:
         os.environ.pop("TITAN_TEST_COLD", None)
     results = {}
     with tempfile.TemporaryDirectory() as folder:
-        before, wall = children_cpu(), time.perf_counter()
-        results["one process"] = launches(Path(folder), runs, 1)
-        middle, wall_middle = children_cpu(), time.perf_counter()
-        results["torchrun, 2 ranks"] = launches(Path(folder), runs, 2)
-        if warm_start._server is not None:  # its CPU counts once it has been waited for
-            warm_start._server.close()
-            warm_start._server = None
-        after, wall_after = children_cpu(), time.perf_counter()
-    return {
-        "one process": (middle - before, wall_middle - wall, results["one process"]),
-        "torchrun, 2 ranks": (
-            after - middle,
-            wall_after - wall_middle,
-            results["torchrun, 2 ranks"],
-        ),
-    }
+        for kind, nproc in (("one process", 1), ("torchrun, 2 ranks", 2)):
+            before, wall = children_cpu(), time.perf_counter()
+            losses = launches(Path(folder), runs, nproc)
+            if warm_start._server is not None:
+                warm_start._server.close()
+                warm_start._server = None
+            results[kind] = (children_cpu() - before, time.perf_counter() - wall, losses)
+    return results
 
 
 def main() -> int:

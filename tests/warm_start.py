@@ -10,10 +10,10 @@ streams (unbuffered under torchrun's ``-u``) and the signal dispositions and ran
 new process. The run is a real process of its own: its exit status (or the signal that ended it)
 and everything it writes are its own.
 
-Who uses it: ``tests.training_runs`` (``start``, ``run_train``, ``titan_trains`` and
-``parallel_check``). One process is forked at the test's request; under torchrun, each worker is
-``tests.warm_worker``, which asks the server for its rank and stands in for it towards torchrun
-(signals forwarded, the same exit). A run whose start-up environment differs from the server's
+Who uses it: ``tests.training_runs`` (``start``, ``run_module``, ``run_train``, ``titan_trains``
+and ``parallel_check``). One process is forked at the test's request; so is torchrun's agent,
+whose workers are ``tests.warm_worker``: each asks the server for its rank and stands in for it
+towards torchrun (signals forwarded, the same exit). A run whose start-up environment differs from the server's
 (``IMPORT_TIME_VARIABLES``) starts cold, and so does every run under ``TITAN_TEST_COLD=1``. Tests
 of how titan fails and stops under torchrun start their ranks themselves, cold.
 ``tests/test_warm_start.py`` checks that warm runs print, write, train, fail and take signals as
