@@ -30,6 +30,7 @@ C}`` when it ends (C as ``subprocess``'s returncode).
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import importlib.util
 import json
@@ -128,6 +129,10 @@ def serve(channel: socket.socket, address: str) -> tuple[dict, list[int]] | None
     if threading.active_count() != 1 or threads != 1:
         _send(channel, {"refused": f"{threads} threads after the imports: forking is not safe"})
         return None
+    # What the imports made is kept out of the collector's sight: no run pays for scanning it,
+    # in its collections or at its exit (about 0.7 CPU s of a run's teardown), and the pages
+    # stay shared with the server instead of being copied when the collector touches them.
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(address)
     listener.listen(64)

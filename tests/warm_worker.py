@@ -7,7 +7,9 @@ torchrun (``tests.warm_start``; its address is in ``TITAN_TEST_WARM_ADDRESS``), 
 the rank from its imported torch; then it stands in for the rank towards torchrun: the signals
 torchrun sends it go to the rank, and it ends as the rank ended (the same exit status, or killed
 by the same signal). When it is killed itself (SIGKILL), the server kills the rank. Without a
-server, or one that cannot start this rank, it becomes the rank itself (``exec``).
+server, or one that cannot start this rank, it becomes the rank itself (``exec``). What differs
+from a cold launch is only torchrun's own report of a failed worker, which names this module
+instead of ``titan.train``; titan's messages, exit statuses and files are the rank's own.
 """
 
 from __future__ import annotations
