@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(PY) bench/validate_registry.py
 	$(PY) bench/migrate_tree.py
 	$(PY) bench/fix_scaling.py
+	$(PY) bench/suite_launches.py
 
 # titan-train against upstream torchtitan 0.3.0 on the same weights and batches (fp32, CPU):
 # both losses and the step-time ratio; exits 1 when the losses disagree (bench/RESULTS.md).
