@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from tests.training_runs import (
     start,
     titan_trains,
     torchrun,
+    wait_until,
 )
 
 pytestmark = pytest.mark.slow  # every case starts titan-train twice
@@ -269,10 +269,12 @@ def test_a_killed_worker_takes_its_warm_rank_with_it(tmp_path):
     with tempfile.TemporaryFile("w+") as output:
         agent = subprocess.Popen(command, stdout=output, stderr=output, env=env, cwd=REPO)
         try:
-            while agent.poll() is None and not (
-                metrics.exists() and '"loss"' in metrics.read_text()
-            ):
-                time.sleep(0.01)
+            wait_until(
+                lambda: (
+                    agent.poll() is not None
+                    or (metrics.exists() and '"loss"' in metrics.read_text())
+                )
+            )
             workers = children(agent.pid)
             assert len(workers) == 2, workers
             os.kill(workers[1], signal.SIGKILL)
@@ -282,7 +284,4 @@ def test_a_killed_worker_takes_its_warm_rank_with_it(tmp_path):
                 agent.kill()
                 agent.wait()
     # The server reaps its runs as it hears of their end: wait for that, not for a time.
-    deadline = time.monotonic() + 600
-    while children(server.process.pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert children(server.process.pid) == []
+    wait_until(lambda: children(server.process.pid) == [], timeout=600)

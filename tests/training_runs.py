@@ -353,11 +353,17 @@ def signal_when(
     timeout: float = 300.0,
 ) -> None:
     """Send ``sig`` to ``process`` as soon as ``ready()`` holds (or once it has exited)."""
-    deadline = time.monotonic() + timeout
-    while process.poll() is None and not ready():
-        assert time.monotonic() < deadline, "titan-train never reached the awaited state"
-        time.sleep(poll)
+    wait_until(lambda: process.poll() is not None or ready(), poll=poll, timeout=timeout)
     process.send_signal(sig)
+
+
+def wait_until(ready: Callable[[], bool], *, poll: float = 0.002, timeout: float = 300.0) -> None:
+    """Return as soon as ``ready()`` holds, looking every ``poll`` seconds; fail the test when it
+    still does not after ``timeout`` seconds (a guard against a hang, far beyond any wait)."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, "never reached the awaited state"
+        time.sleep(poll)
 
 
 # A registry built on ``base()`` (defined by the source it is appended to): the model with the

@@ -57,7 +57,7 @@ PRELOAD = (
     "torch.distributed.checkpoint",
     "torch.distributed.checkpoint._fsspec_filesystem",
     "torch.distributed.checkpoint.state_dict",
-    "torch.distributed.run",
+    "torch.distributed.launcher.api",
     "torch.nn.attention.flex_attention",
     "torch.profiler",
     "safetensors.torch",
@@ -83,8 +83,9 @@ PRELOAD = (
     "titan.models",
 )
 """What the server imports: the modules of torch and titan that runs import, up to (not
-including) ``titan.train``, which each run executes afresh as ``__main__``; and each model
-family's model module (``FAMILY_MODULES``)."""
+including) the modules runs execute afresh as ``__main__`` (``titan.train``, torchrun's
+``torch.distributed.run``: runpy warns of a module it runs that is imported already); and each
+model family's model module (``FAMILY_MODULES``)."""
 
 FAMILY_MODULES = ("model", "state_dict_adapter")
 """The modules of each family under ``titan/models`` that the server imports where they exist."""

@@ -77,8 +77,9 @@ how it ended (seconds after it, each of them will have)."""
 _abandoned = False
 """Set when a run ended on a second signal (see ``main``)."""
 _agreed_end = False
-"""Set when every rank ended the run at the same point (finished, stopped on a signal, or on a
-non-finite loss): then each waits for the others to report before its process ends."""
+"""Set when every rank ended the run at the same point (finished, stopped on a signal, on a
+non-finite loss, or refused by rank 0's folder check): then each waits for the others to report
+before its process ends."""
 
 
 def _main(args: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
@@ -156,9 +157,11 @@ def run(config: Any, *, failure: RunFailure | None = None, findings_reported: bo
     a wall of traceback, and the evidence is kept. ``findings_reported``: the config's warnings
     were printed already (by ``titan-train``'s loading); otherwise the run logs them.
     """
+    from titan.training.dump_lock import EVERY_RANK_STOPS
     from titan.training.errors import USER_ERRORS, RunFailure, describe, terminal_safe
     from titan.training.stopping import RunStopped
 
+    global _agreed_end
     failure = failure or RunFailure.from_env()
     try:
         # config.build() as a library calls it, unless the warnings were printed already
@@ -170,7 +173,6 @@ def run(config: Any, *, failure: RunFailure | None = None, findings_reported: bo
             _say(failure, f"{failure.prog}: {terminal_safe(str(stopped))}")
             raise
         finally:
-            global _agreed_end
             _agreed_end = getattr(trainer, "finished", False)
             trainer.close()  # after an error too: pending checkpoint saves are finished
     except RunStopped as stopped:  # a signal, after the step it stopped at was saved
@@ -181,6 +183,8 @@ def run(config: Any, *, failure: RunFailure | None = None, findings_reported: bo
         return _stopped(failure, stop)
     except USER_ERRORS as error:
         failure.report(describe(error))
+        if getattr(error, EVERY_RANK_STOPS, False):  # see main(): each rank waits for the rest
+            _agreed_end = True
         return 1
     except Exception as error:
         if os.environ.get("TITAN_DEBUG"):

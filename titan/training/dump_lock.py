@@ -185,6 +185,12 @@ def check_run_files(config: Any) -> None:
         check_run_file(path)
 
 
+EVERY_RANK_STOPS = "titan_every_rank_stops"
+"""The attribute set (True) on a refusal every rank of the job raises at the same point: each
+rank then waits, before its process ends, until the others have said why they stopped (torchrun
+ends the remaining ranks as soon as one exits, which could cut a rank's message short)."""
+
+
 def agree_on_locks(refusal: BaseException | None) -> None:
     """Raise on every rank when rank 0 could not lock the output folders (``refusal``)."""
     import torch.distributed as dist
@@ -200,8 +206,9 @@ def agree_on_locks(refusal: BaseException | None) -> None:
             # Every rank knows the verdict and stops here: none may close its connections while
             # the broadcast is still arriving at another (gloo aborts that process at exit).
             destroy_distributed(wait_for_peers=True)
-        if refusal is None and verdict[0] is not None:
-            raise DumpFolderInUse(f"rank 0 refused the run: {verdict[0]}")
+            if refusal is None:
+                refusal = DumpFolderInUse(f"rank 0 refused the run: {verdict[0]}")
+            setattr(refusal, EVERY_RANK_STOPS, True)
     if refusal is not None:
         raise refusal
 
