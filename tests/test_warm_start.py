@@ -263,7 +263,7 @@ def test_a_killed_worker_takes_its_warm_rank_with_it(tmp_path):
         dump_folder=folder,
         nproc=2,
     )
-    args, env = torchrun(launch.command()[3:], child_env())
+    args, env = torchrun(launch.torchrun_args(), child_env())
     command = [sys.executable, "-m", "torch.distributed.run", *args]  # an agent of its own
     metrics = folder / "metrics.jsonl"
     with tempfile.TemporaryFile("w+") as output:

@@ -89,15 +89,18 @@ class Launch:
         dump_flag = "--job.dump_folder" if self.legacy else "--dump_folder"
         return [*self.args, dump_flag, str(self.dump_folder)]
 
+    def torchrun_args(self) -> list[str]:
+        """torchrun's arguments for ``nproc`` processes of ``titan-train`` (``titan_args``)."""
+        return ["--standalone", f"--nproc-per-node={self.nproc}", "-m", "titan.train"] + (
+            self.titan_args()
+        )
+
     def command(self) -> list[str]:
         """The command line: ``titan-train ARGS`` with the dump folder flag of its form, on
         ``nproc`` processes (torchrun when more than one)."""
         if self.nproc == 1:
-            launcher = [sys.executable, "-m", "titan.train"]
-        else:
-            launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-            launcher += [f"--nproc-per-node={self.nproc}", "-m", "titan.train"]
-        return [*launcher, *self.titan_args()]
+            return [sys.executable, "-m", "titan.train", *self.titan_args()]
+        return [sys.executable, "-m", "torch.distributed.run", *self.torchrun_args()]
 
 
 def titan_trains(launches: list[Launch], *, timeout: int = 600) -> list[Run]:
@@ -113,7 +116,7 @@ def titan_trains(launches: list[Launch], *, timeout: int = 600) -> list[Run]:
             if launch.nproc == 1:
                 process = start(launch.titan_args(), cwd=launch.cwd, stdout=stdout, stderr=stderr)
             else:  # torchrun, started warm as its workers are when it can be
-                args, env = torchrun(launch.command()[3:], child_env())
+                args, env = torchrun(launch.torchrun_args(), child_env())
                 process = start(
                     args,
                     module="torch.distributed.run",

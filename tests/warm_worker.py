@@ -3,7 +3,7 @@ SCRIPT) ARGS...``, launched by torchrun in place of ``-m MODULE ARGS`` or ``SCRI
 
 It imports nothing heavy: it hands its arguments, working folder, environment (torchrun's rank
 variables included) and standard streams to the warm-start server of the test that launched
-torchrun (``tests.warm_start``; its address is in ``TITAN_TEST_WARM_ADDRESS``), which forks
+torchrun (``tests.warm_start``; its address is in ``ADDRESS_VARIABLE``), which forks
 the rank from its imported torch; then it stands in for the rank towards torchrun: the signals
 torchrun sends it go to the rank, and it ends as the rank ended (the same exit status, or killed
 by the same signal). When it is killed itself (SIGKILL), the server kills the rank. Without a
@@ -19,6 +19,8 @@ import os
 import signal
 import socket
 import sys
+
+from tests.warm_start import ADDRESS_VARIABLE, MESSAGE_BYTES
 
 FORWARDED = (
     signal.SIGTERM,
@@ -51,7 +53,7 @@ def main(argv: list[str]) -> None:
     for sig in FORWARDED:
         signal.signal(sig, forward)
     while True:
-        message = connection.recv(1 << 16)
+        message = connection.recv(MESSAGE_BYTES)
         if not message:  # the server is gone; the rank with it
             os._exit(1)
         reply = json.loads(message)
@@ -67,7 +69,7 @@ def main(argv: list[str]) -> None:
 
 
 def _warm_start(target: dict, args: list[str]) -> tuple[socket.socket, int] | None:
-    address = os.environ.get("TITAN_TEST_WARM_ADDRESS")
+    address = os.environ.get(ADDRESS_VARIABLE)
     if not address:
         return None
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -79,7 +81,7 @@ def _warm_start(target: dict, args: list[str]) -> tuple[socket.socket, int] | No
     # torchrun starts its workers with -u (or PYTHONUNBUFFERED is set): the rank's streams too
     request["unbuffered"] = sys.stdout.write_through
     socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
-    reply = json.loads(connection.recv(1 << 16) or b"{}")
+    reply = json.loads(connection.recv(MESSAGE_BYTES) or b"{}")
     if "pid" not in reply:
         connection.close()
         return None
