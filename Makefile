@@ -76,7 +76,7 @@ schema: $(STAMP)
 	$(PY) -m titan.migrate.specgen.target_codegen
 	$(VENV)/bin/ruff format -q migrate/targets/titan_spec.py
 	$(PY) -m titan.schemas.flavor_codegen
-	$(VENV)/bin/ruff format -q schemas/flavor_table.py
+	$(VENV)/bin/ruff format -q schemas/flavor_table.py schemas/flavor_configs.py
 	$(VENV)/bin/titan-validate --export-json-schema schemas/json/torchtitan-v0.2.2.schema.json
 
 # Regenerate migrate/targets/upstream_spec_030.py from the torchtitan installed in .venv-upstream

@@ -28,6 +28,8 @@ class DocumentChecker:
         self.diagnostics: list[Diagnostic] = []
         self._schema: SectionSpec | None = None
         self._document: dict = {}
+        self.stale: dict[str, str] = {}
+        """Old keys the loader of the file's era did not read -> why (``lost_era_defaults``)."""
 
     def span_of(self, parts: tuple) -> Span | None:
         """The span of a key path, or of its nearest written ancestor."""
@@ -100,6 +102,16 @@ class DocumentChecker:
         """A key or section the schema does not have: where it moved, or what was meant."""
         dotted = ".".join(parts)
         is_table = isinstance(value, dict)
+        if dotted in self.stale:
+            self.add(
+                "ignored-key",
+                parts,
+                f"`{dotted}` did nothing in this file's run: {self.stale[dotted]}",
+                "delete it (titan-validate --fix does; titan-migrate does not carry it): "
+                "turning it into the setting it once was would change the run",
+                severity=Severity.WARNING,
+            )
+            return
         if is_table and value and _is_old_table(parts):
             # [float8], [quantize.dense.float8]...: each key went somewhere else, so each is
             # reported at its own line with its own destination.
@@ -155,17 +167,24 @@ class DocumentChecker:
             return True
         return step.severity == "error"  # reported from the file as written: refusals()
 
-    def lost_era_defaults(self, document: dict, flat: list, *, era: str | None) -> None:
+    def lost_era_defaults(
+        self, document: dict, flat: list, *, era: str | None, project_era: str | None = None
+    ) -> None:
         """Defaults of the file's era that v0.2.2 cannot say, for keys it omits: the run used
         them (a .model tokenizer, a removed dataset), so they are errors, as in titan-migrate.
-        ``era`` (``--era``) dates the file instead of its evidence."""
+        ``era`` (``--era``) dates the file instead of its evidence; ``project_era`` (``[tool.titan]
+        era``) dates a file its evidence does not."""
         from titan.schemas import era_defaults
 
         guess = era_defaults.date_file(document, flat)
+        source = "--era"
+        if era is None and guess.current and project_era is not None:
+            era, source = project_era, "[tool.titan] era"
+        day = era_defaults.parse_era(era) if era is not None else guess.date
+        self.stale = era_defaults.stale_keys(document, day, flat)
         if era is None and guess.current:
             return
-        day = era_defaults.parse_era(era) if era is not None else guess.date
-        dated = "--era" if era is not None else era_defaults.dated_by(guess)
+        dated = source if era is not None else era_defaults.dated_by(guess)
         for found in era_defaults.era_defaults(document, day):
             if found.portable:
                 continue

@@ -17,6 +17,15 @@ ERA_START = "2024-01-18"
 V022 = "2026-02-20"
 """The day v0.2.2 was tagged (73a0e697): the date of a file with no older evidence."""
 
+RELEASES = {
+    "v0.1.0": "2025-06-17",
+    "v0.2.0": "2025-10-17",
+    "v0.2.1": "2025-12-26",
+    "v0.2.2": V022,
+}
+"""torchtitan's releases that read TOML files, by tag, with the day of the tagged commit
+(f7084fc7, 29624e37, 81af8833, 73a0e697): ``--era v0.2.1`` dates a file to its release."""
+
 OLD_KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("training.warmup_pct", "2024-02-23", "2024-02-28", "7acab70a"),
     ("training.enable_selective_ac", "2024-02-29", "2024-03-14", "0d415d78"),

@@ -19,7 +19,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from titan.schemas._frozen import Frozen, _set
-from titan.schemas.era_clues import ERA_START, NEW_KEYS, OLD_KEYS, V022, VALUES
+from titan.schemas.era_clues import ERA_START, NEW_KEYS, OLD_KEYS, RELEASES, V022, VALUES
 from titan.schemas.era_flips import ANSWERED_BY, FLIPS, Flip
 from titan.schemas.eras import MISSING, destination, get, leaves, rule_for, toml_value, translate
 from titan.schemas.legacy_spec import LEGACY_SPEC
@@ -126,14 +126,28 @@ class EraDefault(Frozen):
 # --------------------------------------------------------------------------- --era
 
 
-_ERA = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
+_ERA = re.compile(r"([0-9]{4})-([0-9]{2})(?:-([0-9]{2}))?", re.ASCII)
+_RELEASE = re.compile(r"(?:torchtitan\s*(?:==|@|-)?\s*)?v?([0-9]+\.[0-9]+\.[0-9]+)", re.ASCII)
+
+
+def release_day(text: str) -> str | None:
+    """The day of the torchtitan release ``text`` names (``v0.2.1``, ``0.2.1``,
+    ``torchtitan==0.2.1``), ``None`` when it names none."""
+    found = _RELEASE.fullmatch(text.strip().lower())
+    return RELEASES.get(f"v{found.group(1)}") if found is not None else None
 
 
 def era_error(text: str) -> str | None:
     """Why ``text`` is not a usable ``--era`` value (``None`` if it is)."""
+    if release_day(text) is not None:
+        return None
     found = _ERA.fullmatch(text.strip())
     if found is None:
-        return f"--era {text!r} is not a month or a day: write it as YYYY-MM or YYYY-MM-DD"
+        releases = ", ".join(RELEASES)
+        return (
+            f"--era {text!r} is not a month, a day or a release: write it as YYYY-MM, "
+            f"YYYY-MM-DD or one of {releases}"
+        )
     year, month, day = (int(part) if part else 1 for part in found.groups())
     try:
         date(year, month, day)
@@ -143,7 +157,7 @@ def era_error(text: str) -> str | None:
     if _day(text.strip()) < f"{start}-01" or _day(text.strip()) > end:
         return (
             f"--era {text!r} is outside the legacy eras: torchtitan read TOML files from "
-            f"{start} to v0.2.2 ({end}); a file of v0.2.2 needs no --era"
+            f"{start} to v0.2.2 ({end}); a file written for v0.2.2 or later is --era v0.2.2"
         )
     return None
 
@@ -151,11 +165,11 @@ def era_error(text: str) -> str | None:
 def parse_era(text: str) -> str:
     """The day (``YYYY-MM-DD``) a ``--era`` value names; ``ValueError`` with the reason if bad.
 
-    A month means the first day of that month."""
+    A month means the first day of that month; a release (``v0.2.1``) the day it was tagged."""
     problem = era_error(text)
     if problem is not None:
         raise ValueError(problem)
-    return _day(text.strip())
+    return release_day(text) or _day(text.strip())
 
 
 def _day(era: str) -> str:
@@ -257,6 +271,28 @@ def clues(document: dict, flat: list | None = None) -> list[Clue]:
     return found
 
 
+def model_clues(document: dict) -> list[Clue]:
+    """The model family and flavor a file names: neither existed before it was added (a file
+    naming ``8B_flex`` was written on or after that flavor's first day). They bound the era of
+    a file its keys do not date (``titan.schemas.era_stakes``), but never make its keys stale:
+    a fork may have named its own model so before upstream did."""
+    from titan.schemas.flavor_eras import first_day
+
+    model = document.get("model")
+    name = model.get("name") if isinstance(model, dict) else None
+    flavor = model.get("flavor") if isinstance(model, dict) else None
+    found = []
+    if isinstance(name, str):
+        for key, asked in (("model.name", None), ("model.flavor", flavor)):
+            if key == "model.flavor" and not isinstance(asked, str):
+                continue
+            added = first_day(name, asked)
+            if added is not None:
+                day, commit, pr = added
+                found.append(Clue(key, f"a model named from {day} on ({commit}, {pr})", day, None))
+    return found
+
+
 def date_file(document: dict, flat: list | None = None) -> EraGuess:
     """The latest day consistent with every clue in ``document``.
 
@@ -279,16 +315,53 @@ def date_file(document: dict, flat: list | None = None) -> EraGuess:
     return EraGuess(day, evidence, stale)
 
 
+def stale_keys(document: dict, day: str, flat: list | None = None) -> dict[str, str]:
+    """The old keys of ``document`` the loader of ``day`` did not read (gone by then, or not
+    yet declared), each with why: their run did without them, since loaders before #1644
+    (2025-08-28) skipped keys they did not declare and later ones refused the file."""
+    flat = leaves(document) if flat is None else flat
+    if not any(".".join(parts) in _OLD for parts, _ in flat):
+        return {}
+    newer = [c for c in clues(document, flat) if c.until is None]
+    latest = max(newer, key=lambda clue: clue.since, default=None)
+    found: dict[str, str] = {}
+    for parts, _ in flat:
+        key = ".".join(parts)
+        if key not in _OLD:
+            continue
+        since, until, commit = _OLD[key]
+        # a key gone on the day it came still ran that day (Clue.last)
+        if max(since, _shift(until, -1)) < day:
+            when = (
+                f"before the file's `{latest.key}` existed (from {latest.since})"
+                if latest is not None and until <= latest.since
+                else f"before {day}, the day the file is dated to"
+            )
+            found[key] = (
+                f"the loader stopped reading it on {until} ({commit}), {when}, so the run "
+                "did without it"
+            )
+        elif since > day:
+            found[key] = (
+                f"the loader read it only from {since} on, after {day}, the day the file is "
+                "dated to, so the run did without it"
+            )
+    return found
+
+
 # --------------------------------------------------------------------------- era defaults
 
 
-def spelled(document: dict) -> dict[str, Any]:
+def spelled(document: dict, skip: frozenset[str] | dict = frozenset()) -> dict[str, Any]:
     """The v0.2.2 keys ``document`` sets, under their own name or an older one, with the value
-    they get (an old name whose value v0.2.2 cannot take still counts as set)."""
+    they get (an old name whose value v0.2.2 cannot take still counts as set); old keys in
+    ``skip`` (those the era's loader did not read) set nothing."""
     view: dict[str, Any] = {}
     converters = ".".join(CONVERTERS)
     for parts, value in leaves(document):
         key = ".".join(parts)
+        if key in skip:
+            continue
         step = translate(parts, value, document)
         if step is None or getattr(step, "severity", None) == "error":
             view.setdefault(_OLD_SPELLINGS.get(key, key), value)
@@ -376,7 +449,7 @@ def era_defaults(document: dict, era: str) -> list[EraDefault]:
     per key it omits whose default then differs from v0.2.2's and matters for this file (each
     row's ``only_if`` holds, judged with the file's values, else that era's defaults)."""
     day = parse_era(era)
-    view = spelled(document)
+    view = spelled(document, stale_keys(document, day))
     found: list[EraDefault] = []
     for flip in FLIPS:
         if flip.key in view or not _in_force(flip, day):

@@ -53,7 +53,9 @@ class Step(Frozen):
     """``(v0.2.2 key parts, value)`` pairs, ``()`` for a no-op or an unportable key; a write to
     ``model.converters`` is a list of names to append."""
     kind: str
-    """``upgraded`` or ``unportable``."""
+    """``upgraded``, ``unportable``, or ``ignored``: a key the loader of the file's era no longer
+    (or not yet) read, so the run did without it (:func:`titan.schemas.era_defaults.stale_keys`);
+    it writes nothing and is never upgraded into a setting the run did not have."""
     why: str
     """One sentence: what changed, or why the key cannot be carried."""
     severity: str
@@ -73,7 +75,7 @@ class Step(Frozen):
         severity: str = "warning",
         hint: str = "",
     ) -> None:
-        assert kind in ("upgraded", "unportable"), kind
+        assert kind in ("upgraded", "unportable", "ignored"), kind
         assert severity in ("warning", "error"), severity
         _set(self, "old", old)
         _set(self, "era", era)
@@ -619,9 +621,14 @@ def put(document: dict, parts: tuple[str, ...], value: Any) -> bool:
     return True
 
 
-def upgrade(document: dict, *, is_current=None) -> tuple[dict, list[Step]]:
+def upgrade(
+    document: dict, *, is_current=None, ignored: dict[str, str] | None = None
+) -> tuple[dict, list[Step]]:
     """A copy of the parsed TOML document with every old-era key replaced by its v0.2.2 form
     (unportable keys removed), and the steps taken, in file order.
+
+    ``ignored`` (dotted old key -> why) names the old keys the loader of the file's era did not
+    read: each is removed with an ``ignored`` step, not upgraded.
 
     ``is_current(parts)`` says whether a key is valid as it stands (a custom config module may
     declare a key an older torchtitan also had); such keys are left alone, but for a value their
@@ -634,6 +641,13 @@ def upgrade(document: dict, *, is_current=None) -> tuple[dict, list[Step]]:
     steps: list[Step] = []
     written: dict[tuple[str, ...], tuple[Any, str]] = {}  # new key -> (value, old key)
     for parts, value in leaves(document):
+        dotted = ".".join(parts)
+        if ignored and dotted in ignored and not (is_current is not None and is_current(parts)):
+            rule = rule_for(parts)
+            era = rule.era if rule is not None else "an older torchtitan"
+            steps.append(Step(parts, era, (), "ignored", ignored[dotted]))
+            _remove(result, parts)
+            continue
         if is_current is not None and is_current(parts):
             step = value_step(parts, value)
         else:

@@ -7,6 +7,7 @@
     flavors = { llama3 = ["1B"], mymodel = ["small"] }          # flavors titan does not ship
     converters = ["npu_rms_norm"]                               # the fork's model converters
     datasets = ["my_corpus"]                                    # datasets the fork registers
+    era = "v0.2.2"                                              # when the TOMLs were written
 
 A fork adds sections and keys (``[infra]``, ``optimizer.swap_optimizer``) that no
 ``custom_config_module`` declares. Naming a module in every TOML is what v0.2.2 asked, and a fork
@@ -20,7 +21,9 @@ titan-migrate writes a call of it instead of ``unsupported_model(...)``. ``flavo
 ``converters`` name what the fork's code adds to ``model.flavor`` and ``model.converters`` (a list
 of names, or a table of NAME = "package.module.Class"); ``titan.schemas.fork_names`` is how the checks
 see them. ``datasets`` names the datasets the fork's code adds to the dataset registry, so a
-``training.dataset`` titan does not ship is not reported as one the run cannot load.
+``training.dataset`` titan does not ship is not reported as one the run cannot load. ``era``
+says when the project's TOMLs were written (a release, ``YYYY-MM`` or ``YYYY-MM-DD``, as
+``--era`` takes it), for files whose keys do not date them; ``--era`` wins.
 
 Which declaration applies to a file is the nearest ``pyproject.toml`` above the file's folder, up
 to the repository root, and outside any repository no higher than the working folder
@@ -57,6 +60,8 @@ KEYS = {
     "converters": 'model converters the fork registers: ["name", ...] or a table of NAME = '
     '"package.module.Class"',
     "datasets": 'dataset names the fork registers: ["name", ...]',
+    "era": 'when the TOMLs were written, for files their keys do not date: "v0.2.2", '
+    '"YYYY-MM" or "YYYY-MM-DD"',
 }
 """The keys ``[tool.titan]`` may hold, with what each means."""
 
@@ -109,6 +114,7 @@ class Declaration(Frozen):
         "flavors",
         "converters",
         "datasets",
+        "era",
         "problems",
         "declares",
     )
@@ -132,6 +138,8 @@ class Declaration(Frozen):
     """``converters``: (name, ``package.module.Class`` or ``None`` for a bare name) pairs."""
     datasets: tuple[str, ...]
     """``datasets``: dataset names the fork's code registers, in the order written."""
+    era: str | None
+    """``era``: when the project's TOMLs were written, as ``--era`` takes it; ``None``: unsaid."""
     problems: tuple[Diagnostic, ...]
     """Why (part of) the declaration cannot be used, each located in ``pyproject.toml``."""
     declares: bool
@@ -150,6 +158,7 @@ class Declaration(Frozen):
         flavors: tuple[tuple[str, tuple[str, ...]], ...] = (),
         converters: tuple[tuple[str, str | None], ...] = (),
         datasets: tuple[str, ...] = (),
+        era: str | None = None,
         problems: tuple[Diagnostic, ...] = (),
         declares: bool = False,
     ) -> None:
@@ -162,6 +171,7 @@ class Declaration(Frozen):
         _set(self, "flavors", flavors)
         _set(self, "converters", converters)
         _set(self, "datasets", datasets)
+        _set(self, "era", era)
         _set(self, "problems", problems)
         _set(self, "declares", declares or bool(problems))
 
@@ -287,6 +297,7 @@ class _Reader:
         flavors: tuple[tuple[str, tuple[str, ...]], ...] = ()
         converters: tuple[tuple[str, str | None], ...] = ()
         datasets: tuple[str, ...] = ()
+        era: str | None = None
         if not isinstance(table, dict):
             self.problem(
                 "wrong-type",
@@ -304,6 +315,7 @@ class _Reader:
             flavors = self.flavors(table.get("flavors", {}))
             converters = self.converters(table.get("converters", []))
             datasets = self.datasets(table.get("datasets", []))
+            era = self.era(table.get("era"))
         return Declaration(
             root=self.root,
             file=self.file,
@@ -314,6 +326,7 @@ class _Reader:
             flavors=flavors,
             converters=converters,
             datasets=datasets,
+            era=era,
             problems=tuple(self.problems),
             declares=True,
         )
@@ -401,6 +414,25 @@ class _Reader:
             )
             return ()
         return tuple(value.items())
+
+    def era(self, value: object) -> str | None:
+        """The project's era, as ``--era`` would take it (``None`` when unsaid or unusable)."""
+        if value is None:
+            return None
+        from titan.schemas.era_defaults import era_error
+
+        problem = era_error(value) if isinstance(value, str) else None
+        if isinstance(value, str) and problem is None:
+            return value.strip()
+        self.problem(
+            "wrong-type" if not isinstance(value, str) else "invalid-value",
+            ("era",),
+            f"[{_PATH}] era must say when the project's TOMLs were written, got "
+            + (_kind(value) if not isinstance(value, str) else repr(value)),
+            (problem or "").replace("--era", "era").rsplit(": ", 1)[-1]
+            or 'write a release ("v0.2.2"), a month ("2025-09") or a day ("2025-09-14")',
+        )
+        return None
 
     def datasets(self, value: object) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):

@@ -28,12 +28,13 @@ from titan.schemas.extension_reader import KNOWN_EXTENSIONS, read_extension
 from titan.schemas.legacy_spec import LEGACY_SPEC
 from titan.schemas.spec import SectionSpec
 
+from tests.helpers import legacy_tomls
 from titan.config.configurable import check_config_class
 from titan.models import SUPPORTED_MODELS, family_name
 
 REPO = Path(__file__).resolve().parents[1]
 LEGACY = REPO / "legacy_configs"
-TOMLS = sorted(LEGACY.rglob("*.toml"))
+TOMLS = legacy_tomls()
 CUSTOM = LEGACY / "custom"
 
 REGISTRY_MODULES = tuple(f"titan.models.{family}.config_registry" for family in SUPPORTED_MODELS)

@@ -234,7 +234,17 @@ def test_a_looped_schedule_without_split_points_cannot_be_worked_out() -> None:
 
 @pytest.mark.parametrize(
     ("text", "day"),
-    [("2024-05", "2024-05-01"), (" 2025-06-12 ", "2025-06-12"), ("2026-02", "2026-02-01")],
+    [
+        ("2024-05", "2024-05-01"),
+        (" 2025-06-12 ", "2025-06-12"),
+        ("2026-02", "2026-02-01"),
+        # a release is the day its tag was made (torchtitan's tags, commit dates)
+        ("v0.2.2", "2026-02-20"),
+        ("v0.2.1", "2025-12-26"),
+        ("0.2.0", "2025-10-17"),
+        ("torchtitan==0.1.0", "2025-06-17"),
+        ("TorchTitan 0.2.1", "2025-12-26"),
+    ],
 )
 def test_a_good_era_is_a_day(text: str, day: str) -> None:
     assert era_error(text) is None and parse_era(text) == day
@@ -243,10 +253,15 @@ def test_a_good_era_is_a_day(text: str, day: str) -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("2024", "YYYY-MM or YYYY-MM-DD"),
-        ("v0.2.2", "YYYY-MM or YYYY-MM-DD"),
-        ("24-05", "YYYY-MM or YYYY-MM-DD"),
-        ("", "YYYY-MM or YYYY-MM-DD"),
+        ("2024", "YYYY-MM, YYYY-MM-DD or one of v0.1.0"),
+        ("v0.3.0", "YYYY-MM, YYYY-MM-DD or one of v0.1.0"),  # no TOML release after v0.2.2
+        ("v0.2", "YYYY-MM, YYYY-MM-DD or one of v0.1.0"),
+        ("24-05", "YYYY-MM, YYYY-MM-DD or one of v0.1.0"),
+        ("", "YYYY-MM, YYYY-MM-DD or one of v0.1.0"),
+        # digits of other scripts are digits to Python's \d, not to a date
+        ("2024-0\uff15", "YYYY-MM, YYYY-MM-DD or one of v0.1.0"),
+        ("\u0662\u0660\u0662\u0664-05", "YYYY-MM, YYYY-MM-DD or one of v0.1.0"),
+        ("v0.2.\uff12", "YYYY-MM, YYYY-MM-DD or one of v0.1.0"),
         ("2024-13", "not a calendar date"),
         ("2024-02-30", "not a calendar date"),
         ("2023-12", "outside the legacy eras"),

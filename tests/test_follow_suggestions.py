@@ -34,10 +34,11 @@ from titan.schemas.legacy_spec import LEGACY_SPEC
 from titan.schemas.spec import SectionSpec
 from titan.schemas.toml_check import check_text
 
+from tests.helpers import legacy_tomls
 from tests.reference import CORPUS
 
 REPO = Path(__file__).resolve().parents[1]
-LEGACY = sorted((REPO / "legacy_configs").rglob("*.toml"))
+LEGACY = legacy_tomls()
 
 Key = tuple[str, ...]
 

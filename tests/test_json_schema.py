@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from titan.schemas.json_schema import json_schema
 
-from tests.helpers import validate, write
+from tests.helpers import legacy_tomls, validate, write
 from tests.reference import REPO, corpus_files
 
 SHIPPED = REPO / "schemas" / "json" / "torchtitan-v0.2.2.schema.json"
@@ -57,9 +57,7 @@ def _errors(path) -> list[str]:
 
 def test_project_configs_without_extensions_satisfy_the_schema():
     plain = [
-        p
-        for p in (REPO / "legacy_configs").rglob("*.toml")
-        if "custom_config_module" not in p.read_text(encoding="utf-8")
+        p for p in legacy_tomls() if "custom_config_module" not in p.read_text(encoding="utf-8")
     ]
     assert len(plain) >= 15
     for path in plain:

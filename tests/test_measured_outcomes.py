@@ -27,7 +27,7 @@ from titan.migrate.plan.report import exit_status
 from titan.migrate.targets.config_objects import same
 from titan.migrate.targets.live import instantiate
 
-from tests.helpers import write
+from tests.helpers import legacy_tomls, write
 from tests.test_era_defaults import V022_2024_05
 from tests.test_migrate_properties import documents
 
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 FILES = sorted(
     [
-        *ROOT.glob("legacy_configs/**/*.toml"),
+        *legacy_tomls(),
         *ROOT.glob("tests/eras/**/*.toml"),
         *(CORPUS.glob("**/*.toml") if CORPUS.is_dir() else ()),
     ]

@@ -14,20 +14,24 @@ from titan.migrate.targets.live import instantiate
 from titan.schemas.legacy_spec import LEGACY_SPEC
 from titan.schemas.spec import SectionSpec
 
+from tests.helpers import legacy_tomls
 from tests.reference import REPO
 
 HEAD = '[model]\nname = "llama3"\nflavor = "debugmodel"\n'
 
 
-def plan_of(tmp_path: Path, text: str, name: str = "job.toml"):
+def plan_of(tmp_path: Path, text: str, name: str = "job.toml", *, era: str | None = "v0.2.2"):
+    """The plan of ``text`` as a file written for ``era`` (these files are v0.2.2 files:
+    nothing in them dates them, so the era is given)."""
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    return build_plan(path)
+    return build_plan(path, era=era)
 
 
 def migrate_cli(tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    """``titan-migrate NAME ARGS`` in ``tmp_path``, for a file written for v0.2.2."""
     return subprocess.run(
-        [sys.executable, "-m", "titan.cli.migrate", name, *args],
+        [sys.executable, "-m", "titan.cli.migrate", name, "--era", "v0.2.2", *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -208,7 +212,7 @@ def test_a_module_that_is_not_found_says_where_it_was_looked_for(tmp_path):
 
 @pytest.mark.parametrize(
     "toml",
-    sorted((REPO / "legacy_configs").rglob("*.toml")),
+    legacy_tomls(),
     ids=lambda p: str(p.relative_to(REPO)),
 )
 def test_every_key_of_a_legacy_config_has_an_outcome(toml):

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from titan.schemas.spans import KeySpan, locate_keys
 
+from tests.helpers import legacy_tomls
 from tests.reference import CORPUS, REPO, require
 
 BARE = re.compile(r"[A-Za-z0-9_-]+")
@@ -422,7 +423,7 @@ def test_fuzz_never_raises(text: str) -> None:
 
 def _config_files() -> list[Any]:
     files = sorted(CORPUS.rglob("*.toml")) if CORPUS.is_dir() else []
-    files += sorted((REPO / "legacy_configs").rglob("*.toml"))
+    files += legacy_tomls()
     if not CORPUS.is_dir():
         files.append(None)  # stands for the missing corpus: the test skips (or fails under CI)
     return files

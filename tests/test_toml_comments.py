@@ -11,9 +11,10 @@ import pytest
 from titan.migrate.tomledit.comments import KeyComments, orphans, preamble, toml_comments
 from titan.schemas.spans import locate_keys
 
+from tests.helpers import legacy_tomls
 from tests.reference import REPO, require
 
-LEGACY = sorted((REPO / "legacy_configs").rglob("*.toml"))
+LEGACY = legacy_tomls()
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 CORPUS = sorted(SHARED_CORPUS.rglob("*.toml")) if SHARED_CORPUS.is_dir() else []
 

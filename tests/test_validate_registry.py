@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import legacy_tomls
 from tests.reference import REPO, corpus_files
 
 HEADER = """\
@@ -21,6 +22,7 @@ from titan.components.checkpoint import CheckpointManager
 from titan.config import ActivationCheckpointConfig, ParallelismConfig, TrainingConfig
 from titan.models.llama3 import model_registry
 from titan.trainer import Trainer
+from tests.helpers import legacy_tomls
 
 """
 
@@ -261,7 +263,7 @@ def _migrate(toml: Path, target: Path) -> None:
 
 
 def test_every_migrated_legacy_config_passes(tmp_path):
-    tomls = sorted((REPO / "legacy_configs").rglob("*.toml"))
+    tomls = legacy_tomls()
     assert len(tomls) == 23
     for toml in tomls:
         folder = "_".join(toml.relative_to(REPO / "legacy_configs").with_suffix("").parts)

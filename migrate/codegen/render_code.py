@@ -75,6 +75,9 @@ class _Renderer:
         )
         """What the module calls ``dataclasses.field``: a class body with a field named
         ``field`` would otherwise call that field's default for the fields after it."""
+        self.hoisted: set[str] = set()
+        """Fields of the config being written that are built as locals first (a model spec
+        whose model config the function then edits)."""
         self.imports = Imports(
             defined={*names, *self.generated.values(), *LOCALS},
             promised={
@@ -95,6 +98,10 @@ class _Renderer:
         if isinstance(value, Obj):
             return self.call(value, path, plan)
         if isinstance(value, RegistryCall):
+            if value.edits:  # its fields are set by statements: the call is a local
+                if path not in self.hoisted:
+                    raise ValueError(f"{path}: a model config edited in place must be a local")
+                return py.Ref(path)
             return self.registry_call(value, path, plan)
         if isinstance(value, Call):
             func = self.imports.add(value.module, value.name)
@@ -141,7 +148,7 @@ class _Renderer:
         for name, value in changed_fields(obj).items():
             child = f"{path}.{name}" if path else name
             leading, trailing = plan.comments.get(child, ((), None))
-            if child not in plan.locals:  # a local's TODOs go above its assignment
+            if child not in plan.locals and child not in self.hoisted:  # above the local
                 leading = (*leading, *(TODO + t for t in plan.todos.get(child, ())))
             args.append(
                 py.Arg(
@@ -163,15 +170,22 @@ class _Renderer:
         body += [py.Comment(note)] if note else []
         body += [py.Comment(line) for line in plan.preamble]
         emitted = set(self.emitted_paths(plan, base))
+        locals_ = dict(plan.locals)
+        self.hoisted = set()
+        spec = plan.root.fields.get("model_spec")
+        if base is None and isinstance(spec, RegistryCall) and spec.edits:
+            if "model_spec" not in locals_:
+                locals_["model_spec"] = spec  # edited after it is built: a local first
+                self.hoisted.add("model_spec")
         if base is None:
-            emitted |= set(plan.locals)  # written above the local's assignment
+            emitted |= set(locals_)  # written above the local's assignment
         for path, texts in plan.todos.items():
             if path not in emitted:
                 body += [py.Comment(TODO + text) for text in texts]
         if base is None:
-            for local, value in plan.locals.items():
+            for local, value in locals_.items():
                 todos = tuple(TODO + t for t in plan.todos.get(local, ()))
-                body.append(py.Assign(local, self.value(value, local, plan), comments=todos))
+                body += self.assignment(local, value, plan, comments=todos)
             body.append(py.Return(self.call(plan.root, "", plan)))
         else:
             earlier_name, earlier = base
@@ -179,16 +193,39 @@ class _Renderer:
             for path, value in _differences(earlier.root, plan.root):
                 leading, trailing = plan.comments.get(path, ((), None))
                 leading = (*leading, *(TODO + t for t in plan.todos.get(path, ())))
-                body.append(
-                    py.Assign(
-                        f"config.{path}",
-                        self.value(value, path, plan),
-                        comments=leading,
-                        trailing=trailing,
-                    )
+                body += self.assignment(
+                    f"config.{path}", value, plan, path=path, comments=leading, trailing=trailing
                 )
             body.append(py.Return(py.Ref("config")))
         return py.FunctionDef(name, returns, body)
+
+    def assignment(
+        self,
+        target: str,
+        value: Any,
+        plan: Plan,
+        *,
+        path: str | None = None,
+        comments: tuple[str, ...] = (),
+        trailing: str | None = None,
+    ) -> list[Any]:
+        """``target = value``, and for a model spec whose model config the era edits, one
+        assignment per edited field after it (``model_spec.model.rope.scaling = "none"``)."""
+        path = target if path is None else path
+        if not (isinstance(value, RegistryCall) and value.edits):
+            rendered = self.value(value, path, plan)
+            return [py.Assign(target, rendered, comments=comments, trailing=trailing)]
+        call = self.registry_call(value.without_edits(), path, plan)
+        found = [py.Assign(target, call, comments=comments, trailing=trailing)]
+        for edit in value.edits:
+            found.append(
+                py.Assign(
+                    f"{target}.model.{edit.path}",
+                    py.Lit(edit.value),
+                    comments=tuple(edit.why.splitlines()),
+                )
+            )
+        return found
 
     def emitted_paths(self, plan: Plan, base: tuple[str, Plan] | None) -> list[str]:
         """Config paths that get their own line (so their comments and TODOs can go there)."""

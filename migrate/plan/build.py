@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from titan.migrate.codegen import names
+from titan.migrate.plan import flavor_era, measured
 from titan.migrate.plan import homes as homes_table
-from titan.migrate.plan import measured
 from titan.migrate.plan.carry import carry, optimizer, unaccounted, validation_shape
 from titan.migrate.plan.comments import carry_comments
 from titan.migrate.plan.converters import converters
@@ -87,8 +87,16 @@ def build_plan(
     legacy sections as a dict) are planned instead of the file, ``path`` then only naming them
     (the working folder's project applies)."""
     shown = shown or str(path)
+    from titan.schemas import project
+
     check, override_values, upgrade = _check(
-        path, overrides, options or CheckOptions(), shown, era=era, sections=sections
+        path,
+        overrides,
+        options or CheckOptions(),
+        shown,
+        era=era,
+        project_era=project.for_file(path).era,
+        sections=sections,
     )
     document = check.document
     model_name = (document or {}).get("model", {}).get("name", "llama3")
@@ -116,6 +124,7 @@ def build_plan(
     )
     _unresolved(plan)
     upgrade.record_era(plan, outcome=KeyOutcome)
+    flavor_era.apply(plan, upgrade.assumed, dated_by=upgrade.dated_by())
     measured.settle(plan, outcome=KeyOutcome)
     upgrade.record(plan, check, outcome=KeyOutcome)
     plan.behaviour_changes = measured.behaviour_changes(plan)
@@ -170,6 +179,7 @@ def _check(
     shown: str,
     *,
     era: str | None = None,
+    project_era: str | None = None,
     sections: Mapping[str, Any] | None = None,
 ) -> tuple[FileCheck, dict[str, Any], Upgrade]:
     """The validator's check of the file, upgraded from older torchtitan eras (``titan.schemas.eras``)
@@ -198,14 +208,15 @@ def _check(
             return check_sections(sections, options, file=shown, adjust=adjust)
         return check_file(path, options, shown=shown, adjust=adjust)
 
-    upgrade = Upgrade(era=era)
+    upgrade = Upgrade(era=era, project_era=project_era)
     checked = check(options)
     written = upgrade.module()
     if written is not None and written not in {e.module for e in checked.extensions}:
         # v0.1.0's fault-tolerance keys now need their module, which the file did not name:
         # check again with it merged, as v0.2.2 would read the upgraded file.
         parsed.clear()
-        upgrade = Upgrade(old=frozenset(step.old for step in upgrade.steps), era=era)
+        old = frozenset(step.old for step in upgrade.steps)
+        upgrade = Upgrade(old=old, era=era, project_era=project_era)
         checked = check(_with_extension(options, written))
     upgrade.respan(checked)
     return checked, parsed, upgrade

@@ -32,6 +32,7 @@ class KeyOutcome:
         "inert",
         "rejected",
         "changed",
+        "ignored",
     )
     """``carried``: written at ``paths``; ``default``: the value equals the target default, so
     nothing needs writing; ``structural``: it chose a class or object; ``upgraded``: a key of an
@@ -41,7 +42,9 @@ class KeyOutcome:
     v0.2.2 had none); ``inert``: it had no effect in v0.2.2 either; ``rejected``: invalid, not
     carried; ``era-default``: a key the file omits, written with the default of the file's era
     (``titan.schemas.era_defaults``) where that differs from v0.2.2's; ``changed``: the built config
-    holds another value than the legacy run used (``titan.migrate.plan.measured``)."""
+    holds another value than the legacy run used (``titan.migrate.plan.measured``); ``ignored``:
+    a key of an older torchtitan that the loader of the file's own era no longer read, so the
+    run did without it (it is not carried)."""
 
     KEPT = ("carried", "default", "structural", "upgraded", "era-default")
     """The statuses of a key whose legacy value the built config holds."""
@@ -150,7 +153,11 @@ class Plan:
         """Every v0.2.2 base-schema key -> its v0.2.2 default (a custom module may change one)."""
         self.era: dict[str, Any] = {"assumed": None, "source": "evidence", "evidence": []}
         """When the file was written: ``assumed`` (the day whose defaults were applied, ``None``
-        for v0.2.2), ``source`` (``evidence`` or ``--era``), the ``evidence`` and ``stale`` keys."""
+        for v0.2.2), ``source`` (``evidence``, ``--era`` or ``[tool.titan] era``), the
+        ``evidence`` and ``stale`` keys; for a file nothing dates whose era would change its run,
+        ``undated`` (true), ``floor`` (the earliest day its keys allow) and ``at_stake`` (what its
+        era would decide); ``flavor``: the flavor as the file's era defined it, where that is
+        not v0.2.2's (``titan.migrate.plan.flavor_era``)."""
         self.behaviour_changes: list[tuple[str, str]] = []
         """``(titan setting, what differs)``: titan settings with no legacy key whose value
         behaves differently from the legacy run (``titan.migrate.plan.measured``)."""
@@ -166,12 +173,14 @@ class Plan:
 
     def lossless(self) -> bool:
         """Every key carried (or already the default, upgraded from an older torchtitan, or its
-        era's default written out), nothing dropped, inert, rejected or changed, no error and
-        nothing left for a human to decide."""
+        era's default written out), nothing dropped, inert, rejected or changed, no error,
+        nothing left for a human to decide, and a known era (an undated file whose era would
+        change the run is not lossless until its era is given)."""
         return (
             self.ok
             and not self.errors()
             and not self.todos
+            and not self.era.get("undated")
             and all(o.status in KeyOutcome.KEPT for o in self.outcomes.values())
         )
 

@@ -8,7 +8,7 @@ from typing import Any, TextIO
 from titan.migrate.plan.migration_plan import Plan
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
-NOT_CARRIED = ("renamed", "dropped", "inert", "rejected", "changed")
+NOT_CARRIED = ("renamed", "dropped", "inert", "ignored", "rejected", "changed")
 """Outcomes a reader must see one by one (the others are counted)."""
 
 
@@ -96,12 +96,25 @@ def _plan_text(plan: Plan) -> str:
         return f"{plan.source}: not migrated (see the errors below)\n"
     counts = summary(plan)
     verdict = "lossless" if plan.lossless() else "NOT lossless"
+    if plan.era.get("undated") and not plan.errors():
+        verdict += " (undated: its era decides the run)"
     lines = [
         f"{plan.source} -> {plan.function}() returns {_returns(plan)}: {verdict}",
         "  " + ", ".join(f"{n} {status}" for status, n in counts.items() if n),
     ]
     if plan.era.get("assumed"):
         lines.append(f"  era: {_era_line(plan.era)}")
+    elif plan.era.get("undated"):
+        keys = ", ".join(f"`{item['key']}`" for item in plan.era["at_stake"])
+        lines.append(
+            f"  era: undated, read as v0.2.2 (its keys allow any day from {plan.era['floor']}); "
+            f"a file written earlier ran with other {keys} (--era to say when)"
+        )
+    if plan.era.get("flavor"):
+        flavor = plan.era["flavor"]
+        said = ", ".join(f"{p} = {_toml(v)}" for p, v in flavor["sets"].items())
+        if said:
+            lines.append(f"  model: {flavor['flavor']} as its era built it: {said}")
     rows = [o for o in plan.outcomes.values() if o.status in LISTED]
     width = max((len(o.key) for o in rows), default=0)
     status_width = max([8, *(len(o.status) for o in rows)])
@@ -117,10 +130,16 @@ def _plan_text(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _toml(value: Any) -> str:
+    from titan.schemas.eras import toml_value
+
+    return toml_value(value)
+
+
 def _era_line(era: dict[str, Any]) -> str:
     """When the file was dated, and from what: the day its era's defaults were taken from."""
-    if era["source"] == "--era":
-        return f"{era['assumed']} (--era)"
+    if era["source"] != "evidence":
+        return f"{era['assumed']} ({era['source']})"
     keys = ", ".join(f"`{clue['key']}`" for clue in era["evidence"][:4])
     more = f" and {len(era['evidence']) - 4} more" if len(era["evidence"]) > 4 else ""
     return f"{era['assumed']}, the latest day its {keys}{more} allow (--era to say otherwise)"
@@ -169,11 +188,13 @@ def render_json(plans: Sequence[Plan], *, out: TextIO) -> None:
 
 # --------------------------------------------------------------------------- many files at once
 
-FILE_OUTCOMES = ("lossless", "upgraded", "reported", "failed")
+FILE_OUTCOMES = ("lossless", "upgraded", "undated", "reported", "failed")
 """A file's line in the summary of a multi-file run: ``lossless`` every key carried as is (or
 already the default); ``upgraded`` carried, some keys through the era chain from an older
-torchtitan; ``reported`` something not carried as is (renamed, dropped, inert, rejected) or an
-error finding; ``failed`` no config at all (unreadable, not TOML, its custom module missing)."""
+torchtitan; ``undated`` carried as a v0.2.2 file, though nothing dates it and its era would
+change the run; ``reported`` something not carried as is (renamed, dropped, inert, rejected) or
+an error finding; ``failed`` no config at all (unreadable, not TOML, its custom module
+missing)."""
 
 
 def tree_summary(plans: Sequence[Plan], *, modules: Sequence[str | None]) -> list[dict[str, Any]]:
@@ -191,6 +212,8 @@ def tree_summary(plans: Sequence[Plan], *, modules: Sequence[str | None]) -> lis
             outcome = "failed"
         elif errors or any(counts.values()):
             outcome = "reported"
+        elif plan.era.get("undated"):
+            outcome = "undated"
         elif lifted:
             outcome = "upgraded"
         else:

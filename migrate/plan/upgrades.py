@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from titan.schemas import era_defaults, eras
+from titan.schemas import era_defaults, era_stakes, eras
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.spec import SectionSpec
 from titan.schemas.toml_check import FileCheck
@@ -33,7 +33,11 @@ class Upgrade:
     """The chain's steps on one file, and the bookkeeping that follows them into the plan."""
 
     def __init__(
-        self, *, old: frozenset[tuple[str, ...]] = frozenset(), era: str | None = None
+        self,
+        *,
+        old: frozenset[tuple[str, ...]] = frozenset(),
+        era: str | None = None,
+        project_era: str | None = None,
     ) -> None:
         self.old = old
         """Keys to upgrade even where the merged schema has them: those an earlier pass
@@ -54,6 +58,12 @@ class Upgrade:
         """The defaults of the file's era that differ from v0.2.2's, for keys it omits."""
         self.written_defaults: dict[str, era_defaults.EraDefault] = {}
         """Those of them written into the document (v0.2.2 can say them), by dotted key."""
+        self.stakes: era_stakes.Stakes | None = None
+        """For a file nothing dates (read as v0.2.2, no ``--era``): what its era would decide."""
+        self.project_era = project_era
+        """The project's ``[tool.titan] era``: the era of a file nothing in it dates."""
+        self.era_source = "--era"
+        """Who named the era the file is read in: ``--era``, or ``[tool.titan] era``."""
 
     # ----------------------------------------------------------------- before the check
 
@@ -61,7 +71,9 @@ class Upgrade:
         """The document with every old key replaced by its v0.2.2 form; a key the merged
         schema has (a custom module may declare one an older torchtitan also had) stays."""
         upgraded, self.steps = eras.upgrade(
-            document, is_current=lambda p: p not in self.old and _in(schema, p)
+            document,
+            is_current=lambda p: p not in self.old and _in(schema, p),
+            ignored=self._stale(document),
         )
         if self.steps:
             old = {step.old for step in self.steps}
@@ -69,12 +81,27 @@ class Upgrade:
         self._era_defaults(document, upgraded)
         return upgraded
 
+    def _stale(self, document: dict) -> dict[str, str]:
+        """The old keys the loader of the file's era did not read (``era_defaults.stale_keys``):
+        on the day the ``--era`` names, else on the day the evidence dates the file (the
+        project's era for a file nothing dates)."""
+        guess = era_defaults.date_file(document)
+        era = self.era
+        if era is None and guess.current:
+            era = self.project_era
+        day = era_defaults.parse_era(era) if era is not None else guess.date
+        return era_defaults.stale_keys(document, day)
+
     def _era_defaults(self, document: dict, upgraded: dict) -> None:
         """Write the defaults of the file's era for the keys it omits, where they differ from
         v0.2.2's: the legacy run had them, so the migrated one must too."""
         self.guess = era_defaults.date_file(document)
         self.defaults, self.written_defaults = [], {}
+        self.stakes = None
+        if self.era is None and self.guess.current and self.project_era is not None:
+            self.era, self.era_source = self.project_era, "[tool.titan] era"
         if self.era is None and self.guess.current:
+            self.stakes = era_stakes.stakes(document, self.guess)
             return
         day = era_defaults.parse_era(self.era) if self.era is not None else self.guess.date
         self.defaults = era_defaults.era_defaults(document, day)
@@ -93,6 +120,12 @@ class Upgrade:
         if self.guess is None or self.guess.current:
             return None
         return self.guess.date
+
+    def dated_by(self) -> str:
+        """What dated the file, as a report says it: the era given, or its first clues."""
+        if self.era is not None or self.guess is None:
+            return f"the {self.era_source} given"
+        return era_defaults.dated_by(self.guess)
 
     def module(self) -> str | None:
         """A custom config module the chain wrote (fault-tolerance keys of v0.1.0)."""
@@ -153,6 +186,20 @@ class Upgrade:
                 plan.outcomes[key] = outcome(key, "rejected", (), step.why, step.era)
                 plan.todo("", f"`{key} = {eras.toml_value(value)}` is not carried: {step.why}")
                 continue
+            if step.kind == "ignored":
+                plan.outcomes[key] = outcome(key, "ignored", (), step.why, step.era)
+                plan.diagnostics.append(
+                    Diagnostic(
+                        code="ignored-key",
+                        severity=Severity.WARNING,
+                        path=key,
+                        message=f"`{key} = {eras.toml_value(value)}` is not carried: {step.why}",
+                        hint=f"delete it (titan-validate --fix does); it is not turned into the "
+                        f"setting it once was, which the run did not have ({step.era})",
+                        span=span,
+                    )
+                )
+                continue
             if step.kind == "unportable":
                 plan.outcomes[key] = outcome(key, "dropped", (), step.why, step.era)
                 plan.diagnostics.append(
@@ -191,18 +238,19 @@ class Upgrade:
         day = self.assumed
         plan.era = {
             "assumed": day,
-            "source": "--era" if self.era is not None else "evidence",
+            "source": self.era_source if self.era is not None else "evidence",
             "evidence": [
                 {"key": c.key, "says": c.says, "since": c.since, "until": c.until}
                 for c in (self.guess.evidence if self.guess is not None else ())
             ],
             "stale": [c.key for c in (self.guess.stale if self.guess is not None else ())],
         }
+        self._undated(plan)
         # the validator's own (evidence-dated) findings give way to the migration's era
         plan.diagnostics = [d for d in plan.diagnostics if d.code != "era-default-lost"]
         if day is None:
             return
-        dated = "the --era given" if self.era is not None else era_defaults.dated_by(self.guess)
+        dated = self.dated_by()
         again = f"pass --era YYYY-MM to date the file otherwise (dated {day} by {dated})"
         first = Span(file=plan.source, line=1, col=1)
         for found in self.defaults:
@@ -242,6 +290,50 @@ class Upgrade:
                 )
             )
 
+    def _undated(self, plan: Any) -> None:
+        """A file nothing dates, whose run the era would change: the report says what depends
+        on it, and the plan is not lossless until ``--era`` or ``[tool.titan] era`` says when
+        the file was written."""
+        stakes = self.stakes
+        if stakes is None or not stakes.any:
+            return
+        at_stake = [
+            {
+                "key": d.key,
+                "value": d.value,
+                "until": d.flip.until,
+                "commit": d.flip.commit,
+                "why": d.flip.why,
+            }
+            for d in stakes.defaults
+        ] + [
+            {
+                "key": "model.flavor",
+                "value": dict(c.sets) if c.sets else None,
+                "until": c.until,
+                "commit": c.commit,
+                "why": c.lost or c.why,
+            }
+            for c in stakes.flavor
+        ]
+        plan.era.update(undated=True, floor=stakes.floor, at_stake=at_stake)
+        listed = "; ".join(_stake_text(item) for item in at_stake[:4])
+        more = f"; and {len(at_stake) - 4} more" if len(at_stake) > 4 else ""
+        plan.diagnostics.append(
+            Diagnostic(
+                code="era-undated",
+                severity=Severity.WARNING,
+                path="",
+                message=f"nothing in the file dates it (its keys allow any day from "
+                f"{stakes.floor}), so it is read as v0.2.2; a file written earlier ran "
+                f"otherwise: {listed}{more}",
+                hint="say when it was written: --era v0.2.2 (or the release or month it ran "
+                'with), or for every file of the project [tool.titan] era = "v0.2.2" in '
+                "pyproject.toml",
+                span=Span(file=plan.source, line=1, col=1),
+            )
+        )
+
     def _outcome(self, plan: Any, step: eras.Step, outcome: type) -> Any:
         """``upgraded`` at the paths its v0.2.2 keys went to, unless one of them was not
         carried: then that key's status and reason (an old float8 option without its
@@ -276,6 +368,16 @@ class Upgrade:
                 continue  # inside the converter list: not addressable by a path
             lines, trailing = plan.comments.get(path, ((), None))
             plan.comments[path] = (lines + tuple(comment.leading), trailing or comment.trailing)
+
+
+def _stake_text(item: dict[str, Any]) -> str:
+    """One setting at stake, as the finding lists it."""
+    if item["key"] == "model.flavor":
+        value = item["value"]
+        said = ", ".join(f"{p} = {eras.toml_value(v)}" for p, v in value.items()) if value else ""
+        return f"the flavor had {said or item['why']} before {item['until']} ({item['commit']})"
+    value = eras.toml_value(item["value"])
+    return f"`{item['key']}` was {value} before {item['until']} ({item['commit']})"
 
 
 def _in(schema: SectionSpec, parts: tuple[str, ...]) -> bool:

@@ -53,7 +53,7 @@ class Obj:
 class RegistryCall(Frozen):
     """``model_registry(flavor)`` of a model family: how a plan names the model."""
 
-    __slots__ = ("family", "flavor", "module", "kwargs", "model")
+    __slots__ = ("family", "flavor", "module", "kwargs", "model", "edits")
     __match_args__ = ()
 
     family: str
@@ -69,6 +69,9 @@ class RegistryCall(Frozen):
     """The fields a custom config module adds to ``[model]``: an object of the generated
     subclass of the family's model config. The spec's model config is re-made as that subclass
     (``titan.models.extend_model``), so the fork's model code reads them from its config."""
+    edits: tuple[ModelEdit, ...]
+    """Fields of the built model config set afterwards (``model_spec.model.rope.scaling =
+    "none"``): the flavor as the file's era defined it (``titan.schemas.flavor_eras``)."""
 
     def __init__(
         self,
@@ -77,20 +80,26 @@ class RegistryCall(Frozen):
         module: str | None = None,
         kwargs: dict[str, Any] | None = None,
         model: Obj | None = None,
+        edits: tuple[ModelEdit, ...] = (),
     ) -> None:
         _set(self, "family", family)
         _set(self, "flavor", flavor)
         _set(self, "module", module)
         _set(self, "kwargs", dict(kwargs or {}))
         _set(self, "model", model)
+        _set(self, "edits", tuple(edits))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RegistryCall):
             return NotImplemented
         mine = (self.family, self.flavor, self.module)
         return mine == (other.family, other.flavor, other.module) and same(
-            (self.kwargs, self.model), (other.kwargs, other.model)
+            (self.kwargs, self.model, self.edits), (other.kwargs, other.model, other.edits)
         )
+
+    def without_edits(self) -> RegistryCall:
+        """The same call with no fields set afterwards."""
+        return RegistryCall(self.family, self.flavor, self.module, self.kwargs, self.model)
 
     def __hash__(self) -> int:
         return hash((self.family, self.flavor, self.module))
@@ -99,6 +108,33 @@ class RegistryCall(Frozen):
     def package(self) -> str:
         """The module ``model_registry`` is imported from."""
         return self.module or f"titan.models.{self.family}"
+
+
+class ModelEdit(Frozen):
+    """One field of a model config set after ``model_registry`` built it, and why."""
+
+    __slots__ = ("path", "value", "why")
+    __match_args__ = ("path", "value")
+
+    path: str
+    """The field's dotted path below the model config (``rope.scaling``)."""
+    value: Any
+    """A literal."""
+    why: str
+    """The comment the generated code writes above the assignment."""
+
+    def __init__(self, path: str, value: Any, why: str) -> None:
+        _set(self, "path", path)
+        _set(self, "value", value)
+        _set(self, "why", why)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ModelEdit):
+            return NotImplemented
+        return self.path == other.path and same(self.value, other.value)
+
+    def __hash__(self) -> int:
+        return hash(self.path)
 
 
 class Call(Frozen):

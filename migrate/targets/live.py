@@ -106,12 +106,18 @@ def _make(value: Any, classes: dict[str, type]) -> Any:
         package = importlib.import_module(value.package)
         kwargs = {name: _make(v, classes) for name, v in value.kwargs.items()}
         spec = package.model_registry(value.flavor, **kwargs)
-        if value.model is None:
-            return spec
-        from titan.models import extend_model
+        if value.model is not None:
+            from titan.models import extend_model
 
-        fields = {name: _make(v, classes) for name, v in changed_fields(value.model).items()}
-        return extend_model(spec, classes[value.model.cls], **fields)
+            fields = {name: _make(v, classes) for name, v in changed_fields(value.model).items()}
+            spec = extend_model(spec, classes[value.model.cls], **fields)
+        for edit in value.edits:
+            *parents, name = edit.path.split(".")
+            node = spec.model
+            for part in parents:
+                node = getattr(node, part)
+            setattr(node, name, copy_value(edit.value))
+        return spec
     if isinstance(value, UnsupportedModel):
         from titan.models import unsupported_model
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from titan.migrate.plan import flavor_era
 from titan.migrate.plan.extension_classes import generate_classes
 from titan.migrate.plan.legacy_values import copy_value
 from titan.migrate.plan.migration_plan import KeyOutcome, Plan
@@ -86,6 +87,8 @@ def retarget(plan: Plan) -> Plan:
         "declared_extensions",
         "text",
         "effective",
+        "spans",
+        "era",
     ):
         setattr(new, name, getattr(plan, name))
     new.target = TARGET
@@ -94,6 +97,7 @@ def retarget(plan: Plan) -> Plan:
     if plan.root is None:
         return new
     _Upstream(plan, new).build()
+    flavor_era.measure(new)
     return new
 
 

@@ -61,7 +61,9 @@ class Fixed:
         self.fixes = fixes
 
 
-def fix_text(text: str, *, schema: SectionSpec, era: str | None = None) -> Fixed:
+def fix_text(
+    text: str, *, schema: SectionSpec, era: str | None = None, project_era: str | None = None
+) -> Fixed:
     """``text`` (a TOML that ``tomllib`` accepts) with every fixable finding fixed.
 
     ``schema`` is the legacy schema merged with the file's custom config module: its keys are
@@ -75,13 +77,18 @@ def fix_text(text: str, *, schema: SectionSpec, era: str | None = None) -> Fixed
         raise FixRefused(f"it is not valid TOML ({error})") from None
     notes: list[str] = []
     cleaned = _fix_values(document, schema, notes)
-    upgraded, steps = eras.upgrade(cleaned, is_current=lambda parts: _is_current(schema, parts))
+    upgraded, steps = eras.upgrade(
+        cleaned,
+        is_current=lambda parts: _is_current(schema, parts),
+        ignored=era_defaults.stale_keys(document, _day(document, era, project_era)),
+    )
     for step in steps:
         if step.kind == "unportable":  # left where it is: the validator reports it
             _put_back(upgraded, cleaned, step.old)
     target = _fix_values(upgraded, schema, [])
-    applied = [step for step in steps if step.kind == "upgraded"]
-    additions = _era_defaults(document, target, era=era)
+    # an ignored key did nothing in its run: it is deleted, never turned into a setting
+    applied = [step for step in steps if step.kind in ("upgraded", "ignored")]
+    additions = _era_defaults(document, target, era=era, project_era=project_era)
     if same_value(target, document):
         return Fixed(text, ())
     try:
@@ -99,14 +106,25 @@ def fix_text(text: str, *, schema: SectionSpec, era: str | None = None) -> Fixed
     return Fixed(fixed, described + written + tuple(notes))
 
 
+def _day(document: dict, era: str | None, project_era: str | None) -> str:
+    """The day the file is read on: ``--era``'s, else its evidence's (the project's era for a
+    file nothing dates)."""
+    guess = era_defaults.date_file(document)
+    if era is None and guess.current:
+        era = project_era
+    return era_defaults.parse_era(era) if era is not None else guess.date
+
+
 def _era_defaults(
-    document: dict, target: dict, *, era: str | None
+    document: dict, target: dict, *, era: str | None, project_era: str | None = None
 ) -> tuple[tuple[tuple[str, ...], Any, str], ...]:
     """The defaults of the file's era (dated from its evidence) that differ from v0.2.2's and
     that v0.2.2 can say, for keys the file omits: put into ``target`` and returned as
     ``(key, value, comment)``. Once the old keys are upgraded the file dates as v0.2.2, so
     without them it would run with v0.2.2's defaults instead of its own era's."""
     guess = era_defaults.date_file(document)
+    if era is None and guess.current:
+        era = project_era  # the project says when its undated files were written
     if era is None and guess.current:
         return ()
     day = era_defaults.parse_era(era) if era is not None else guess.date

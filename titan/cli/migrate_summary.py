@@ -18,7 +18,13 @@ from typing import Any, TextIO
 PROGRESS_AFTER = 20
 """Runs with more files than this get a progress bar (on a terminal)."""
 
-_STYLES = {"lossless": "green", "upgraded": "cyan", "reported": "yellow", "failed": "bold red"}
+_STYLES = {
+    "lossless": "green",
+    "upgraded": "cyan",
+    "undated": "magenta",
+    "reported": "yellow",
+    "failed": "bold red",
+}
 
 
 def wants_progress(files: int, *, stream: TextIO) -> bool:

@@ -72,6 +72,7 @@ def fix_files(
 ) -> FixOutcome:
     """Fix (or, with ``diff``, show the fixes of) each ``(path, shown)`` TOML."""
     from titan.migrate.tomledit.fix import FixRefused, fix_text
+    from titan.schemas import project
     from titan.schemas.toml_check import check_file
 
     outcome = FixOutcome()
@@ -88,7 +89,10 @@ def fix_files(
         fixed = None
         if why is None:
             try:
-                fixed = fix_text(result.text, schema=result.schema, era=options.era)
+                declared = project.for_file(path).era
+                fixed = fix_text(
+                    result.text, schema=result.schema, era=options.era, project_era=declared
+                )
             except FixRefused as error:
                 why = str(error)
         if why is not None:
