@@ -300,8 +300,10 @@ def date_file(document: dict, flat: list | None = None) -> EraGuess:
     from below (the day it was declared). The *latest* consistent day is assumed: it needs the
     fewest old defaults, and the report names it so that ``--era`` can say otherwise. A file
     with no older clue is dated v0.2.2 (no era default applies). Where an old key ended before
-    another key of the same file began, the old key was left behind (torchtitan ignored
-    undeclared keys until #1644, 2025-08-28): it is listed as stale and the rest date the file.
+    another key of the same file began, the old key was left behind: it is listed as stale and
+    the rest date the file. Such a file ran only while loaders skipped the keys they did not
+    declare (until #1644, eadca483, 2025-08-28; later ones refused the file), so it is dated
+    before that day when its other keys allow it.
     """
     flat = leaves(document) if flat is None else flat
     if not _has_old(flat):  # most files: nothing bounds the date, so it is v0.2.2
@@ -310,17 +312,25 @@ def date_file(document: dict, flat: list | None = None) -> EraGuess:
     floor = max((clue.since for clue in found), default=ERA_START)
     stale = tuple(c for c in found if c.last is not None and c.last < floor)
     bounds = [c.last for c in found if c.last is not None and c.last >= floor]
+    if stale and floor < STRICT_LOADER:
+        bounds.append(_shift(STRICT_LOADER, -1))
     day = min(bounds, default=V022)
     evidence = tuple(c for c in found if c not in stale)
     return EraGuess(day, evidence, stale)
 
 
+STRICT_LOADER = "2025-08-28"
+"""The day torchtitan's loader began to refuse keys it did not declare (eadca483, #1644); before
+it, a key gone from the loader (or not yet in it) was skipped without a word."""
+
+
 def stale_keys(document: dict, day: str, flat: list | None = None) -> dict[str, str]:
-    """The old keys of ``document`` the loader of ``day`` did not read (gone by then, or not
-    yet declared), each with why: their run did without them, since loaders before #1644
-    (2025-08-28) skipped keys they did not declare and later ones refused the file."""
+    """The old keys of ``document`` that the loader of ``day`` skipped (gone by then, or not
+    yet declared), each with why: their run did without them. From #1644 (2025-08-28) such a
+    key made the loader refuse the file, so on those days there was no run to be faithful to,
+    and none is listed (the key is upgraded as for a file of its own era)."""
     flat = leaves(document) if flat is None else flat
-    if not any(".".join(parts) in _OLD for parts, _ in flat):
+    if day >= STRICT_LOADER or not any(".".join(parts) in _OLD for parts, _ in flat):
         return {}
     newer = [c for c in clues(document, flat) if c.until is None]
     latest = max(newer, key=lambda clue: clue.since, default=None)
