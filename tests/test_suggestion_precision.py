@@ -10,21 +10,27 @@ older era's key gets its era's hint; a typo gets the intended name. Recall is me
 data file's typos and on a random slip of the hand in every v0.2.2 key and section (99.8% of
 441 over three seeds, 100% of the file's 75 typos when this was written; the thresholds below
 leave room for a few ambiguous names, none for a wrong one).
+
+TOML syntax hints are held to the same rule: a rewrite they offer, written in place of the
+line, parses to what the line meant, and a line whose meaning is not plain gets none.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
 from titan.schemas.misspelling import is_misspelling
 from titan.schemas.suggest import DECLARE_HINT
 from titan.schemas.toml_check import check_text
+from titan.schemas.toml_source import parse
 
 from tests import fork_key_cases as cases
 
@@ -154,6 +160,60 @@ def test_a_misplaced_key_names_the_section_inside_its_own():
 )
 def test_a_misspelling_changes_letters_not_words_or_numbers(written, meant, expected):
     assert is_misspelling(written, meant) is expected
+
+
+# --------------------------------------------------------------------------- TOML syntax
+#
+# A syntax hint's rewrite (``use `...` ``) is followed as a user follows it, by writing it in
+# place of the line, and the file must then parse to what the line meant; where the meaning is
+# not plain the hint offers no rewrite, only what TOML expects there.
+
+
+@pytest.mark.parametrize(
+    ("text", "meant"),
+    [
+        ("[moe]\nrouting = {top_k: 2}\n", {"moe": {"routing": {"top_k": 2}}}),
+        (
+            '[model]\nrope_scaling = { "factor": 8.0, "low_freq_factor": 1.0 }\n',
+            {"model": {"rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0}}},
+        ),
+        ("[parallelism]\nmesh = {dp: 2, tp = 4}\n", {"parallelism": {"mesh": {"dp": 2, "tp": 4}}}),
+        (
+            "[training]\nprecision = {param: 'bfloat16', reduce: 'float32'}\n",
+            {"training": {"precision": {"param": "bfloat16", "reduce": "float32"}}},
+        ),
+        ("[training]\nsteps == 1000\n", {"training": {"steps": 1000}}),
+        ("[training]\nsteps := 1000\n", {"training": {"steps": 1000}}),
+        ("[optimizer]\nbetas = (0.9, 0.95)\n", {"optimizer": {"betas": [0.9, 0.95]}}),
+        ('[job]\n"dump folder": "./outputs"\n', {"job": {"dump folder": "./outputs"}}),
+        ("[model]\nname = \"llama3'\n", {"model": {"name": "llama3"}}),
+        ('[job]\ndescription = "debug run', {"job": {"description": "debug run"}}),
+        ("[training]\nsteps = 1_000_\n", "is not a TOML number"),
+        ("[optimizer]\nlr = 3e\n", "is not a TOML number"),
+        ("[training]\nwarmup_steps = 0200\n", "is not a TOML number"),
+        ("[checkpoint]\nenable = yes\n", "TOML's booleans are true and false"),
+        ("[training]\nlocal batch = 8\n", "a bare key has no spaces"),
+        ("[compile]\ncomponents = [model loss]\n", "a value is"),
+        ("[training]\n- steps: 10\n", "TOML has no `- item` lines"),
+        ("[training]\nseq_len = 1024*8\n", "TOML has no arithmetic"),
+        ("[lr scheduler]\nwarmup_steps = 2\n", "a name with a space in it goes in quotes"),
+        (
+            "[moe]\nrouting = {top_k = 2 score = 'softmax'}\n",
+            "separate the pairs of an inline table with `,`",
+        ),
+        ("[parallelism]\nmesh_shape = [2 4]\n", "separate the items of an array with `,`"),
+    ],
+)
+def test_a_syntax_hint_rewrites_a_line_only_to_what_it_meant(text, meant):
+    problem = parse(text, file="job.toml").problem
+    rewrite = re.match(r"use `([^`]+)`", problem.hint)
+    if isinstance(meant, dict):
+        assert rewrite, problem.hint
+        lines = text.split("\n")
+        lines[problem.span.line - 1] = rewrite.group(1)
+        assert tomllib.loads("\n".join(lines)) == meant, problem.hint
+    else:
+        assert rewrite is None and meant in problem.hint, problem.hint
 
 
 # --------------------------------------------------------------------------- the fork route
