@@ -42,6 +42,7 @@ FINDING_CODES = (
     "unknown-converter",
     "wrong-type",
     "extension-error",
+    "invalid-value",
 )
 
 _OFFER = re.compile(r"did you mean (.*?)\?(?:\s|$)")

@@ -33,6 +33,7 @@ from titan.schemas.toml_check import check_text
 from titan.schemas.toml_source import parse
 
 from tests import fork_key_cases as cases
+from tests.helpers import validate, write
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -160,6 +161,41 @@ def test_a_misplaced_key_names_the_section_inside_its_own():
 )
 def test_a_misspelling_changes_letters_not_words_or_numbers(written, meant, expected):
     assert is_misspelling(written, meant) is expected
+
+
+# --------------------------------------------------------------------------- declared names
+
+
+def _declared_hint(tmp_path: Path, declaration: str, toml: str, path: str) -> str:
+    """The hint at ``path`` of ``toml`` in a fork whose pyproject.toml declares ``declaration``."""
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    write(tmp_path, "pyproject.toml", f"[tool.titan]\n{declaration}\n")
+    result = validate(write(tmp_path, "job.toml", toml), "--format", "json")
+    return next(d["hint"] for d in result.json()["diagnostics"] if d["path"] == path)
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["my_corpus_v2", "my_corpus2", "my_corpus_val", "my_corpus_test", "my_corpora", "our_corpus"],
+)
+def test_a_dataset_near_a_declared_one_is_a_dataset_of_its_own(tmp_path, written):
+    """A fork registers its corpora by version and split: `my_corpus_v2` is not `my_corpus`
+    misspelt, and the hint declares it beside the one already declared."""
+    toml = f'[training]\ndataset = "{written}"\n'
+    hint = _declared_hint(tmp_path, 'datasets = ["my_corpus"]', toml, "training.dataset")
+    assert "did you mean" not in hint, hint
+    assert f'[tool.titan] datasets = ["my_corpus", "{written}"]' in hint, hint
+
+
+def test_a_misspelt_declared_or_registered_dataset_is_still_named(tmp_path):
+    declared = 'datasets = ["my_corpus"]'
+    for written, meant in [("my_corpsu", "my_corpus"), ("My-Corpus", "my_corpus")]:
+        toml = f'[training]\ndataset = "{written}"\n'
+        hint = _declared_hint(tmp_path, declared, toml, "training.dataset")
+        assert hint == f'did you mean "{meant}"?', hint
+    for written, meant in [("c4_tset", "c4_test"), ("c4test", "c4_test")]:
+        toml = f'[training]\ndataset = "{written}"\n'
+        assert _hint(toml, "training.dataset") == f'did you mean "{meant}"?'
 
 
 # --------------------------------------------------------------------------- TOML syntax
