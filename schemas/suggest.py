@@ -12,10 +12,10 @@ tests/test_suggestion_precision.py checks that fork settings get none.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 from titan.schemas._frozen import Frozen, _set
+from titan.schemas.extension_owners import extension_index, extension_owner
 from titan.schemas.misspelling import closest
 from titan.schemas.spec import SectionSpec
 
@@ -37,18 +37,6 @@ class Suggestion(Frozen):
     def __init__(self, code: str, hint: str | None) -> None:
         _set(self, "code", code)
         _set(self, "hint", hint)
-
-
-def schema_paths(spec: SectionSpec, prefix: str = "") -> dict[str, bool]:
-    """Every dotted path of the schema, mapped to whether it is a section."""
-    paths: dict[str, bool] = {}
-    for field in spec.fields:
-        path = prefix + field.name
-        is_section = isinstance(field.annotation, SectionSpec)
-        paths[path] = is_section
-        if is_section:
-            paths.update(schema_paths(field.annotation, path + "."))
-    return paths
 
 
 def _either(found: list[str]) -> str:
@@ -80,7 +68,7 @@ def suggest(
         return moved
     dotted = ".".join(parts)
     # Exact keys of a known extension the file did not declare (flux's [encoder], ft's keys).
-    owner = extension_owner(dotted, value)
+    owner = extension_owner(dotted, value, document)
     if owner is not None:
         return Suggestion("unknown-key", owner)
 
@@ -221,7 +209,7 @@ def _moved(
     def old(table: tuple[str, ...]) -> bool:
         # A built-in extension's section (flux's [encoder]) is a table of today too, which a
         # fork's extension may add keys to: only its old keys are the older era's.
-        return eras.is_old_table(table) and ".".join(table) not in _extension_index()
+        return eras.is_old_table(table) and ".".join(table) not in extension_index()
 
     if is_table and old(parts):
         return Suggestion("moved-key", _old_table_hint(parts))
@@ -315,59 +303,10 @@ def _stray_hint(parts: tuple[str, ...]) -> str:
     return f"[{table}] is from an older torchtitan and never had `{parts[-1]}`; delete it"
 
 
-@functools.cache
-def _extension_index() -> dict[str, list[str]]:
-    """Dotted path -> short names of the built-in extensions that add it."""
-    from titan.schemas import builtin_extensions
-
-    index: dict[str, list[str]] = {}
-    base = schema_paths(_legacy())
-    for short in sorted(set(builtin_extensions.KNOWN_EXTENSIONS.values())):
-        spec = builtin_extensions.known_extension(short)
-        if spec is None:
-            continue
-        for path in schema_paths(spec.root):
-            if path not in base:
-                index.setdefault(path, []).append(short)
-    return index
-
-
 def _legacy() -> SectionSpec:
     from titan.schemas.legacy_spec import LEGACY_SPEC
 
     return LEGACY_SPEC
-
-
-def extension_owner(dotted: str, value: Any = _NO_VALUE) -> str | None:
-    """A hint naming the built-in extension that defines ``dotted``, if one does.
-
-    A table (``value`` a dict with keys) is the extension's only if one of its keys is a field
-    of the extension's section: a fork's own ``[data]`` with keys vlm's ``[data]`` does not have
-    is not vlm's, and loading vlm would not make it valid."""
-    owners = _extension_index().get(dotted)
-    if not owners:
-        return None
-    if isinstance(value, dict) and value:
-        owners = [short for short in owners if _has_any_key(short, dotted, value)]
-        if not owners:
-            return None
-    from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS
-
-    modules = {short: module for module, short in KNOWN_EXTENSIONS.items()}
-    first = owners[0]
-    return (
-        f"`{dotted}` is added by the {first} extension: set "
-        f'`[job] custom_config_module = "{modules.get(first, first)}"` or pass `--extension {first}`'
-    )
-
-
-def _has_any_key(short: str, dotted: str, table: dict) -> bool:
-    """Whether a key of ``table`` is a field of the section ``dotted`` of extension ``short``."""
-    from titan.schemas import builtin_extensions
-
-    spec = builtin_extensions.known_extension(short)
-    paths = schema_paths(spec.root) if spec is not None else {}
-    return any(f"{dotted}.{key}" in paths for key in table)
 
 
 # --------------------------------------------------------------------------- wrong values
