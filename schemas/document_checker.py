@@ -16,7 +16,8 @@ from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.legacy_spec import LEGACY_RANGES
 from titan.schemas.spans import KeySpan
 from titan.schemas.spec import SectionSpec, schema_paths
-from titan.schemas.suggest import choice_hint, suggest, value_hint
+from titan.schemas.suggest import suggest
+from titan.schemas.value_hints import choice_hint, value_hint
 
 
 class DocumentChecker:
