@@ -105,7 +105,8 @@ def _invalid_value(here: str, *, col: int, **_: object) -> str | None:
     key, eq, rest = here.partition("=")
     if not eq or col <= len(key) + 1:
         raw = here[col - 1 :].split("#", 1)[0].strip().rstrip(",]}").strip()
-        fixed = rewrites.value(raw)
+        # an item of an array or table going on below: `model loss` is one string or two
+        fixed = rewrites.value(raw) if " " not in raw else None
         if fixed is None:
             return _token_hint(raw) or _ANY_VALUE
         return f"write `{fixed}` instead of `{raw}`: {rewrites.why(raw)}"
@@ -157,7 +158,8 @@ def _header(here: str, **_: object) -> str | None:
     name = stripped.lstrip("[").rstrip("]").strip()
     if not name or "=" in name:
         return "a header is `[table]` alone on its line; write `key = value` under it"
-    if re.search(r"[\w\"']\s+[\w\"']", name):  # `[a b]`: not a missing bracket
+    bare = re.sub(r"\"[^\"]*\"|'[^']*'", "q", name)  # a space inside quotes is allowed
+    if re.search(r"\w\s+\w", bare):  # `[a b]`: not a missing bracket
         return (
             "a table's name is bare words joined by `.` (`[a.b]`); a name with a space in it "
             'goes in quotes (`["a b"]`)'

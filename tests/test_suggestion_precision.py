@@ -242,14 +242,71 @@ def test_a_misspelt_declared_or_registered_dataset_is_still_named(tmp_path):
 )
 def test_a_syntax_hint_rewrites_a_line_only_to_what_it_meant(text, meant):
     problem = parse(text, file="job.toml").problem
-    rewrite = re.match(r"use `([^`]+)`", problem.hint)
+    followed = _follow(text, problem)
     if isinstance(meant, dict):
-        assert rewrite, problem.hint
-        lines = text.split("\n")
-        lines[problem.span.line - 1] = rewrite.group(1)
-        assert tomllib.loads("\n".join(lines)) == meant, problem.hint
+        assert followed is not None, problem.hint
+        assert tomllib.loads(followed) == meant, problem.hint
     else:
-        assert rewrite is None and meant in problem.hint, problem.hint
+        assert followed is None and meant in problem.hint, problem.hint
+
+
+def _follow(text: str, problem) -> str | None:
+    """``text`` with the syntax hint's rewrite written in place of the line it is about (the
+    line tomllib stopped at, or for a string left open to the end of the file the last line
+    before it with the rewrite's key), or ``None`` when the hint offers no rewrite."""
+    rewrite = re.match(r"use `([^`]+)`", problem.hint)
+    if rewrite is None:
+        return None
+    lines = text.split("\n")
+    key = re.match(r"[\[\s]*([^\s=\[\]]+)", rewrite.group(1)).group(1)  # `x`, `a` of `[a]`
+    at = min(problem.span.line, len(lines)) - 1
+    while at > 0 and not lines[at].lstrip().lstrip("[").startswith(key):
+        at -= 1
+    lines[at] = rewrite.group(1)
+    return "\n".join(lines)
+
+
+_BROKEN_LINES = (
+    "x = {a: 1, b = 'c: d'}",
+    "x: {a: 1}",
+    "x = {a = None}",
+    "x := 2",
+    "x == [1, 2]",
+    "x => 1",
+    "- a",
+    "x y = 1",
+    '"x y": 2',
+    "x.y: .5",
+    "x = 5.",
+    "x = 1,000",
+    "x = 1,000,000.5",
+    "x = 0.2.2",
+    "x = 1/2",
+    "x = 2024-13-45",
+    "x = (True, 1)",
+    "x = [a, b c]",
+    "x = on",
+    "x = 'a\"",
+    'x = "a # b',
+    r'x = "C:\out"',
+    "[a b]",
+    "[a",
+    "[[a]",
+    "x = [1 2]",
+    "x = {a = 1 b = 2}",
+    "x = llama3 # c",
+    "x = ./out dir",
+    "x = None",
+    "x: ~",
+)
+
+
+@pytest.mark.parametrize("line", _BROKEN_LINES)
+def test_every_rewrite_a_syntax_hint_offers_parses_in_place(line):
+    text = f"[t]\n{line}\nz = 1\n"
+    problem = parse(text, file="job.toml").problem
+    followed = _follow(text, problem)
+    assert followed is None or tomllib.loads(followed), problem.hint
 
 
 # --------------------------------------------------------------------------- the fork route
