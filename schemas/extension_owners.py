@@ -38,6 +38,7 @@ def extension_index() -> dict[str, list[str]]:
 
 @functools.cache
 def _base_paths() -> dict[str, bool]:
+    """Every dotted path of v0.2.2's own schema (no extension merged)."""
     from titan.schemas.legacy_spec import LEGACY_SPEC
 
     return schema_paths(LEGACY_SPEC)
@@ -90,6 +91,7 @@ def _written_there(dotted: str, value: Any, document: dict | None) -> tuple[str,
 
 @functools.cache
 def _base_leaves() -> frozenset[str]:
+    """The key names v0.2.2's own schema has in any section."""
     return frozenset(p.rsplit(".", 1)[-1] for p in _base_paths())
 
 

@@ -97,6 +97,7 @@ def _letters(name: str) -> str:
 
 
 def _words(name: str) -> list[str]:
+    """The words of ``name``, lowercased: ``Llama-3_FT`` -> ``llama``, ``3``, ``ft``."""
     return [w for w in name.lower().translate(_SEPARATORS).split("_") if w]
 
 
@@ -220,6 +221,8 @@ def closest_name(word: str, candidates: list[str] | tuple[str, ...]) -> str | No
 def _closest_by(
     word: str, candidates: list[str] | tuple[str, ...], misspells: Callable[[str, str], bool]
 ) -> str | None:
+    """The one candidate ``word`` is in another case, else the one it ``misspells`` with the
+    fewest edits (``None`` for none, or for two equally near)."""
     lowered = [c for c in candidates if c.lower() == word.lower()]
     if len(lowered) == 1:
         return lowered[0]

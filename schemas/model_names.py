@@ -4,9 +4,9 @@ A difflib ratio cannot tell a typo from another model: ``llama2`` is as close to
 (0.83) as ``lama3`` is to ``llama3``. A name that keeps a titan family's letters and changes its
 version is another model (``llama2``, ``qwen2.5``, ``deepseek_v32``, ``flux2``), unless it is a
 release the family is (:data:`POINT_RELEASES`: ``llama3.1`` is titan's ``llama3``, whose
-flavors are Llama 3.1's); a well-known family titan
-does not ship (:data:`OTHER_FAMILIES`) is never a typo. For those the hint says how the model is
-kept (``unsupported_model``) or declared (``[tool.titan] model-registries``). A suggested family
+flavors are Llama 3.1's); a well-known family titan does not ship (:data:`OTHER_FAMILIES`) is
+never a typo. For those the hint says how the model is kept (``unsupported_model``) or declared
+(``[tool.titan] model-registries``). A suggested family
 must have the file's flavor, and a flavor is never "corrected" to another size (``7B`` is not
 ``8B``, ``70M`` not ``70B``). Beyond those, a family or flavor is named only for a misspelling of
 it with few edits for its length (``titan.schemas.misspelling.is_name_misspelling``): a fork's

@@ -187,6 +187,8 @@ def _unclosed_array(here: str, *, text: str, line: int, **_: object) -> str | No
 
 
 def _unclosed_table(here: str, *, col: int, **_: object) -> str:
+    """An inline table tomllib found no ``}`` for: a comma missing between two pairs when the
+    line closes it, else a table left open or spread over lines."""
     if "}" in here[col - 1 :].split("#", 1)[0]:  # closed on its line: a `,` is missing
         return "separate the pairs of an inline table with `,`: `{a = 1, b = 2}`"
     return (
