@@ -83,15 +83,18 @@ class DatasetFacts(Frozen):
         return looked_up in self.registered or name in self.declared
 
     def hint(self, name: str) -> str:
-        """What to write instead: an old name's fate, a near miss, or how to declare it."""
+        """What to write instead: an old name's fate, a misspelt registered or declared name, or
+        how to declare it."""
         old = next((o for o in OLD_DATASETS if o.name == name.lower()), None)
         if old is not None and old.name not in self.registered:
             return f"{old.became}; {old.hint}; {old.era}"
-        import difflib  # only a name that is not registered gets here
+        from titan.schemas.misspelling import closest_name
 
-        close = difflib.get_close_matches(name, [*self.registered, *self.declared], n=1)
-        if close:
-            return f'did you mean "{close[0]}"?'
+        # A misspelling only: a fork's `my_corpus_v2` or `c4_en` is a dataset of its own, which
+        # no ratio tells from a slip of `my_corpus` or `c4_test`.
+        meant = closest_name(name, [*self.registered, *self.declared])
+        if meant is not None:
+            return f'did you mean "{meant}"?'
         where = self.project or "pyproject.toml"
         listed = ", ".join(f'"{n}"' for n in self.registered)
         from titan.schemas.fork_names import _toml_line

@@ -15,8 +15,9 @@ from titan.schemas import ranges, typecheck
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.legacy_spec import LEGACY_RANGES
 from titan.schemas.spans import KeySpan
-from titan.schemas.spec import SectionSpec
-from titan.schemas.suggest import choice_hint, schema_paths, suggest, value_hint
+from titan.schemas.spec import SectionSpec, schema_paths
+from titan.schemas.suggest import suggest
+from titan.schemas.value_hints import choice_hint, value_hint
 
 
 class DocumentChecker:

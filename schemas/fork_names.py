@@ -82,10 +82,10 @@ class ForkNames(Frozen):
     def family_meant(self, name: str) -> str | None:
         """The family the project declares that the unknown model ``name`` misspells (another
         case, a typo), or ``None``: its hint is then that family, never to declare ``name``."""
-        from titan.schemas.misspelling import closest_one
+        from titan.schemas.misspelling import closest_name
 
         declared = [f for f, _ in self.registries] + [f for f, _ in self.flavors]
-        return closest_one(name, tuple(dict.fromkeys(declared)))
+        return closest_name(name, tuple(dict.fromkeys(declared)))
 
     def family_hint(self, name: str) -> str | None:
         """``did you mean `family`?`` for a misspelt declared family, else ``None``."""

@@ -20,6 +20,9 @@ bench/suggestions.py.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 _SEPARATORS = str.maketrans({"-": "_", ".": "_"})
 
 
@@ -52,10 +55,61 @@ DIFFERENT_WORDS = frozenset(
         frozenset({"float16", "bfloat16"}),
         frozenset({"sync", "async"}),
         frozenset({"sqrt", "rsqrt"}),
+        frozenset({"rope", "irope"}),
     }
 )
 """Words one edit apart that name different things: ``float16`` is IEEE half precision, not a
-typo of ``bfloat16``, and following that did-you-mean would change the run's numbers."""
+typo of ``bfloat16``, and following that did-you-mean would change the run's numbers; a
+``17bx16e_rope`` flavor has plain RoPE where ``17bx16e_irope`` interleaves NoPE layers."""
+
+
+def is_name_misspelling(written: str, meant: str) -> bool:
+    """Whether ``written`` is the name ``meant`` (a model family, a flavor, a dataset)
+    misspelt, by :func:`is_misspelling` and with few edits for the name's length.
+
+    A name stands alone, with no section around it to tell a slip from another name, and a
+    short one is one letter away from many (``llm``, ``glm`` and ``vla`` from ``vlm``). So
+    another case, ``-`` for ``_`` or a separator left out is no edit; beyond those a name of
+    four letters or fewer takes none, one of up to eight letters one, a longer one two. A word
+    of three letters or fewer is not changed (``llama3_sft`` and ``llama3_pt`` are not
+    ``llama3_ft``), nor a size's unit (``70M`` is not ``70B``)."""
+    if not is_misspelling(written, meant):
+        return False
+    a, b = _letters(written), _letters(meant)
+    if a == b:
+        return True
+    allowed = 0 if len(b) <= 4 else 1 if len(b) <= 8 else 2
+    if distance(a, b) > allowed or _unit_changed(written, meant):
+        return False
+    words, meant_words = _words(written), _words(meant)
+    if len(words) != len(meant_words):
+        return True  # a separator typed or dropped inside a word: is_misspelling judged it
+    # a word of three letters or fewer is a word of its own when changed, unless two of its
+    # letters are swapped (`llama3_sft`, `llama3_pt`: not `llama3_ft`; `c4_tes`: `c4_test`)
+    return all(
+        w == m or len(m) > 3 or _swapped(w, m) for w, m in zip(words, meant_words, strict=True)
+    )
+
+
+def _letters(name: str) -> str:
+    """``name`` lowercased without its separators: ``Llama-3`` -> ``llama3``."""
+    return name.lower().translate(_SEPARATORS).replace("_", "")
+
+
+def _words(name: str) -> list[str]:
+    """The words of ``name``, lowercased: ``Llama-3_FT`` -> ``llama``, ``3``, ``ft``."""
+    return [w for w in name.lower().translate(_SEPARATORS).split("_") if w]
+
+
+def _unit_changed(written: str, meant: str) -> bool:
+    """Whether a size the written name has changes its unit (``70M``/``70B``): the number of
+    a different model, not a slip. A unit left out (``405``) is not a change."""
+    sizes = re.findall(r"(\d+(?:\.\d+)?)([a-z]?)", written.lower())
+    meant_sizes = re.findall(r"(\d+(?:\.\d+)?)([a-z]?)", meant.lower())
+    return len(sizes) == len(meant_sizes) and any(
+        unit and unit != meant_unit
+        for (_, unit), (_, meant_unit) in zip(sizes, meant_sizes, strict=True)
+    )
 
 
 def _word_misspelt(word: str, meant: str) -> bool:
@@ -154,13 +208,27 @@ def closest(word: str, candidates: list[str], cutoff: float = 0.75) -> list[str]
 
 def closest_one(word: str, candidates: list[str] | tuple[str, ...]) -> str | None:
     """The one value ``word`` misspells (another case first), or ``None`` when it misspells
-    none, or two equally: for a choice, a model, a flavor or a converter name."""
+    none, or two equally: for a choice or a converter name."""
+    return _closest_by(word, candidates, is_misspelling)
+
+
+def closest_name(word: str, candidates: list[str] | tuple[str, ...]) -> str | None:
+    """The one name ``word`` misspells by :func:`is_name_misspelling` (another case first), or
+    ``None``: for a model family, a flavor or a dataset."""
+    return _closest_by(word, candidates, is_name_misspelling)
+
+
+def _closest_by(
+    word: str, candidates: list[str] | tuple[str, ...], misspells: Callable[[str, str], bool]
+) -> str | None:
+    """The one candidate ``word`` is in another case, else the one it ``misspells`` with the
+    fewest edits (``None`` for none, or for two equally near)."""
     lowered = [c for c in candidates if c.lower() == word.lower()]
     if len(lowered) == 1:
         return lowered[0]
     if len(word) <= 2:
         return None
-    found = [c for c in candidates if is_misspelling(word, c)]
+    found = [c for c in candidates if misspells(word, c)]
     edits = {c: distance(word.lower(), c.lower()) for c in found}
     best = [c for c in found if edits[c] == min(edits.values())]
     return best[0] if len(best) == 1 else None

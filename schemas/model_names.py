@@ -2,14 +2,17 @@
 
 A difflib ratio cannot tell a typo from another model: ``llama2`` is as close to ``llama4``
 (0.83) as ``lama3`` is to ``llama3``. A name that keeps a titan family's letters and changes its
-version is another generation (``llama2``, ``qwen2.5``), unless the version only adds to titan's
-(``llama3.1`` is titan's ``llama3``, whose flavors are Llama 3.1's); a well-known family titan
-does not ship (:data:`OTHER_FAMILIES`) is never a typo. For those the hint says how the model is
-kept (``unsupported_model``) or declared (``[tool.titan] model-registries``). A suggested family
+version is another model (``llama2``, ``qwen2.5``, ``deepseek_v32``, ``flux2``), unless it is a
+release the family is (:data:`POINT_RELEASES`: ``llama3.1`` is titan's ``llama3``, whose
+flavors are Llama 3.1's); a well-known family titan does not ship (:data:`OTHER_FAMILIES`) is
+never a typo. For those the hint says how the model is kept (``unsupported_model``) or declared
+(``[tool.titan] model-registries``). A suggested family
 must have the file's flavor, and a flavor is never "corrected" to another size (``7B`` is not
-``8B``). Beyond those, a family or flavor is named only for a misspelling of it
-(``titan.schemas.misspelling``): a fork's ``llama3_qat``, ``mosaic_llama3`` or ``llama3gdn`` is a model
-of its own, and its ``debugmodel_dense`` or ``opt-30B-A3B`` a flavor of its own.
+``8B``, ``70M`` not ``70B``). Beyond those, a family or flavor is named only for a misspelling of
+it with few edits for its length (``titan.schemas.misspelling.is_name_misspelling``): a fork's
+``llama3_qat``, ``llama3_sft``, ``mosaic_llama3`` or ``llama3gdn`` is a model of its own, and so
+are ``llm`` and ``glm`` (one letter from ``vlm``, in three); its ``debugmodel_dense``,
+``opt-30B-A3B`` or ``debugmodel_rope`` a flavor of its own.
 """
 
 from __future__ import annotations
@@ -69,6 +72,25 @@ RENAMED: dict[str, tuple[str, str]] = {
 misspelling of it, so the misspelling test cannot find it)."""
 
 
+POINT_RELEASES: dict[str, tuple[str, ...]] = {
+    "llama3": ("3.1", "3.3"),
+    "deepseek_v3": ("3.1",),
+    "flux": ("1",),
+}
+"""Releases that are one of titan's families, so ``model.name = "llama3.1"`` means it: titan's
+llama3 flavors are Llama 3.1's (3.3 is 3.1 70B's architecture), DeepSeek-V3.1 is V3's, and
+titan's flux flavors are FLUX.1's. Any other release is a model of its own (DeepSeek-V3.2 adds
+sparse attention, and a fork that trains it names it ``deepseek_v32``; FLUX.2 is ``flux2``)."""
+
+
+def _release_digits(family: str) -> tuple[str, ...]:
+    """The version digits ``model.name`` may have for ``family``: its own, and its point
+    releases' (``llama3``: ``3``, ``31``, ``33``)."""
+    own = _generation(family)[1]
+    releases = POINT_RELEASES.get(family, ())
+    return tuple(d for d in (own, *(r.replace(".", "") for r in releases)) if d)
+
+
 def _generation(name: str) -> tuple[str, str]:
     """A family name as (its letters, its version digits): ``llama3.1`` -> (``llama``, ``31``)."""
     lowered = name.lower()
@@ -90,7 +112,7 @@ def model_hint(
     how to keep or declare the model (``declared``: the project's whole ``model-registries``
     line with the model added, so following the hint keeps the families it already declares)."""
     from titan.schemas import flavors
-    from titan.schemas.misspelling import closest_one
+    from titan.schemas.misspelling import closest_name
 
     if name in RENAMED:
         new, why = RENAMED[name]
@@ -98,11 +120,14 @@ def model_hint(
     families = [*flavors.FLAVORS, *flavors.FAMILY_ALIASES]
     letters, digits = _generation(name)
     same_line = [f for f in families if _generation(f)[0] == letters]
-    # The same family's letters: a version of it (`llama3.1` is titan's llama3, whose flavors
-    # are Llama 3.1's), or another generation titan does not ship (`llama2`, `qwen2.5`).
-    versions = [f for f in same_line if digits and digits.startswith(_generation(f)[1])]
-    # A misspelling only (`lama3`, `gpt-oss`): `llama3_qat` is a fork's model, not `llama3_ft`.
-    meant = None if name.lower() in OTHER_FAMILIES else closest_one(name, [*families, *experiments])
+    # The same family's letters: a release titan's family is (`llama3.1`), or another model
+    # titan does not ship (`llama2`, `qwen2.5`, `deepseek_v32`, `flux2`).
+    versions = [f for f in same_line if digits in _release_digits(f)]
+    # A misspelling only (`lama3`, `gpt-oss`): `llama3_qat` is a fork's model, not `llama3_ft`,
+    # and `llm` or `glm` no slip of `vlm`.
+    meant = (
+        None if name.lower() in OTHER_FAMILIES else closest_name(name, [*families, *experiments])
+    )
     if meant is not None:
         close = [meant]
     elif versions:
@@ -134,11 +159,12 @@ def _declare(name: str, declared: str | None = None) -> str:
 
 def flavor_hint(name: str, flavor: str, names: tuple[str, ...]) -> str:
     """For a flavor the model does not have: the one meant, when it is a misspelling (never
-    another size: `7B` is not `8B`), otherwise the model's flavors."""
-    from titan.schemas.misspelling import closest_one
+    another size: `7B` is not `8B`, `70M` not `70B`), otherwise the model's flavors (``names``:
+    the one family's, never another's)."""
+    from titan.schemas.misspelling import closest_name
 
     lowered = {n.lower().replace("_", ""): n for n in names}
-    meant = lowered.get(flavor.lower().replace("_", "")) or closest_one(flavor, names)
+    meant = lowered.get(flavor.lower().replace("_", "")) or closest_name(flavor, names)
     if meant is not None:
         return f"did you mean `{meant}`?"
     return f"{name} flavors: " + ", ".join(names)

@@ -109,6 +109,18 @@ class SectionSpec(Frozen):
         return by_name.get(name)
 
 
+def schema_paths(spec: SectionSpec, prefix: str = "") -> dict[str, bool]:
+    """Every dotted path of the schema, mapped to whether it is a section."""
+    paths: dict[str, bool] = {}
+    for field in spec.fields:
+        path = prefix + field.name
+        is_section = isinstance(field.annotation, SectionSpec)
+        paths[path] = is_section
+        if is_section:
+            paths.update(schema_paths(field.annotation, path + "."))
+    return paths
+
+
 class ExtensionSpec(Frozen):
     """What a custom config module contributes: its ``JobConfig`` dataclass and where it came from."""
 

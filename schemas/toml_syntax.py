@@ -5,8 +5,10 @@
 written the YAML way (``steps: 10``), Python's ``True``, ``False`` and ``None``, an unquoted
 string (``name = llama3``), a Windows path in double quotes, a header or string left open, and
 a key or table written twice. Each gets a hint with the statement to write instead
-(``use `steps = 10` ``), checked to parse before it is offered; anything else gets a sentence
-on what TOML expects there.
+(``use `steps = 10` ``) when what the line meant is plain, built and checked to parse to that
+by :mod:`titan.schemas.toml_rewrites`; anything else (``1_000_``, ``enable = yes``, a key with a
+space) gets a sentence on what TOML expects there, never a rewrite that parses to something
+else.
 
 ``tomllib`` also stops at the first key or table defined twice, so a file with three would take
 three runs to fix. :func:`titan.schemas.spans.duplicate_keys` finds them all in one scan, and each is
@@ -17,10 +19,9 @@ Only a file that failed to parse comes here: a file that parses never pays for a
 
 from __future__ import annotations
 
-import json
 import re
-import tomllib
 
+from titan.schemas import toml_rewrites as rewrites
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.spans import Duplicate, duplicate_keys
 
@@ -32,10 +33,6 @@ _TWICE = (
     "Cannot mutate immutable namespace",
     "Duplicate inline table key",
 )
-_NULLS = frozenset({"None", "none", "null", "Null", "NULL", "nil", "~"})
-_BOOLEANS = {"True": "true", "False": "false", "TRUE": "true", "FALSE": "false"}
-# `key: value` (a YAML mapping) or `key value`: a key, then a value with no `=` between.
-_NO_EQUALS = re.compile(r"""^\s*([A-Za-z0-9_.\-"']+?)\s*(?::\s*|\s+)(\S.*?)\s*$""")
 _ANY_VALUE = (
     'a value is a "string", a number, true or false, a date, an [array] or an {inline table}'
 )
@@ -70,14 +67,34 @@ def hint(message: str, *, text: str, line: int, col: int) -> str:
 # --------------------------------------------------------------------------- one statement
 
 
-def _missing_equals(here: str, **_: object) -> str | None:
-    """``steps: 10`` or ``steps 10``: the same pair with ``=``."""
-    match = _NO_EQUALS.match(here.split(" #", 1)[0])
-    if match is None:
+def _missing_equals(here: str, *, col: int, text: str, line: int, **_: object) -> str | None:
+    """``steps: 10`` or ``steps 10``: the same pair with ``=``; ``{top_k: 2}``: the inline table
+    with ``=``."""
+    code = here.split(" #", 1)[0]
+    if "=" in code[: col - 1]:  # the line has its `=`: the pair without one is inside the value
+        key, _, raw = code.partition("=")
+        fixed = rewrites.statement(key.strip(), raw.strip()) if raw.strip()[:1] == "{" else None
+        if fixed is not None:
+            return f"use `{fixed}`: {rewrites.why('{')}"
+        return "inside an inline table each pair is written `key = value`, not `key: value`"
+    if code.lstrip().startswith("- "):
+        return 'TOML has no `- item` lines: a list is the array of one key, `key = ["a", "b"]`'
+    pair = rewrites.split_pair(code)
+    if pair is None:
         return "write `key = value`: TOML separates a key from its value with `=`"
-    key, value = match.group(1), match.group(2).rstrip(",")
-    opened = value in ("[", "{")  # an array or inline table that goes on below
-    fixed = f"{key} = {value}" if opened else _statement(key, value)
+    key, raw = pair[0], pair[1].rstrip(",")
+    if raw[:1] in (":", "="):  # `steps := 10`
+        raw = raw.lstrip(":=").strip()
+    if re.match(r"[^\"'{\[]*=", raw):  # `my key = 1`: an `=` that is not inside the value
+        return (
+            'a bare key has no spaces: write the key in quotes (`"my key" = 1`) or join its '
+            "words with `_`"
+        )
+    if raw in ("[", "{"):  # an array or inline table that goes on below
+        following = tuple(text.split("\n")[line:])
+        fixed = rewrites.offer(f"{key} = {raw}", following=following)
+    else:
+        fixed = rewrites.statement(key, raw) if raw else None
     if fixed is None:
         return f"write `{key} = ...`: TOML separates a key from its value with `=`"
     return f"use `{fixed}`: TOML separates a key from its value with `=`, not `:`"
@@ -88,73 +105,50 @@ def _invalid_value(here: str, *, col: int, **_: object) -> str | None:
     key, eq, rest = here.partition("=")
     if not eq or col <= len(key) + 1:
         raw = here[col - 1 :].split("#", 1)[0].strip().rstrip(",]}").strip()
-        fixed = _value(raw)
+        # an item of an array or table going on below: `model loss` is one string or two
+        fixed = rewrites.value(raw) if " " not in raw else None
         if fixed is None:
-            return _ANY_VALUE
-        return f"write `{fixed}` instead of `{raw}`: {_why(raw)}"
+            return _token_hint(raw) or _ANY_VALUE
+        return f"write `{fixed}` instead of `{raw}`: {rewrites.why(raw)}"
     key, raw = key.strip(), rest.split("#", 1)[0].strip()
-    if raw in _NULLS:
+    if raw in rewrites.NULLS:
         return (
             f"TOML has no None or null: delete the `{key}` line to keep its default "
             "(the key may be left out)"
         )
     if not raw:
         return f"write a value after `{key} =`, or delete the line to keep the default"
-    fixed = _statement(key, raw)
-    if fixed is None:
-        return _ANY_VALUE
-    return f"use `{fixed}`: {_why(raw)}"
+    if raw.startswith("="):  # `steps == 10`
+        fixed = rewrites.statement(key, raw.lstrip("=").strip())
+        if fixed is not None:
+            return f"use `{fixed}`: one `=` separates a key from its value"
+    fixed = rewrites.statement(key, raw)
+    if fixed is not None:
+        return f"use `{fixed}`: {rewrites.why(raw)}"
+    at = col - 1 - here.find(raw, len(here) - len(rest))  # tomllib's column, inside the value
+    return _token_hint(raw, key=key, at=at) or _ANY_VALUE
 
 
-def _why(raw: str) -> str:
-    """What was wrong with a value :func:`_value` respelt."""
-    if any(item.strip() in _BOOLEANS for item in raw.strip("[]").split(",")):
-        return "TOML's booleans are lowercase"
-    if re.fullmatch(r"[+-]?(\.\d+|\d+\.)", raw):
-        return "a float needs a digit on both sides of the point"
-    return "a string needs quotes"
-
-
-def _statement(key: str, raw: str) -> str | None:
-    """``key = value`` with the value spelt as TOML, if that parses."""
-    if raw in _NULLS:
-        return None
-    if raw.startswith("[") and raw.endswith("]"):
-        items = [_value(item.strip()) for item in raw[1:-1].split(",") if item.strip()]
-        if any(item is None for item in items):
-            return None
-        value = "[" + ", ".join(items) + "]"  # type: ignore[arg-type]
-    else:
-        value = _value(raw)
-    if value is None:
-        return None
-    statement = f"{key} = {value}"
-    try:
-        tomllib.loads(statement)
-    except tomllib.TOMLDecodeError:
-        return None
-    return statement
-
-
-def _value(raw: str) -> str | None:
-    """One value as TOML spells it: booleans lowercased, ``.5`` as ``0.5``, a bare word quoted."""
-    if raw in _BOOLEANS:
-        return _BOOLEANS[raw]
-    if raw in _NULLS:
-        return None
-    if re.fullmatch(r"[+-]?\.\d+", raw):
-        return raw.replace(".", "0.", 1)
-    if re.fullmatch(r"[+-]?\d+\.", raw):
-        return raw + "0"
-    try:
-        tomllib.loads(f"v = {raw}")
-    except tomllib.TOMLDecodeError:
-        pass
-    else:
-        return raw  # already a TOML value
-    if not raw or raw[0] in "\"'[{":
-        return None
-    return json.dumps(raw, ensure_ascii=False)
+def _token_hint(raw: str, *, key: str | None = None, at: int = 0) -> str | None:
+    """What TOML expects instead of ``raw`` (or of the word at ``at`` in it, where tomllib
+    stopped), when that can be said without a rewrite."""
+    if raw.lower() in rewrites.YAML_BOOLEANS:
+        name = key or "key"
+        return (
+            f"TOML's booleans are true and false, and text goes in quotes: `{name} = true`, or "
+            f'`{name} = "{raw}"` for the word'
+        )
+    if rewrites.number_like(raw):
+        return rewrites.NOT_A_NUMBER.format(raw=raw)
+    if rewrites.arithmetic(raw):
+        return rewrites.NO_ARITHMETIC.format(raw=raw)
+    word = re.match(r"[\w.~+-]*", raw[max(at, 0) :])
+    found = word.group(0) if word else ""
+    if found in rewrites.NULLS:
+        return "TOML has no None or null: leave the item or key out"
+    if found in rewrites.BOOLEANS:
+        return f"TOML's booleans are lowercase: write `{rewrites.BOOLEANS[found]}`"
+    return None
 
 
 def _header(here: str, **_: object) -> str | None:
@@ -164,10 +158,14 @@ def _header(here: str, **_: object) -> str | None:
     name = stripped.lstrip("[").rstrip("]").strip()
     if not name or "=" in name:
         return "a header is `[table]` alone on its line; write `key = value` under it"
-    fixed = f"[[{name}]]" if array else f"[{name}]"
-    try:
-        tomllib.loads(fixed)
-    except tomllib.TOMLDecodeError:
+    bare = re.sub(r"\"[^\"]*\"|'[^']*'", "q", name)  # a space inside quotes is allowed
+    if re.search(r"\w\s+\w", bare):  # `[a b]`: not a missing bracket
+        return (
+            "a table's name is bare words joined by `.` (`[a.b]`); a name with a space in it "
+            'goes in quotes (`["a b"]`)'
+        )
+    fixed = rewrites.offer(f"[[{name}]]" if array else f"[{name}]")
+    if fixed is None:
         return f"close the header with `{']]' if array else ']'}`"
     return f"use `{fixed}`: the header's closing bracket is missing"
 
@@ -178,6 +176,9 @@ def _unclosed_array(here: str, *, text: str, line: int, **_: object) -> str | No
     for number in range(min(line, len(lines)), 0, -1):
         key, eq, value = lines[number - 1].partition("=")
         if eq and value.strip().startswith("["):
+            if number == line and value.split("#", 1)[0].rstrip().endswith("]"):
+                # closed on its line: tomllib stopped at an item with no `,` after it
+                return "separate the items of an array with `,`, each item a value: `[1, 2]`"
             return (
                 f"close the array of `{key.strip()}` (opened at line {number}) with `]` after "
                 "its last element"
@@ -185,7 +186,11 @@ def _unclosed_array(here: str, *, text: str, line: int, **_: object) -> str | No
     return "close the array with `]` after its last element"
 
 
-def _unclosed_table(here: str, **_: object) -> str:
+def _unclosed_table(here: str, *, col: int, **_: object) -> str:
+    """An inline table tomllib found no ``}`` for: a comma missing between two pairs when the
+    line closes it, else a table left open or spread over lines."""
+    if "}" in here[col - 1 :].split("#", 1)[0]:  # closed on its line: a `,` is missing
+        return "separate the pairs of an inline table with `,`: `{a = 1, b = 2}`"
     return (
         "close the inline table with `}` on the line it starts: an inline table is written on "
         "one line, with no comma after its last pair"
@@ -193,7 +198,7 @@ def _unclosed_table(here: str, **_: object) -> str:
 
 
 def _unclosed_string(
-    here: str, *, col: int, text: str = "", line: int = 0, **_: object
+    here: str, *, col: int = 0, text: str = "", line: int = 0, **_: object
 ) -> str | None:
     """A string whose closing quote is missing (tomllib stops at the end of its line, or for a
     'literal' string at the end of the file: then the line is the last one with an open quote)."""
@@ -202,13 +207,13 @@ def _unclosed_string(
         here = next((ln for ln in reversed(lines) if _open_quote(ln)), here)
     key, eq, value = here.partition("=")
     value = value.strip()
-    if eq and value[:1] in ("'", '"') and value.count(value[0]) % 2 == 1:
-        fixed = f"{key.strip()} = {value}{value[0]}"
-        try:
-            tomllib.loads(fixed)
-        except tomllib.TOMLDecodeError:
-            pass
-        else:
+    # With a `#` in it, the quote may belong before the comment or after it: no rewrite.
+    if eq and value[:1] in ("'", '"') and value.count(value[0]) % 2 == 1 and "#" not in value:
+        other = "'" if value[0] == '"' else '"'
+        # `"abc'`: closed with the other quote, which belongs to neither string
+        closed = value[:-1] + value[0] if value.endswith(other) else value + value[0]
+        fixed = rewrites.offer(f"{key.strip()} = {closed}")
+        if fixed is not None:
             return f"use `{fixed}`: the string's closing quote is missing"
     if eq and value[:1] == '"':
         return 'close the string with `"` on the same line (or escape a quote inside it as \\")'
@@ -231,34 +236,53 @@ def _backslash(here: str, **_: object) -> str | None:
     key, eq, value = here.partition("=")
     value = value.split(" #", 1)[0].strip()
     if eq and value.startswith('"') and value.endswith('"') and "'" not in value:
-        fixed = f"{key.strip()} = '{value[1:-1]}'"
-        try:
-            tomllib.loads(fixed)
-        except tomllib.TOMLDecodeError:
-            pass
-        else:
+        fixed = rewrites.offer(f"{key.strip()} = '{value[1:-1]}'")
+        if fixed is not None:
             return f"use `{fixed}`: in single quotes a backslash is just a backslash"
     return "write the backslash doubled (`\\\\`), or use a 'single-quoted' string"
 
 
-def _after_value(here: str, *, col: int, **_: object) -> str | None:
+def _after_value(here: str, **_: object) -> str | None:
     """Something after a complete value: ``1,000``, ``5.``, a quote inside a string."""
     key, eq, value = here.partition("=")
-    raw = value.split(" #", 1)[0].strip()
-    if eq and re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", raw):
-        return f"use `{key.strip()} = {raw.replace(',', '_')}`: TOML groups digits with `_`"
-    if eq and re.fullmatch(r"[+-]?\d+\.", raw):
-        return f"use `{key.strip()} = {raw}0`: a float needs a digit after the point"
-    if eq and raw.startswith('"') and raw.count('"') > 2:
+    key, raw = key.strip(), value.split(" #", 1)[0].strip()
+    if not eq:
+        return _GENERIC_AFTER
+    if key.startswith("["):  # `[training] steps = 10`
+        return "a `[table]` header is alone on its line: write its `key = value` pairs below it"
+    if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", raw):
+        fixed = rewrites.offer(f"{key} = {raw.replace(',', '_')}")
+        if fixed is not None:
+            return f"use `{fixed}`: TOML groups digits with `_`"
+    if re.fullmatch(r"[+-]?\d+\.", raw):
+        fixed = rewrites.offer(f"{key} = {raw}0")
+        if fixed is not None:
+            return f"use `{fixed}`: a float needs a digit after the point"
+    if raw.startswith('"') and raw.count('"') > 2:
         return "escape a quote inside a string as \\\", or use a 'single-quoted' string"
-    if eq and re.fullmatch(r"[\w.+/-]+", raw):  # `flavor = 405B`: a number, then letters
-        fixed = _statement(key.strip(), raw)
+    if rewrites.DATE_LIKE.fullmatch(raw):
+        return _date(here)
+    if rewrites.number_like(raw) or rewrites.arithmetic(raw):
+        return _token_hint(raw, key=key)
+    if re.fullmatch(r"[\w.+/-]+", raw):  # `flavor = 405B`: a number, then letters
+        fixed = rewrites.statement(key, raw)
         if fixed is not None:
             return f"use `{fixed}`: a string needs quotes"
-    return "one `key = value` per line: anything after the value must be a `# comment`"
+    return _GENERIC_AFTER
 
 
-def _multiline_string(here: str, **_: object) -> str:
+_GENERIC_AFTER = "one `key = value` per line: anything after the value must be a `# comment`"
+
+
+def _multiline_string(here: str, *, text: str = "", line: int = 0, **_: object) -> str:
+    """A string still open at the end of the file: a multi-line one, or a one-line string
+    whose closing quote is missing."""
+    lines = text.split("\n")[:line] or [here]
+    opened = next((ln for ln in reversed(lines) if '"' in ln or "'" in ln), here)
+    if '"""' not in opened and "'''" not in opened:
+        found = _unclosed_string(opened, text=text, line=line)
+        if found is not None:
+            return found
     return "close the multi-line string with the three quotes it starts with (\"\"\" or ''')"
 
 

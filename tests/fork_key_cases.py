@@ -5,7 +5,8 @@ Each case is one key (or one value) as a fork's TOML writes it, in a file with t
 that file has. The document is built from the case, checked with ``check_text`` exactly as
 titan-validate checks a file outside any project, and the finding at the key is read the way a
 user reads it: the names its did-you-mean offers (``did you mean `a` or `b`?``, ``did you mean
-"full"?``, ```llama3` is close, but``, ``now `x```).
+"full"?``, ```llama3` is close, but``, ``now `x```, the extension in ```data` is added by the vlm
+extension``).
 
 - ``typo``: right when the hint names the intended key or value alone; *misleading* when it
   names another; missed when it names none (two names with the intended one: ambiguous).
@@ -42,12 +43,14 @@ FINDING_CODES = (
     "unknown-converter",
     "wrong-type",
     "extension-error",
+    "invalid-value",
 )
 
 _OFFER = re.compile(r"did you mean (.*?)\?(?:\s|$)")
 _NAMED = re.compile(r"`\"?([^`\"]+)\"?`|\"([^\"]+)\"")
 _CLOSE = re.compile(r"^`([^`]+)` is close, but")
 _NOW = re.compile(r"^now `([^`=]+)`")
+_EXTENSION = re.compile(r"^`[^`]+` is added by the (\S+) extension")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +119,7 @@ def named(hint: str | None) -> tuple[str, ...]:
     """The keys or values a hint offers in place of what was written."""
     if not hint:
         return ()
-    for pattern in (_CLOSE, _NOW):
+    for pattern in (_CLOSE, _NOW, _EXTENSION):
         found = pattern.match(hint)
         if found:
             return (found.group(1),)

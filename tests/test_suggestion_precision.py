@@ -10,23 +10,30 @@ older era's key gets its era's hint; a typo gets the intended name. Recall is me
 data file's typos and on a random slip of the hand in every v0.2.2 key and section (99.8% of
 441 over three seeds, 100% of the file's 75 typos when this was written; the thresholds below
 leave room for a few ambiguous names, none for a wrong one).
+
+TOML syntax hints are held to the same rule: a rewrite they offer, written in place of the
+line, parses to what the line meant, and a line whose meaning is not plain gets none.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
 from titan.schemas.misspelling import is_misspelling
 from titan.schemas.suggest import DECLARE_HINT
 from titan.schemas.toml_check import check_text
+from titan.schemas.toml_source import parse
 
 from tests import fork_key_cases as cases
+from tests.helpers import validate, write
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -154,6 +161,152 @@ def test_a_misplaced_key_names_the_section_inside_its_own():
 )
 def test_a_misspelling_changes_letters_not_words_or_numbers(written, meant, expected):
     assert is_misspelling(written, meant) is expected
+
+
+# --------------------------------------------------------------------------- declared names
+
+
+def _declared_hint(tmp_path: Path, declaration: str, toml: str, path: str) -> str:
+    """The hint at ``path`` of ``toml`` in a fork whose pyproject.toml declares ``declaration``."""
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    write(tmp_path, "pyproject.toml", f"[tool.titan]\n{declaration}\n")
+    result = validate(write(tmp_path, "job.toml", toml), "--format", "json")
+    return next(d["hint"] for d in result.json()["diagnostics"] if d["path"] == path)
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["my_corpus_v2", "my_corpus2", "my_corpus_val", "my_corpus_test", "my_corpora", "our_corpus"],
+)
+def test_a_dataset_near_a_declared_one_is_a_dataset_of_its_own(tmp_path, written):
+    """A fork registers its corpora by version and split: `my_corpus_v2` is not `my_corpus`
+    misspelt, and the hint declares it beside the one already declared."""
+    toml = f'[training]\ndataset = "{written}"\n'
+    hint = _declared_hint(tmp_path, 'datasets = ["my_corpus"]', toml, "training.dataset")
+    assert "did you mean" not in hint, hint
+    assert f'[tool.titan] datasets = ["my_corpus", "{written}"]' in hint, hint
+
+
+def test_a_misspelt_declared_or_registered_dataset_is_still_named(tmp_path):
+    declared = 'datasets = ["my_corpus"]'
+    for written, meant in [("my_corpsu", "my_corpus"), ("My-Corpus", "my_corpus")]:
+        toml = f'[training]\ndataset = "{written}"\n'
+        hint = _declared_hint(tmp_path, declared, toml, "training.dataset")
+        assert hint == f'did you mean "{meant}"?', hint
+    for written, meant in [("c4_tset", "c4_test"), ("c4test", "c4_test")]:
+        toml = f'[training]\ndataset = "{written}"\n'
+        assert _hint(toml, "training.dataset") == f'did you mean "{meant}"?'
+
+
+# --------------------------------------------------------------------------- TOML syntax
+#
+# A syntax hint's rewrite (``use `...` ``) is followed as a user follows it, by writing it in
+# place of the line, and the file must then parse to what the line meant; where the meaning is
+# not plain the hint offers no rewrite, only what TOML expects there.
+
+
+@pytest.mark.parametrize(
+    ("text", "meant"),
+    [
+        ("[moe]\nrouting = {top_k: 2}\n", {"moe": {"routing": {"top_k": 2}}}),
+        (
+            '[model]\nrope_scaling = { "factor": 8.0, "low_freq_factor": 1.0 }\n',
+            {"model": {"rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0}}},
+        ),
+        ("[parallelism]\nmesh = {dp: 2, tp = 4}\n", {"parallelism": {"mesh": {"dp": 2, "tp": 4}}}),
+        (
+            "[training]\nprecision = {param: 'bfloat16', reduce: 'float32'}\n",
+            {"training": {"precision": {"param": "bfloat16", "reduce": "float32"}}},
+        ),
+        ("[training]\nsteps == 1000\n", {"training": {"steps": 1000}}),
+        ("[training]\nsteps := 1000\n", {"training": {"steps": 1000}}),
+        ("[optimizer]\nbetas = (0.9, 0.95)\n", {"optimizer": {"betas": [0.9, 0.95]}}),
+        ('[job]\n"dump folder": "./outputs"\n', {"job": {"dump folder": "./outputs"}}),
+        ("[model]\nname = \"llama3'\n", {"model": {"name": "llama3"}}),
+        ('[job]\ndescription = "debug run', {"job": {"description": "debug run"}}),
+        ("[training]\nsteps = 1_000_\n", "is not a TOML number"),
+        ("[optimizer]\nlr = 3e\n", "is not a TOML number"),
+        ("[training]\nwarmup_steps = 0200\n", "is not a TOML number"),
+        ("[checkpoint]\nenable = yes\n", "TOML's booleans are true and false"),
+        ("[training]\nlocal batch = 8\n", "a bare key has no spaces"),
+        ("[compile]\ncomponents = [model loss]\n", "a value is"),
+        ("[training]\n- steps: 10\n", "TOML has no `- item` lines"),
+        ("[training]\nseq_len = 1024*8\n", "TOML has no arithmetic"),
+        ("[lr scheduler]\nwarmup_steps = 2\n", "a name with a space in it goes in quotes"),
+        (
+            "[moe]\nrouting = {top_k = 2 score = 'softmax'}\n",
+            "separate the pairs of an inline table with `,`",
+        ),
+        ("[parallelism]\nmesh_shape = [2 4]\n", "separate the items of an array with `,`"),
+    ],
+)
+def test_a_syntax_hint_rewrites_a_line_only_to_what_it_meant(text, meant):
+    problem = parse(text, file="job.toml").problem
+    followed = _follow(text, problem)
+    if isinstance(meant, dict):
+        assert followed is not None, problem.hint
+        assert tomllib.loads(followed) == meant, problem.hint
+    else:
+        assert followed is None and meant in problem.hint, problem.hint
+
+
+def _follow(text: str, problem) -> str | None:
+    """``text`` with the syntax hint's rewrite written in place of the line it is about (the
+    line tomllib stopped at, or for a string left open to the end of the file the last line
+    before it with the rewrite's key), or ``None`` when the hint offers no rewrite."""
+    rewrite = re.match(r"use `([^`]+)`", problem.hint)
+    if rewrite is None:
+        return None
+    lines = text.split("\n")
+    key = re.match(r"[\[\s]*([^\s=\[\]]+)", rewrite.group(1)).group(1)  # `x`, `a` of `[a]`
+    at = min(problem.span.line, len(lines)) - 1
+    while at > 0 and not lines[at].lstrip().lstrip("[").startswith(key):
+        at -= 1
+    lines[at] = rewrite.group(1)
+    return "\n".join(lines)
+
+
+_BROKEN_LINES = (
+    "x = {a: 1, b = 'c: d'}",
+    "x: {a: 1}",
+    "x = {a = None}",
+    "x := 2",
+    "x == [1, 2]",
+    "x => 1",
+    "- a",
+    "x y = 1",
+    '"x y": 2',
+    "x.y: .5",
+    "x = 5.",
+    "x = 1,000",
+    "x = 1,000,000.5",
+    "x = 0.2.2",
+    "x = 1/2",
+    "x = 2024-13-45",
+    "x = (True, 1)",
+    "x = [a, b c]",
+    "x = on",
+    "x = 'a\"",
+    'x = "a # b',
+    r'x = "C:\out"',
+    "[a b]",
+    "[a",
+    "[[a]",
+    "x = [1 2]",
+    "x = {a = 1 b = 2}",
+    "x = llama3 # c",
+    "x = ./out dir",
+    "x = None",
+    "x: ~",
+)
+
+
+@pytest.mark.parametrize("line", _BROKEN_LINES)
+def test_every_rewrite_a_syntax_hint_offers_parses_in_place(line):
+    text = f"[t]\n{line}\nz = 1\n"
+    problem = parse(text, file="job.toml").problem
+    followed = _follow(text, problem)
+    assert followed is None or tomllib.loads(followed), problem.hint
 
 
 # --------------------------------------------------------------------------- the fork route

@@ -39,8 +39,8 @@ from titan.migrate.codegen.pyfmt.imports import sort_imports
 from titan.migrate.codegen.pyfmt.printer import format_module
 from titan.schemas.diagnostics import Diagnostic
 from titan.schemas.extension_fields import field_name_problem
-from titan.schemas.spec import SectionSpec
-from titan.schemas.suggest import FORK_SETTING, schema_paths, suggest
+from titan.schemas.spec import SectionSpec, schema_paths
+from titan.schemas.suggest import FORK_SETTING, suggest
 from titan.schemas.toml_check import CheckOptions, FileCheck, check_file
 
 WIDTH = 88

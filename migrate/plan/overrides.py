@@ -254,7 +254,8 @@ class _Reader:
         parts = tuple(path.split("."))
         code, hint = "unknown-key", None
         if all(parts):
-            from titan.schemas.suggest import schema_paths, suggest  # only for a bad flag
+            from titan.schemas.spec import schema_paths  # only for a bad flag
+            from titan.schemas.suggest import suggest
 
             paths = schema_paths(self.schema)
             found = suggest(parts, paths, is_table=False)
@@ -435,7 +436,7 @@ def _as_flags(hint: str | None, paths: dict[str, bool]) -> str | None:
 def _extension_hint(path: str) -> str | None:
     """For a key that a built-in custom config module adds: the flag that loads the module."""
     from titan.schemas.builtin_extensions import KNOWN_EXTENSIONS, known_extension
-    from titan.schemas.suggest import schema_paths
+    from titan.schemas.spec import schema_paths
 
     for module, short in KNOWN_EXTENSIONS.items():
         spec = known_extension(short)
