@@ -168,6 +168,28 @@ class DocumentChecker:
             return True
         return step.severity == "error"  # reported from the file as written: refusals()
 
+    def era_pragma(self, text: str | None) -> str | None:
+        """The era the file's ``# titan: era`` comment names (a finding when it names none)."""
+        from titan.schemas import era_pragma
+
+        found = era_pragma.find(text)
+        if found is None:
+            return None
+        if found.problem is not None:
+            self.diagnostics.append(
+                Diagnostic(
+                    code="invalid-value",
+                    severity=Severity.ERROR,
+                    path="",
+                    message=f"`# titan: era = {found.value}` names no era: {found.problem}",
+                    hint="write a release (v0.2.1), a month (2025-06) or a day (2025-06-04) "
+                    "after `# titan: era =`",
+                    span=Span(file=self.file, line=found.line, col=1),
+                )
+            )
+            return None
+        return found.value
+
     def lost_era_defaults(
         self, document: dict, flat: list, *, era: str | None, project_era: str | None = None
     ) -> None:
@@ -186,6 +208,7 @@ class DocumentChecker:
         if era is None and guess.current:
             return
         dated = source if era is not None else era_defaults.dated_by(guess)
+        self.era_flavor(document, day, dated)
         for found in era_defaults.era_defaults(document, day):
             if found.portable:
                 continue
@@ -201,6 +224,44 @@ class DocumentChecker:
                     hint=hint,
                     span=span,
                 )
+            )
+
+    def era_flavor(self, document: dict, day: str, dated: str) -> None:
+        """The model the file's flavor built on ``day``, where it is not v0.2.2's: what titan
+        cannot build is an error (as in titan-migrate); what it builds is a note, since
+        torchtitan v0.2.2 would read the same file as another model."""
+        from titan.schemas import flavor_eras
+
+        model = document.get("model")
+        name = model.get("name", "llama3") if isinstance(model, dict) else "llama3"
+        flavor = model.get("flavor", "debugmodel") if isinstance(model, dict) else "debugmodel"
+        if not isinstance(name, str) or not isinstance(flavor, str):
+            return
+        found = flavor_eras.flavor_at(name, flavor, day)
+        if not found.differs:
+            return
+        parts = ("model", "flavor")
+        shown = f"`model.flavor = {flavor!r}`".replace("'", '"')
+        for change in found.changes:
+            if change.lost and not change.init_only:
+                self.add(
+                    "era-flavor-lost",
+                    parts,
+                    f"{shown} built another model on {day} than titan can: {change.lost} "
+                    f"({change.era})",
+                    f"{change.why}; keep this run on a torchtitan {change.era}, or accept "
+                    f"v0.2.2's {flavor}; pass --era YYYY-MM to date the file otherwise (dated "
+                    f"{day} by {dated})",
+                )
+        if found.sets:
+            said = ", ".join(f"{p} = {_toml(v)}" for p, v in found.sets.items())
+            self.add(
+                "era-flavor",
+                parts,
+                f"{shown} built another model on {day} than it does at v0.2.2: {said}",
+                "titan-migrate writes that model and titan-train builds it from this file; "
+                f"torchtitan v0.2.2 would build its own {flavor} (dated {day} by {dated})",
+                severity=Severity.INFO,
             )
 
     def refusals(self, document: dict, flat: list) -> None:
@@ -317,3 +378,10 @@ def _is_old_table(parts: tuple) -> bool:
     from titan.schemas import eras  # only files with unknown sections get here
 
     return eras.is_old_table(parts)
+
+
+def _toml(value: Any) -> str:
+    """A value as TOML spells it."""
+    from titan.schemas.eras import toml_value
+
+    return toml_value(value)

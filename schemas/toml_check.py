@@ -286,7 +286,9 @@ def _check_document(
 
     flat = eras.leaves(document)  # once: the era checks below all walk it
     checker.refusals(document, flat)
-    checker.lost_era_defaults(document, flat, era=options.era, project_era=declaration.era)
+    checker.lost_era_defaults(
+        document, flat, era=options.era or checker.era_pragma(text), project_era=declaration.era
+    )
     if adjust is not None:
         document, found = adjust(document, schema)
         checker.diagnostics.extend(found)

@@ -798,8 +798,14 @@ def test_fix_era_defaults_are_written_with_their_reason(tmp_path):
 
     old = write(tmp_path, "old.toml", OLD_CHECKPOINTING)
     new = tmp_path / "job.toml"
-    assert build_plan(new).era["assumed"] is None
-    assert instantiate(build_plan(new)) == instantiate(build_plan(old))
+    # its old keys are gone, and a comment keeps the day they dated it to: its flavor still
+    # builds that day's model (8 layers, RoPE unscaled, the tokenizer's vocabulary)
+    assert text.startswith("# titan: era = 2025-06-04\n")
+    assert build_plan(new).era["assumed"] == "2025-06-04"
+    assert build_plan(new).era["source"] == "`# titan: era` comment"
+    assert instantiate(build_plan(new)) == instantiate(build_plan(old, era="2025-06-04"))
+    assert instantiate(build_plan(new)).model_spec.model.n_layers == 6
+    assert instantiate(build_plan(new)).model_spec.model.rope.scaling == "none"
 
 
 def test_fix_dates_the_file_from_its_evidence(tmp_path):

@@ -87,14 +87,20 @@ def build_plan(
     legacy sections as a dict) are planned instead of the file, ``path`` then only naming them
     (the working folder's project applies)."""
     shown = shown or str(path)
-    from titan.schemas import project
+    from titan.schemas import era_pragma, project
 
+    era_source = "--era"
+    if era is None and sections is None:  # the file may say when it was written
+        from titan.schemas.toml_source import read_text
+
+        era, era_source = era_pragma.era_of(read_text(path, shown=shown)[0]), era_pragma.SOURCE
     check, override_values, upgrade = _check(
         path,
         overrides,
         options or CheckOptions(),
         shown,
         era=era,
+        era_source=era_source,
         project_era=project.for_file(path).era,
         sections=sections,
     )
@@ -179,6 +185,7 @@ def _check(
     shown: str,
     *,
     era: str | None = None,
+    era_source: str = "--era",
     project_era: str | None = None,
     sections: Mapping[str, Any] | None = None,
 ) -> tuple[FileCheck, dict[str, Any], Upgrade]:
@@ -208,7 +215,7 @@ def _check(
             return check_sections(sections, options, file=shown, adjust=adjust)
         return check_file(path, options, shown=shown, adjust=adjust)
 
-    upgrade = Upgrade(era=era, project_era=project_era)
+    upgrade = Upgrade(era=era, era_source=era_source, project_era=project_era)
     checked = check(options)
     written = upgrade.module()
     if written is not None and written not in {e.module for e in checked.extensions}:
@@ -216,7 +223,7 @@ def _check(
         # check again with it merged, as v0.2.2 would read the upgraded file.
         parsed.clear()
         old = frozenset(step.old for step in upgrade.steps)
-        upgrade = Upgrade(old=old, era=era, project_era=project_era)
+        upgrade = Upgrade(old=old, era=era, era_source=era_source, project_era=project_era)
         checked = check(_with_extension(options, written))
     upgrade.respan(checked)
     return checked, parsed, upgrade

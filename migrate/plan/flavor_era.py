@@ -31,6 +31,8 @@ KEY = "model.flavor"
 def apply(plan: Plan, day: str | None, *, dated_by: str) -> None:
     """Write the era's definition of the plan's flavor into its model spec (``day`` is the
     day the file is dated to, ``None`` for v0.2.2; ``dated_by`` says how it was dated)."""
+    # the validator's own (evidence-dated) findings give way to the migration's era
+    plan.diagnostics = [d for d in plan.diagnostics if not d.code.startswith("era-flavor")]
     spec = plan.root.fields.get("model_spec") if plan.root is not None else None
     if day is None or not isinstance(spec, RegistryCall) or spec.module is not None:
         return  # v0.2.2, no model, or a model family of the user's own: its flavors are its

@@ -37,6 +37,7 @@ class Upgrade:
         *,
         old: frozenset[tuple[str, ...]] = frozenset(),
         era: str | None = None,
+        era_source: str = "--era",
         project_era: str | None = None,
     ) -> None:
         self.old = old
@@ -62,8 +63,9 @@ class Upgrade:
         """For a file nothing dates (read as v0.2.2, no ``--era``): what its era would decide."""
         self.project_era = project_era
         """The project's ``[tool.titan] era``: the era of a file nothing in it dates."""
-        self.era_source = "--era"
-        """Who named the era the file is read in: ``--era``, or ``[tool.titan] era``."""
+        self.era_source = era_source if era is not None else "--era"
+        """Who named the era the file is read in: ``--era``, the file's ``# titan: era``
+        comment, or ``[tool.titan] era``."""
 
     # ----------------------------------------------------------------- before the check
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from titan.migrate.tomledit.statement_edits import FixRefused, apply_steps
 from titan.migrate.tomledit.statements import LayoutError, same_value
-from titan.schemas import era_defaults, era_flips, eras, rules
+from titan.schemas import era_defaults, era_flips, era_pragma, eras, rules
 from titan.schemas.spec import SectionSpec
 
 CONVERTERS = ("model", "converters")
@@ -75,6 +75,7 @@ def fix_text(
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise FixRefused(f"it is not valid TOML ({error})") from None
+    era = era or era_pragma.era_of(text)
     notes: list[str] = []
     cleaned = _fix_values(document, schema, notes)
     upgraded, steps = eras.upgrade(
@@ -103,6 +104,12 @@ def fix_text(
         raise FixRefused("the rewrite would not mean what the upgrade says; fix it by hand")
     described = tuple(_describe(step) for step in applied)
     written = tuple(f"`{'.'.join(key)}` written: {why}" for key, _, why in additions)
+    day = _day(document, era, project_era)
+    if day < era_defaults.V022 and era_pragma.find(text) is None:
+        # the keys that dated the file are gone: the comment keeps its date (its flavor and
+        # the defaults of its era still mean what they meant then)
+        fixed = f"{era_pragma.line(day)}\n{fixed}"
+        written += (f"`{era_pragma.line(day)}` written: the file keeps the date its old keys gave",)
     return Fixed(fixed, described + written + tuple(notes))
 
 
