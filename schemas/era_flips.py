@@ -47,7 +47,7 @@ class Flip(Frozen):
     commit: str
     """The short hash of the upstream commit that changed it."""
     pr: str
-    """Its pull request (``#1336``)."""
+    """Its pull request (``#1336``); empty for a commit pushed without one."""
     why: str
     """One sentence: what a run that omitted the key did differently."""
     only_if: tuple[tuple[str, str, Any], ...]
@@ -90,7 +90,8 @@ class Flip(Frozen):
     @property
     def era(self) -> str:
         """``2024-04-10 to 2024-12-03 (6a6f755d, #699)``: when the old default held."""
-        return f"{self.since} to {self.until} ({self.commit}, {self.pr})"
+        change = f"{self.commit}, {self.pr}" if self.pr else self.commit
+        return f"{self.since} to {self.until} ({change})"
 
 
 _F = Flip
@@ -254,7 +255,7 @@ FLIPS: tuple[Flip, ...] = (
         (ERA_START, "2024-01-24"),
         "float32",
         "bfloat16",
-        ("7d905feb", "(no PR)"),
+        ("7d905feb", ""),
         "training ran in float32: there was no FSDP mixed precision nor autocast yet",
     ),
     _F(
@@ -315,7 +316,7 @@ FLIPS: tuple[Flip, ...] = (
         (ERA_START, "2024-01-24"),
         "none",
         "selective",
-        ("7d905feb", "(no PR)"),
+        ("7d905feb", ""),
         "no activation checkpointing: the model was moved to the GPU as it was",
     ),
     _F(

@@ -158,7 +158,7 @@ def test_titan_validate_names_each_destination_at_its_line(path: Path) -> None:
 def _hints(path: Path) -> dict[str, str]:
     """Each finding's hint by key, but the defaults of the file's era (the tokenizer it ran)."""
     found = validate(path, "--format", "json").json()["diagnostics"]
-    return {d["path"]: d["hint"] for d in found if d["code"] != "era-default-lost"}
+    return {d["path"]: d["hint"] for d in found if not d["code"].startswith("era-")}
 
 
 def test_no_hint_sends_a_whole_old_table_where_some_keys_do_not_go(tmp_path: Path) -> None:
@@ -447,7 +447,7 @@ def test_every_row_migrates_to_its_twin(rule: Rule, tmp_path: Path) -> None:
 def test_a_hint_never_offers_a_setting_v022_would_reject(tmp_path: Path) -> None:
     path = write(tmp_path, "job.toml", '[training]\nbatch_size = "4"\n')
     found = validate(path, "--format", "json").json()["diagnostics"]
-    (finding,) = [d for d in found if d["code"] != "era-default-lost"]
+    (finding,) = [d for d in found if not d["code"].startswith("era-")]
     assert finding["code"] == "moved-key"
     assert "`training.local_batch_size` must be an integer" in finding["hint"]
     assert "--fix` rewrites it" not in finding["hint"]

@@ -27,6 +27,9 @@ THIS_FILE = Path(__file__).resolve()
 
 PLACES: dict[tuple[str, tuple[str, ...]], str] = {
     ("schemas/flavor_table.py", SUPPORTED_MODELS): "generated from the family records",
+    ("schemas/flavor_configs.py", SUPPORTED_MODELS): "generated from the family records",
+    ("schemas/model_names.py", ("deepseek_v3", "flux", "llama3")): "the point releases (llama3.1, "
+    "flux.1) that name a family's own model, not a fork's",
     (
         "migrate/targets/upstream_spec_030.py",
         ("deepseek_v3", "flux", "gpt_oss", "llama3", "qwen3"),
@@ -146,12 +149,12 @@ def test_no_hand_kept_list_of_families():
 
 
 def test_no_literal_names_every_family():
-    # Only the generated table may: a list of all families is a list someone must keep.
+    # Only the generated tables may: a list of all families is a list someone must keep.
     every = tuple(sorted(SUPPORTED_MODELS))
     found = [
         path for (path, names) in places(REPO, _family_names()) if names[: len(every)] == every
     ]
-    assert found == ["schemas/flavor_table.py"], found
+    assert found == ["schemas/flavor_configs.py", "schemas/flavor_table.py"], found
 
 
 def test_no_copy_of_the_alias_map():

@@ -534,6 +534,35 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ),
     ],
     "era-default-lost": [("tokenizer file", _m("[training]\nbatch_size = 4\n"))],
+    "era-flavor": [
+        ("2024 8B", _m('[model]\nflavor = "8B"\n[training]\nbatch_size = 4\n')),
+        (
+            "validate",
+            lambda t: titan_validate(_toml(t, '[model]\nflavor = "8B"\n'), "--era", "2025-09"),
+        ),
+    ],
+    "era-flavor-lost": [
+        ("eos mask", _m('[model]\nflavor = "debugmodel_flex_attn"\n', "--era", "2025-04-20")),
+        (
+            "validate",
+            lambda t: titan_validate(
+                _toml(t, '[model]\nname = "llama4"\nflavor = "debugmodel_irope"\n'),
+                "--era",
+                "2025-06",
+            ),
+        ),
+    ],
+    "era-flavor-tokenizer": [("debug vocabulary", _m("[training]\nbatch_size = 4\n"))],
+    "era-flavor-init": [
+        ("gpt_oss bf16", _m('[model]\nname = "gpt_oss"\n', "--era", "2025-12")),
+    ],
+    "era-flavor-changed": [
+        (
+            "0.3.0 target",
+            _m("[training]\nbatch_size = 4\n", "--target", "torchtitan==0.3.0"),
+        )
+    ],
+    "era-undated": [("v0.2.2 keys only", _m("[training]\nsteps = 5\n"))],
     "value-changed": [
         (
             "flux defaults",

@@ -86,7 +86,10 @@ class JobConfig:
 
 
 def run(*argv: object, cwd: Path | None = None) -> tuple[int, str, str]:
-    """``titan-migrate ARGV`` in this process (from ``cwd``); exit code, stdout, stderr."""
+    """``titan-migrate ARGV`` in this process (from ``cwd``); exit code, stdout, stderr. The
+    files are v0.2.2 files, which nothing in them dates: ``--era v0.2.2`` says so."""
+    if "--era" not in argv:
+        argv = (*argv, "--era", "v0.2.2")
     out, err = io.StringIO(), io.StringIO()
     before = os.getcwd()
     if cwd is not None:
@@ -357,7 +360,10 @@ def test_a_long_run_into_a_pipe_shows_no_progress_bar(tmp_path):
     for index in range(25):
         put(tmp_path / "many", f"run_{index:02d}.toml", LLAMA_DEBUG)
     done = subprocess.run(
-        [sys.executable, "-m", "titan.cli.migrate", str(tmp_path / "many"), "--out-dir", "out"],
+        [
+            *(sys.executable, "-m", "titan.cli.migrate", str(tmp_path / "many")),
+            *("--out-dir", "out", "--era", "v0.2.2"),
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,

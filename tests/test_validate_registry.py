@@ -22,7 +22,6 @@ from titan.components.checkpoint import CheckpointManager
 from titan.config import ActivationCheckpointConfig, ParallelismConfig, TrainingConfig
 from titan.models.llama3 import model_registry
 from titan.trainer import Trainer
-from tests.helpers import legacy_tomls
 
 """
 

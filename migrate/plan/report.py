@@ -105,7 +105,7 @@ def _plan_text(plan: Plan) -> str:
     if plan.era.get("assumed"):
         lines.append(f"  era: {_era_line(plan.era)}")
     elif plan.era.get("undated"):
-        keys = ", ".join(f"`{item['key']}`" for item in plan.era["at_stake"])
+        keys = ", ".join(dict.fromkeys(f"`{item['key']}`" for item in plan.era["at_stake"]))
         lines.append(
             f"  era: undated, read as v0.2.2 (its keys allow any day from {plan.era['floor']}); "
             f"a file written earlier ran with other {keys} (--era to say when)"

@@ -311,7 +311,7 @@ class Upgrade:
         ] + [
             {
                 "key": "model.flavor",
-                "value": dict(c.sets) if c.sets else None,
+                "value": {p: _plain(v) for p, v in c.sets.items()} if c.sets else None,
                 "until": c.until,
                 "commit": c.commit,
                 "why": c.lost or c.why,
@@ -372,11 +372,21 @@ class Upgrade:
             plan.comments[path] = (lines + tuple(comment.leading), trailing or comment.trailing)
 
 
+def _plain(value: Any) -> Any:
+    """A flavor field's era value as JSON holds it (a size the tokenizer gave is a phrase)."""
+    from titan.schemas.era_flavors import FromTokenizer
+
+    return "<the tokenizer's size>" if isinstance(value, FromTokenizer) else value
+
+
 def _stake_text(item: dict[str, Any]) -> str:
     """One setting at stake, as the finding lists it."""
     if item["key"] == "model.flavor":
         value = item["value"]
-        said = ", ".join(f"{p} = {eras.toml_value(v)}" for p, v in value.items()) if value else ""
+        said = ", ".join(
+            f"{p} = {v if str(v).startswith('<') else eras.toml_value(v)}"
+            for p, v in (value or {}).items()
+        )
         return f"the flavor had {said or item['why']} before {item['until']} ({item['commit']})"
     value = eras.toml_value(item["value"])
     return f"`{item['key']}` was {value} before {item['until']} ({item['commit']})"
