@@ -37,6 +37,7 @@ VERDICTS = ("typo", "fork", "moved")
 FINDING_CODES = (
     "unknown-key",
     "moved-key",
+    "ignored-key",
     "invalid-choice",
     "unknown-model",
     "unknown-flavor",
@@ -144,6 +145,8 @@ def judge(case: Case, code: str | None, hint: str | None) -> str:
         return "misleading" if offered else "right"
     if code == "moved-key":
         return "right"
+    if code == "ignored-key":  # an old key its file's era no longer read: delete it
+        return "right" if hint and hint.startswith("delete it") and not offered else "misleading"
     if offered and (case.intended is None or offered != (case.intended,)):
         return "misleading"
     return "right" if case.kind == "value" else "missed"

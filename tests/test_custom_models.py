@@ -72,7 +72,9 @@ def test_without_a_declaration_the_model_is_recorded_by_name(fork):
 
 
 def test_the_command_line_names_the_package(fork):
-    plan = build_plan(fork / "bamba.toml", model_registries={"bamba": "forkpkg.models.bamba"})
+    plan = build_plan(
+        fork / "bamba.toml", model_registries={"bamba": "forkpkg.models.bamba"}, era="v0.2.2"
+    )
     spec = plan.root.fields["model_spec"]
     assert spec == RegistryCall("bamba", "9B", module="forkpkg.models.bamba")
     assert plan.lossless()

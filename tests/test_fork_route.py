@@ -144,7 +144,9 @@ def command(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-_LINE = re.compile(r"\[tool\.titan\] ((?:[a-z-]+ = (?:\{[^}]*\}|\[[^\]]*\])(?: and )?)+)")
+_LINE = re.compile(
+    r"\[tool\.titan\] ((?:[a-z-]+ = (?:\{[^}]*\}|\[[^\]]*\]|\"[^\"]*\")(?: and )?)+)"
+)
 _PLACEHOLDERS = {
     "yourpkg.models.llama3": "forkpkg.models.llama3",
     "package.module.Class": "forkpkg.converters.NpuRmsNorm",
@@ -215,6 +217,16 @@ def test_following_every_hint_ends_in_a_lossless_migration(fork):
     assert error["code"] == "undeclared-converter-class"
     assert 'converters = { npu_rms_norm = "package.module.Class" }' in error["hint"]
     follow(fork, error["hint"])
+
+    report = command(
+        "titan.cli.migrate", *tomls, "-o", "config_registry.py", "--format", "json", cwd=fork
+    )
+    # Nothing in the TOMLs says which torchtitan they were written for: the warning's hint is
+    # the line that says so for the whole project.
+    found = [d for file in json.loads(report.stdout)["files"] for d in file["diagnostics"]]
+    undated = [d for d in found if d["code"] == "era-undated"]
+    assert undated and all(d["severity"] == "warning" for d in undated), found
+    follow(fork, undated[0]["hint"])
 
     report = command(
         "titan.cli.migrate", *tomls, "-o", "config_registry.py", "--format", "json", cwd=fork
@@ -296,8 +308,9 @@ class JobConfig:
 
 
 def _declare(root: Path, titan: str) -> None:
+    """A ``[tool.titan]`` table of ``titan``'s lines, for a project of v0.2.2 files."""
     (root / "pyproject.toml").write_text(
-        f"[tool.titan]\n{textwrap.dedent(titan)}", encoding="utf-8"
+        f'[tool.titan]\nera = "v0.2.2"\n{textwrap.dedent(titan)}', encoding="utf-8"
     )
     project.forget()
 
@@ -541,7 +554,7 @@ def test_every_field_type_and_value_is_kept_as_the_module_writes_it(tmp_path):
     from titan.cli import validate
 
     _write(tmp_path, {"typed_ext.py": TYPED_EXT, "job.toml": TYPED_JOB, ".git/HEAD": ""})
-    plan = build_plan(tmp_path / "job.toml")
+    plan = build_plan(tmp_path / "job.toml", era="v0.2.2")
     assert plan.lossless(), [(d.code, d.message) for d in plan.diagnostics]
     assert {key: plan.outcomes[key].status for key in ("infra.limits", "infra.shards")} == {
         "infra.limits": "carried",

@@ -282,7 +282,7 @@ def test_an_infinite_default_after_a_field_named_float(tmp_path, fresh_module_na
         "[other]\nceiling = 3.0\n",
         encoding="utf-8",
     )
-    plan = build_plan(toml, options=CheckOptions(allow_import=True))
+    plan = build_plan(toml, options=CheckOptions(allow_import=True), era="v0.2.2")
     assert plan.lossless() and not plan.errors(), plan.diagnostics
     code = render_module([plan])
     assert "ceiling: float = dataclass_field" not in code  # `field` is not shadowed here

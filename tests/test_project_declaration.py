@@ -69,7 +69,9 @@ nodes = 4
 size = 16
 """
 
-DECLARED = '[project]\nname = "fork"\n\n[tool.titan]\nextensions = ["tools/fork_ext.py"]\n'
+DECLARED = (
+    '[project]\nname = "fork"\n\n[tool.titan]\nextensions = ["tools/fork_ext.py"]\nera = "v0.2.2"\n'
+)
 
 
 def write(root: Path, files: dict[str, str]) -> Path:

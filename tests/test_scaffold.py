@@ -143,6 +143,7 @@ def scaffolded(fork: Path) -> tuple[Path, subprocess.CompletedProcess]:
     (fork / "tools" / "fork_ext.py").write_text(done.stdout, encoding="utf-8")
     (fork / "pyproject.toml").write_text(
         '[project]\nname = "fork"\n\n[tool.titan]\nextensions = ["tools/fork_ext.py"]\n'
+        'era = "v0.2.2"\n'
     )
     project.forget()
     return fork, done
@@ -252,8 +253,10 @@ def test_declared_every_file_validates_but_the_typo_and_the_old_key(scaffolded):
     assert done.returncode == 1, done.stderr
     found = json.loads(done.stdout)["diagnostics"]
     assert sorted((d["code"], d["path"], d["file"]) for d in found) == [
-        # the old key dates d.toml to its era, whose run read a .model tokenizer file
+        # the old key dates d.toml to its era, whose run read a .model tokenizer file, and
+        # whose debugmodel was another model than v0.2.2's (a note)
         ("era-default-lost", "model.tokenizer_path", "configs/d.toml"),
+        ("era-flavor", "model.flavor", "configs/d.toml"),
         ("moved-key", "training.tensor_parallel_degree", "configs/d.toml"),
         ("unknown-key", "training.stpes", "configs/c.toml"),
     ]
