@@ -24,6 +24,27 @@ def resolve(value: Any, whole: dict) -> tuple[Any, bool]:
     return _resolve(value, whole, hops=0)
 
 
+def resolve_tree(tree: dict | list, whole: dict, path: tuple = ()) -> list[tuple[tuple, str]]:
+    """Resolve the interpolations of every string in ``tree`` from ``whole``, in place; each
+    value that cannot be resolved is taken out of a mapping (left in a list) and returned with
+    its path, in order."""
+    unresolved = []
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
+    for key, value in list(items):
+        here = (*path, key)
+        if isinstance(value, dict | list):
+            unresolved += resolve_tree(value, whole, here)
+        elif isinstance(value, str) and "${" in value:
+            resolved, ok = resolve(value, whole)
+            if ok:
+                tree[key] = resolved
+                continue
+            unresolved.append((here, value))
+            if isinstance(tree, dict):
+                del tree[key]
+    return unresolved
+
+
 def _resolve(value: Any, whole: dict, *, hops: int) -> tuple[Any, bool]:
     """``value`` with its ``${a.b}`` references replaced as OmegaConf does (a whole-string
     reference keeps the target's type, one inside a string becomes its text); False when a

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from titan.migrate.codegen import names
+from titan.migrate.plan import forge_apps, measured
 from titan.migrate.plan import homes as homes_table
-from titan.migrate.plan import measured
 from titan.migrate.plan.carry import carry, optimizer, unaccounted, validation_shape
 from titan.migrate.plan.comments import carry_comments
 from titan.migrate.plan.converters import converters
@@ -249,6 +249,7 @@ def fill(draft: PlanDraft) -> None:
         key: copy_value(default if draft.is_blocked(key) else draft.leaves.get(key, default))
         for key, default in plan.defaults.items()
     }
+    forge_apps.todos(draft)
     carry_comments(draft)
 
 
