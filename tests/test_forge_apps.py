@@ -1,6 +1,7 @@
 """TorchForge apps as Forge writes them: the SFT recipe's top-level sections are checked and migrated
 like a TOML's; the trainer actor's own arguments and Forge's spawner blocks are reported as what
-they are, never as sections to scaffold. The fixtures in ``tests/data/forge`` are in the shape of Forge's
+they are, never as sections to scaffold; ``hf://`` folders are found at their keys and keep a
+migration from being lossless. The fixtures in ``tests/data/forge`` are in the shape of Forge's
 apps of each era (the header of each says which)."""
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def test_sft_app_is_read_where_its_recipe_reads_the_sections():
     assert source.app["processes"] == {"procs": 4, "with_gpus": True}
     code, found = check(SFT, "--ngpu", "4")
     assert code == 0
-    assert found == []  # nothing is an unknown section
+    assert {d["code"] for d in found} == {"hub-path"}  # nothing is an unknown section
 
 
 @pytest.mark.parametrize(
@@ -240,6 +241,50 @@ def test_trainer_block_of_only_forges_actor_is_not_a_lossless_migration(tmp_path
     # An RL app's spawner block alone costs nothing: the sections are all carried.
     code, report, _ = migrate(RL_2025_08)
     assert code == 0 and report["lossless"], report["todos"]
+
+
+# --------------------------------------------------------------------------- hf:// folders
+
+
+def test_hub_paths_are_found_at_their_keys():
+    code, found = check(SFT)
+    assert code == 0
+    assert located(found) == [
+        ("warning", "hub-path", "model.hf_assets_path", 13, 3),
+        ("warning", "hub-path", "checkpoint.initial_load_path", 42, 3),
+    ]
+    assert "huggingface-cli download Qwen/Qwen3-0.6B" in found[0]["hint"]
+    assert "local" in found[0]["message"]
+
+
+def test_hub_paths_in_a_toml_are_found_too(tmp_path):
+    toml = write(
+        tmp_path,
+        "job.toml",
+        '[model]\nname = "llama3"\ntokenizer_path = "hf://meta-llama/Llama-3.1-8B"\n',
+    )
+    code, found = check(toml)
+    assert ("warning", "hub-path", "model.tokenizer_path", 3, 1) in located(found)
+
+
+def test_hub_paths_keep_a_migration_from_being_lossless(tmp_path):
+    code, report, module = migrate(SFT)
+    assert code == 0 and not report["lossless"]
+    todos = [text for texts in report["todos"].values() for text in texts]
+    assert any("model.hf_assets_path" in text for text in todos)
+    assert "TODO(titan-migrate): checkpoint.initial_load_path" in module
+    # The same file with local folders is lossless again.
+    assert migrate(local_folders(tmp_path, SFT))[1]["lossless"]
+
+
+@pytest.mark.slow
+def test_registry_check_finds_a_migrated_hub_path(tmp_path):
+    registry = tmp_path / "config_registry.py"
+    code, _, _ = migrate(SFT, "-o", registry)
+    assert code == 0
+    result = validate("--format", "json", registry)
+    found = result.json()["diagnostics"]
+    assert {d["path"] for d in found if d["code"] == "hub-path"} >= {"hf_assets_path"}, found
 
 
 def test_library_reads_an_sft_app(tmp_path):

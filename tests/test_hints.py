@@ -257,6 +257,11 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ("spawner block", _y("trainer:\n  service: {procs_per_replica: 1}\n")),
         ("recipe's section", _y("model: {name: llama3}\nvalidation: {freq: -1}\n")),
     ],
+    "hub-path": [
+        ("app", _y("trainer:\n  model:\n    hf_assets_path: hf://Qwen/Qwen3-0.6B\n")),
+        ("toml", _v('[checkpoint]\ninitial_load_path = "hf://Qwen/Qwen3-0.6B"\n')),
+        ("migrate", _my("model:\n  tokenizer_path: hf://Qwen/Qwen3-0.6B\n")),
+    ],
     "unknown-key": [
         ("typo", _v("[training]\nstepz = 1\n")),
         ("section", _v("[infra]\nnodes = 1\n")),
