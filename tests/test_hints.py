@@ -256,6 +256,7 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ("actor argument", _y("trainer:\n  learning_rate: 1e-5\n  model: {name: llama3}\n")),
         ("spawner block", _y("trainer:\n  service: {procs_per_replica: 1}\n")),
         ("recipe's section", _y("model: {name: llama3}\nvalidation: {freq: -1}\n")),
+        ("checkpoint folder", _my("trainer:\n  checkpoint: {enable: true}\n")),
     ],
     "hub-path": [
         ("app", _y("trainer:\n  model:\n    hf_assets_path: hf://Qwen/Qwen3-0.6B\n")),

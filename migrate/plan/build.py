@@ -249,6 +249,7 @@ def fill(draft: PlanDraft) -> None:
         key: copy_value(default if draft.is_blocked(key) else draft.leaves.get(key, default))
         for key, default in plan.defaults.items()
     }
+    forge_apps.checkpoint_folder(draft)  # corrects plan.effective for a Forge engine's folder
     forge_apps.todos(draft)
     carry_comments(draft)
 
