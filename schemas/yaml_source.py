@@ -80,7 +80,7 @@ class YamlSource:
     """The first error when there is no document."""
     app: dict[str, Any] | None
     """The whole file as Forge reads it, interpolations left as written (values titan cannot
-    hold are None), when it loaded."""
+    hold are None), when it loaded: what ``titan.schemas.forge_eras.forge_era`` dates."""
     layout: str | None
     """Where the sections were: ``trainer`` (an RL app) or ``top`` (an SFT app)."""
 
