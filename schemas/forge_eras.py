@@ -22,6 +22,7 @@ from typing import Any
 
 from titan.schemas._frozen import Frozen, _set
 from titan.schemas.forge_app import layout
+from titan.schemas.yaml_interpolation import holds_string
 
 NEWEST = "2025-11-15"
 """The last Forge day read (6e77f0b3): a shape still alive then lives on to this day."""
@@ -175,7 +176,7 @@ def forge_era(document: Any) -> tuple[str, str] | None:
         return None
     sections = document.get("trainer") if where == "trainer" else document
     found = [c for c in CLUES if _has(c, document, sections if isinstance(sections, dict) else {})]
-    if _holds_hub_path(document):
+    if holds_string(document, lambda text: text.startswith("hf://")):  # hf://${model} too
         found.append(HUB_PATHS)
     start = max(c.since for c in found)
     end = min(c.until or NEWEST for c in found)
@@ -223,20 +224,6 @@ def _at(node: Any, parts: list[str]) -> bool:
     if head == "*":
         return any(_at(child, rest) for child in node.values())
     return head in node and _at(node[head], rest)
-
-
-def _holds_hub_path(tree: Any) -> bool:
-    """Whether a string of ``tree`` is (or builds) an ``hf://`` path (``hf://${model}``)."""
-    stack = [tree]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str) and item.startswith("hf://"):
-            return True
-    return False
 
 
 def _pin(day: str, *, mast: bool) -> Pin:

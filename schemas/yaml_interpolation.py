@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\}")
@@ -52,7 +53,8 @@ def _resolve(value: Any, whole: dict, *, hops: int) -> tuple[Any, bool]:
     if isinstance(value, dict | list):
         # A block taken whole (``model: ${shared_model}``): a copy, when nothing in it is to be
         # resolved in turn (which could refer back to the block itself).
-        return (copy.deepcopy(value), True) if not _holds_reference(value) else (value, False)
+        held = holds_string(value, lambda text: "${" in text)
+        return (copy.deepcopy(value), True) if not held else (value, False)
     if not isinstance(value, str) or "${" not in value:
         return value, True
     if hops > _MAX_HOPS:
@@ -76,9 +78,9 @@ def _resolve(value: Any, whole: dict, *, hops: int) -> tuple[Any, bool]:
     return (text, True) if "${" not in text else (value, False)
 
 
-def _holds_reference(tree: Any) -> bool:
-    """Whether a string in ``tree`` has an interpolation (``tree`` is finite: aliases were
-    counted before it was built)."""
+def holds_string(tree: Any, test: Callable[[str], bool]) -> bool:
+    """Whether a string of ``tree`` (its values, at any depth) passes ``test``. Walked without
+    recursion: ``tree`` is finite (aliases were counted before it was built) but may be deep."""
     stack = [tree]
     while stack:
         item = stack.pop()
@@ -86,7 +88,7 @@ def _holds_reference(tree: Any) -> bool:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-        elif isinstance(item, str) and "${" in item:
+        elif isinstance(item, str) and test(item):
             return True
     return False
 
