@@ -244,10 +244,10 @@ def setting_message(name: str, found: AppSetting) -> tuple[str, str]:
             "nothing to change for Forge; a titan-train run takes its processes from torchrun "
             "(--nnodes, --nproc-per-node)"
         )
-    elif found.kind == "section" and found.setting:
+    elif found.kind == "section":
         hint = (
-            f"nothing to change for Forge; for titan-train write the `{found.setting}` the run "
-            "should have by hand: titan-migrate leaves it out"
+            f"nothing to change for Forge; titan-migrate leaves `{found.setting or name}` out, "
+            "so write what a titan-train run should have in the registry function"
         )
     elif found.setting:
         hint = f"nothing to change for Forge; a JobConfig says this with `{found.setting}`"

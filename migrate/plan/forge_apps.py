@@ -42,7 +42,7 @@ def checkpoint_folder(draft: PlanDraft) -> None:
     folder, dump = _value(draft, FOLDER), _value(draft, DUMP)
     if not isinstance(folder, str) or not isinstance(dump, str) or os.path.isabs(folder):
         return
-    # Forge joined nothing: "" is the working folder itself.
+    # The engine joins no base folder, so an empty folder is the working folder itself.
     forge = os.path.normpath(folder or ".")
     below = os.path.normpath(dump)
     if os.path.isabs(below) or below.split(os.sep)[0] == os.pardir:
@@ -72,8 +72,7 @@ def checkpoint_folder(draft: PlanDraft) -> None:
         FOLDER,
         f"{note}, so a resumed run finds them",
         f"nothing to do; to keep new checkpoints under the dump folder instead, set "
-        f"checkpoint.folder = {os.path.basename(forge) or 'checkpoint'!r} (a resume then "
-        "starts afresh)",
+        f"checkpoint.folder = {forge!r} in the registry function (a resume then starts afresh)",
         severity=Severity.INFO,
     )
 
