@@ -111,6 +111,14 @@ def legacy_facts(
         if get("validation.enable").value is True
         else None,
         datasets=_dataset_facts(model_name.value, get, declaration),
+        asset_paths=tuple(
+            get(path)
+            for path in (
+                "model.hf_assets_path",
+                "model.tokenizer_path",
+                "checkpoint.initial_load_path",
+            )
+        ),
     )
 
 

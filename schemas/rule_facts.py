@@ -162,6 +162,7 @@ class ConfigFacts(Frozen):
         "pp_module_fqns",
         "n_layers",
         "max_seq_len",
+        "asset_paths",
     )
     __match_args__ = ()
 
@@ -245,6 +246,9 @@ class ConfigFacts(Frozen):
     max_seq_len: int | None
     """The longest sequence the model as it will be built runs (the length of its rotary
     tables, which titan's decoders take from training.seq_len), when known."""
+    asset_paths: tuple[Setting, ...]
+    """The folders the run reads weights and tokenizer files from (hf_assets_path, the initial
+    load's path), each as its form spells it."""
 
     def __init__(
         self,
@@ -304,6 +308,7 @@ class ConfigFacts(Frozen):
         pp_module_fqns: Setting | None = None,
         n_layers: int | None = None,
         max_seq_len: int | None = None,
+        asset_paths: tuple[Setting, ...] = (),
     ) -> None:
         _set(self, "ngpu", ngpu)
         _set(self, "dp_replicate", dp_replicate)
@@ -361,5 +366,6 @@ class ConfigFacts(Frozen):
             ("pp_module_fqns", pp_module_fqns),
             ("n_layers", n_layers),
             ("max_seq_len", max_seq_len),
+            ("asset_paths", asset_paths),
         ):
             _set(self, name, value)

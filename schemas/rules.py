@@ -81,6 +81,31 @@ def hf_model_only(facts: ConfigFacts) -> Iterator[Diagnostic]:
         )
 
 
+HUB = "hf://"
+"""The prefix of a Hugging Face Hub path, which Forge's config parser downloads when the app
+starts (``forge.util.config.resolve_hf_hub_paths``, d55de5b8, 2025-09-18)."""
+
+
+def hub_paths(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """A folder written as a Hugging Face Hub path: Forge resolves it to a download, but
+    torchtitan and titan-train read local folders only, so the run would not find it."""
+    for setting in facts.asset_paths:
+        value = setting.value
+        if not (isinstance(value, str) and value.startswith(HUB)):
+            continue
+        repo = value.removeprefix(HUB) or "ORG/NAME"
+        yield diag(
+            "hub-path",
+            setting,
+            f"`{setting.path}` is the Hugging Face Hub path `{value}`: Forge downloads it when "
+            "the app starts, but titan-train reads a local folder there and has no resolver "
+            "for hf:// paths, so the run would not find it",
+            f"download it (`huggingface-cli download {repo} --local-dir DIR`) and write DIR "
+            "for titan-train; Forge itself reads the hf:// path as it is",
+            severity=Severity.WARNING,
+        )
+
+
 def converters(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """Converter names are registered ones, of one quantization family, and their tables are used."""
     if not isinstance(facts.converters.value, list):
@@ -305,6 +330,7 @@ RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     pipeline_layout_rule,
     checkpoint_keep,
     hf_model_only,
+    hub_paths,
     converters,
     float8_options,
     optimizer_in_backward,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\}")
@@ -24,6 +25,27 @@ def resolve(value: Any, whole: dict) -> tuple[Any, bool]:
     return _resolve(value, whole, hops=0)
 
 
+def resolve_tree(tree: dict | list, whole: dict, path: tuple = ()) -> list[tuple[tuple, str]]:
+    """Resolve the interpolations of every string in ``tree`` from ``whole``, in place; each
+    value that cannot be resolved is taken out of a mapping (left in a list) and returned with
+    its path, in order."""
+    unresolved = []
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
+    for key, value in list(items):
+        here = (*path, key)
+        if isinstance(value, dict | list):
+            unresolved += resolve_tree(value, whole, here)
+        elif isinstance(value, str) and "${" in value:
+            resolved, ok = resolve(value, whole)
+            if ok:
+                tree[key] = resolved
+                continue
+            unresolved.append((here, value))
+            if isinstance(tree, dict):
+                del tree[key]
+    return unresolved
+
+
 def _resolve(value: Any, whole: dict, *, hops: int) -> tuple[Any, bool]:
     """``value`` with its ``${a.b}`` references replaced as OmegaConf does (a whole-string
     reference keeps the target's type, one inside a string becomes its text); False when a
@@ -31,7 +53,8 @@ def _resolve(value: Any, whole: dict, *, hops: int) -> tuple[Any, bool]:
     if isinstance(value, dict | list):
         # A block taken whole (``model: ${shared_model}``): a copy, when nothing in it is to be
         # resolved in turn (which could refer back to the block itself).
-        return (copy.deepcopy(value), True) if not _holds_reference(value) else (value, False)
+        held = holds_string(value, lambda text: "${" in text)
+        return (copy.deepcopy(value), True) if not held else (value, False)
     if not isinstance(value, str) or "${" not in value:
         return value, True
     if hops > _MAX_HOPS:
@@ -55,9 +78,9 @@ def _resolve(value: Any, whole: dict, *, hops: int) -> tuple[Any, bool]:
     return (text, True) if "${" not in text else (value, False)
 
 
-def _holds_reference(tree: Any) -> bool:
-    """Whether a string in ``tree`` has an interpolation (``tree`` is finite: aliases were
-    counted before it was built)."""
+def holds_string(tree: Any, test: Callable[[str], bool]) -> bool:
+    """Whether a string of ``tree`` (its values, at any depth) passes ``test``. Walked without
+    recursion: ``tree`` is finite (aliases were counted before it was built) but may be deep."""
     stack = [tree]
     while stack:
         item = stack.pop()
@@ -65,7 +88,7 @@ def _holds_reference(tree: Any) -> bool:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-        elif isinstance(item, str) and "${" in item:
+        elif isinstance(item, str) and test(item):
             return True
     return False
 

@@ -1,10 +1,11 @@
-"""Reading a TorchForge app config: the legacy JobConfig sections under its ``trainer:`` key.
+"""Reading a TorchForge app config: its legacy JobConfig sections, under ``trainer:`` or at the top.
 
-A Forge app YAML holds the whole RL job (generator, reward actors, services, ``${...}``
-interpolations); only its ``trainer:`` mapping is a legacy JobConfig (torchtitan 0.2.x sections:
-``model``, ``optimizer``, ``training``, ``parallelism``, ...). This module reads the file the way
-Forge reads it and hands the checker that mapping, with the position of every key in the YAML,
-so a finding points at ``app.yaml:line:col``.
+A Forge app YAML holds the whole job (generator, reward actors, services, ``${...}``); its legacy
+JobConfig sections (``model``, ``training``, ...) are the ``trainer:`` mapping of an RL app, or the
+top level of an SFT app, whose recipe merges it into ``ForgeJobConfig`` (``titan.schemas.forge_app``
+says which keys around them are Forge's own: the trainer actor's arguments and spawner blocks in
+``trainer:`` are findings, ``forge-app``, info). This module reads the file as Forge reads it and
+hands the checker the sections with each key's position, so a finding points at ``app.yaml:l:c``.
 
 How Forge reads it, and so how titan does: ``OmegaConf.load`` parses with PyYAML's ``SafeLoader``
 (YAML 1.1) changed in three ways, all copied here as data: ``1e-5`` is a float (YAML 1.1 wants a
@@ -23,20 +24,18 @@ themselves, nesting too deep for the parser, and tags (``!!python/...``, ``!!bin
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
+from titan.schemas import forge_app
+from titan.schemas import yaml_messages as words
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.spans import KeySpan
-from titan.schemas.yaml_interpolation import resolve
+from titan.schemas.yaml_interpolation import resolve_tree
+from titan.schemas.yaml_messages import MAX_NODES
 
-MAX_NODES = 100_000
-"""The most nodes a file may expand to once aliases are followed (an app config has hundreds)."""
-SECTION = "trainer"
-"""The key of the app config that holds the legacy JobConfig sections."""
-FORGE_ACTOR_FIELDS = ("loss", "state_dict_key", "use_dcp", "dcp_path")
-"""Keys of the ``trainer:`` block that are Forge's trainer actor's own settings, not legacy
-sections (``forge.actors.trainer.titan.TitanTrainer``): not titan's to check."""
+__all__ = ["MAX_NODES", "YamlSource", "parse"]
 
 _PREFIX = "tag:yaml.org,2002:"
 _PLAIN = {_PREFIX + name for name in ("null", "bool", "int", "float", "str")}
@@ -65,20 +64,25 @@ _ForgeLoader.yaml_implicit_resolvers = {
 
 
 class YamlSource:
-    """An app config as read: the trainer's sections and their positions, or what stopped it."""
+    """An app config as read: its legacy sections and their positions, or what stopped it."""
 
-    __slots__ = ("text", "document", "spans", "problems", "problem")
+    __slots__ = ("text", "document", "spans", "problems", "problem", "app", "layout")
 
     text: str
     """The decoded text."""
     document: dict[str, Any] | None
-    """The ``trainer:`` mapping (keys the checker must not see removed), when one was read."""
+    """The legacy sections (keys the checker must not see removed), when they were read."""
     spans: dict[tuple, KeySpan]
-    """Positions of the trainer's keys, by their path inside the trainer."""
+    """Positions of the sections' keys, by their path inside the sections."""
     problems: tuple[Diagnostic, ...]
     """Every finding of the reading itself, in file order."""
     problem: Diagnostic | None
     """The first error when there is no document."""
+    app: dict[str, Any] | None
+    """The whole file as Forge reads it, interpolations left as written (values titan cannot
+    hold are None), when it loaded: what ``titan.schemas.forge_eras.forge_era`` dates."""
+    layout: str | None
+    """Where the sections were: ``trainer`` (an RL app) or ``top`` (an SFT app)."""
 
     def __init__(
         self,
@@ -87,92 +91,142 @@ class YamlSource:
         document: dict[str, Any] | None,
         spans: dict[tuple, KeySpan],
         problems: list[Diagnostic],
+        app: dict[str, Any] | None = None,
+        layout: str | None = None,
     ) -> None:
         self.text = text
         self.document = document
         self.spans = spans
         self.problems = tuple(sorted(problems, key=Diagnostic.sort_key))
         self.problem = None if document is not None else (self.problems or (None,))[0]
+        self.app = app
+        self.layout = layout
 
 
 def parse(text: str, *, file: str) -> YamlSource:
     """Read an app config's text; every problem is a finding at the YAML's line and column."""
     reader = _Reader(text, file)
     document = reader.run()
-    return YamlSource(text=text, document=document, spans=reader.spans, problems=reader.found)
+    return YamlSource(
+        text=text,
+        document=document,
+        spans=reader.spans,
+        problems=reader.found,
+        app=reader.app,
+        layout=reader.layout,
+    )
 
 
 class _Reader:
-    """One reading of one file: composes the node graph, checks it, builds the trainer."""
+    """One reading of one file: composes the node graph, checks it, builds the sections."""
 
     def __init__(self, text: str, file: str) -> None:
         self.text, self.file = text, file
         self.spans: dict[tuple, KeySpan] = {}
         self.found: list[Diagnostic] = []
         self.loader = _ForgeLoader(text)
+        self.app: dict[str, Any] | None = None
+        self.layout: str | None = None
 
     def run(self) -> dict[str, Any] | None:
-        """The trainer mapping, or None with the reason among ``found``."""
+        """The legacy sections, or None with the reason among ``found``."""
         try:
             root = self.loader.get_single_node()
         except yaml.MarkedYAMLError as error:
-            return self.fail("yaml-syntax", error.problem_mark, _syntax_message(error), _SYNTAX)
+            return self.fail("yaml-syntax", error.problem_mark, words.syntax_message(error))
         except yaml.YAMLError as error:
-            return self.fail("yaml-syntax", None, f"invalid YAML: {error}", _SYNTAX)
+            return self.fail("yaml-syntax", None, f"invalid YAML: {error}")
         except RecursionError:
-            return self.fail("too-deep", None, "the YAML nests deeper than titan reads", _DEEP)
+            return self.fail("too-deep", None, words.TOO_DEEP, words.DEEP)
         finally:
             self.loader.dispose()
         if root is None:
-            return self.fail("no-trainer", None, "the file holds no YAML document", _NO_TRAINER)
+            return self.fail("no-trainer", None, words.NO_DOCUMENT, words.NO_TRAINER)
         try:
             self.sizes: dict[int, int] = {}
             self.active: set[int] = set()
             if self.expanded(root) > MAX_NODES:
-                return self.fail("yaml-syntax", root.start_mark, _BOMB, _BOMB_HINT)
+                return self.fail("yaml-syntax", root.start_mark, words.BOMB, words.BOMB_HINT)
         except _Cycle as cycle:
-            return self.fail("yaml-syntax", cycle.mark, _CYCLE, _BOMB_HINT)
+            return self.fail("yaml-syntax", cycle.mark, words.CYCLE, words.BOMB_HINT)
         except RecursionError:
-            return self.fail("too-deep", None, "the YAML nests deeper than titan reads", _DEEP)
+            return self.fail("too-deep", None, words.TOO_DEEP, words.DEEP)
         if any(d.severity is Severity.ERROR for d in self.found):
             return None  # a duplicate key or a tag Forge's loader refuses: the file does not load
         if root.tag != _MAP:
-            return self.fail("no-trainer", root.start_mark, _NOT_MAPPING, _NO_TRAINER)
+            return self.fail("no-trainer", root.start_mark, words.NOT_MAPPING, words.NO_TRAINER)
         try:
-            return self.trainer(root)
+            return self.sections(root)
         except RecursionError:
-            return self.fail("too-deep", None, "the YAML nests deeper than titan reads", _DEEP)
+            return self.fail("too-deep", None, words.TOO_DEEP, words.DEEP)
 
-    def trainer(self, root: Any) -> dict[str, Any] | None:
-        """The trainer mapping of a file that loads, its interpolations resolved."""
+    def sections(self, root: Any) -> dict[str, Any] | None:
+        """The legacy sections of a file that loads, where its layout keeps them, with Forge's
+        own keys taken out and the interpolations resolved."""
+        from titan.schemas.legacy_spec import LEGACY_SPEC
+
         whole = self.value(root, None)
-        trainer = next((v for k, v in root.value if k.tag in _PLAIN and k.value == SECTION), None)
-        if trainer is None or trainer.tag != _MAP:
-            mark = trainer.start_mark if trainer is not None else root.start_mark
-            return self.fail("no-trainer", mark, _no_trainer(trainer), _NO_TRAINER)
-        document = self.value(trainer, ())
-        for field in FORGE_ACTOR_FIELDS:
-            document.pop(field, None)
-        self.interpolate(document, whole, ())
+        self.app, self.layout = whole, forge_app.layout(whole)
+        names = frozenset(field.name for field in LEGACY_SPEC.fields)
+        if self.layout == "top":
+            # The SFT recipe merges the whole file into ForgeJobConfig; the keys that are the
+            # app's own (processes, model_name, ...) never reach the engine.
+            own = {k for k, v in whole.items() if forge_app.app_level(k, v, sections=names)}
+            document = self.mapping(root, (), skip=own.__contains__)
+        else:
+            keyed = ((k, v) for k, v in root.value if k.tag in _PLAIN)
+            trainer = next((v for k, v in keyed if k.value == forge_app.TRAINER), None)
+            if trainer is None or trainer.tag != _MAP:
+                mark = trainer.start_mark if trainer is not None else root.start_mark
+                kind = None if trainer is None else _kind(trainer)
+                return self.fail("no-trainer", mark, words.no_trainer(kind), words.NO_TRAINER)
+            document = self.value(trainer, ())
+        self.forge_settings(document, sections=names)
+        self.interpolate(document, whole)
         return document
 
-    def fail(self, code: str, mark: Any, message: str, hint: str) -> None:
+    def forge_settings(self, document: dict[str, Any], *, sections: frozenset[str]) -> None:
+        """Take Forge's own keys out of the sections (a ``trainer:`` block's actor arguments and
+        spawner blocks, an SFT app's sections the engine never reads), each reported at its key
+        as what it is."""
+        for name, value in list(document.items()):
+            found = forge_app.forge_setting(name, value, where=self.layout, sections=sections)
+            if found is None:
+                continue
+            message, hint = forge_app.setting_message(name, found)
+            mark = self.at((name,))
+            self.found.append(
+                self.finding("forge-app", mark, message, hint, path=name, severity=Severity.INFO)
+            )
+            del document[name]
+            for path in [p for p in self.spans if p[:1] == (name,)]:
+                del self.spans[path]
+
+    def fail(self, code: str, mark: Any, message: str, hint: str = words.SYNTAX) -> None:
         """Record a finding that stops the reading."""
         self.found.append(self.finding(code, mark, message, hint))
         return None
 
     def finding(
-        self, code: str, mark: Any, message: str, hint: str, *, path: str = "", warn: bool = False
+        self,
+        code: str,
+        mark: Any,
+        message: str,
+        hint: str,
+        *,
+        path: str = "",
+        severity: Severity = Severity.ERROR,
     ) -> Diagnostic:
         """A finding at a YAML mark (line 1 when the parser gave none)."""
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        end = getattr(mark, "end", None)  # a key's own span: the caret covers the key
         return Diagnostic(
             code=code,
-            severity=Severity.WARNING if warn else Severity.ERROR,
+            severity=severity,
             path=path,
             message=message,
             hint=hint,
-            span=Span(file=self.file, line=line, col=col),
+            span=Span(file=self.file, line=line, col=col, end_col=end),
         )
 
     def expanded(self, node: Any) -> int:
@@ -185,7 +239,9 @@ class _Reader:
             raise _Cycle(node.start_mark)
         self.active.add(id(node))
         if node.tag not in _ForgeLoader.yaml_constructors and node.tag != _MERGE:
-            self.found.append(self.finding("yaml-type", node.start_mark, *_unknown_tag(node.tag)))
+            self.found.append(
+                self.finding("yaml-type", node.start_mark, *words.unknown_tag(node.tag))
+            )
         size = 1
         if isinstance(node, yaml.MappingNode):
             self.duplicates(node)
@@ -206,15 +262,8 @@ class _Reader:
                 continue
             if key.value in first:
                 where = first[key.value].line + 1
-                self.found.append(
-                    self.finding(
-                        "yaml-syntax",
-                        key.start_mark,
-                        f"`{key.value}` is written twice in one mapping (first at line {where}): "
-                        "Forge's loader refuses the file",
-                        "delete one of the two, or merge them",
-                    )
-                )
+                message, hint = words.duplicate(key.value, first_line=where)
+                self.found.append(self.finding("yaml-syntax", key.start_mark, message, hint))
             else:
                 first[key.value] = key.start_mark
 
@@ -242,25 +291,31 @@ class _Reader:
                 message = f"`{node.value}` is not a valid {node.tag.removeprefix(_PREFIX)}"
                 self.found.append(
                     self.finding(
-                        "yaml-type", node.start_mark, message, _PLAIN_HINT, path=_dot(path)
+                        "yaml-type", node.start_mark, message, words.PLAIN_HINT, path=_dot(path)
                     )
                 )
             return None
 
-    def mapping(self, node: Any, path: tuple | None) -> dict | None:
-        """A mapping, with ``<<`` merge keys applied as PyYAML applies them."""
+    def mapping(
+        self, node: Any, path: tuple | None, *, skip: Callable[[Any], bool] | None = None
+    ) -> dict | None:
+        """A mapping, with ``<<`` merge keys applied as PyYAML applies them; keys ``skip``
+        names are left out (an SFT app's own blocks, beside its sections)."""
         if node.tag != _MAP:
             return self.foreign(node, path)
         try:
             self.loader.flatten_mapping(node)
         except yaml.MarkedYAMLError as error:
+            message = words.syntax_message(error)
             self.found.append(
-                self.finding("yaml-syntax", error.problem_mark, _syntax_message(error), _SYNTAX)
+                self.finding("yaml-syntax", error.problem_mark, message, words.SYNTAX)
             )
             return None
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             key = self.value(key_node, None)
+            if skip is not None and skip(key):
+                continue
             if path is None:
                 if isinstance(key, str | int | float | bool | None):
                     result[key] = self.value(value_node, None)
@@ -280,44 +335,32 @@ class _Reader:
         """A tagged value (date, binary, set, ...) a legacy JobConfig cannot hold."""
         if path is not None:
             name = node.tag.removeprefix(_PREFIX)
+            message, hint = words.foreign(_dot(path), name)
             self.found.append(
-                self.finding(
-                    "yaml-type",
-                    node.start_mark,
-                    f"`{_dot(path)}` is a YAML `!!{name}` value, which no legacy JobConfig "
-                    "setting holds",
-                    "write the value as a plain string, number, boolean, list or mapping",
-                    path=_dot(path),
-                )
+                self.finding("yaml-type", node.start_mark, message, hint, path=_dot(path))
             )
         return None
 
-    def interpolate(self, tree: Any, whole: dict, path: tuple) -> None:
-        """Resolve ``${...}`` in the trainer's strings from the whole file, in place; a key whose
+    def interpolate(self, document: dict[str, Any], whole: dict) -> None:
+        """Resolve ``${...}`` in the sections' strings from the whole file, in place; a key whose
         value titan cannot resolve is taken out of the check, with a warning."""
-        items = tree.items() if isinstance(tree, dict) else enumerate(tree)
-        for key, value in list(items):
-            here = (*path, key)
-            if isinstance(value, dict | list):
-                self.interpolate(value, whole, here)
-            elif isinstance(value, str) and "${" in value:
-                resolved, ok = resolve(value, whole)
-                if ok:
-                    tree[key] = resolved
-                    continue
-                span = self.spans.get(here)
-                mark = _Mark(span.line - 1, span.col - 1) if span else None
-                message = (
-                    f"`{_dot(here)}` is `{value}`, which Forge resolves at run time and titan "
-                    "cannot: the value is not checked, and titan-migrate leaves the setting at "
-                    "its default"
+        for here, value in resolve_tree(document, whole):
+            message = words.unresolved(_dot(here), value)
+            self.found.append(
+                self.finding(
+                    "interpolation",
+                    self.at(here),
+                    message,
+                    words.UNRESOLVED_HINT,
+                    path=_dot(here),
+                    severity=Severity.WARNING,
                 )
-                hint = "write the value itself, or refer to a plain value of this file (${a.b})"
-                self.found.append(
-                    self.finding("interpolation", mark, message, hint, path=_dot(here), warn=True)
-                )
-                if isinstance(tree, dict):
-                    del tree[key]
+            )
+
+    def at(self, path: tuple) -> _Mark | None:
+        """The mark of a key of the sections, from its recorded span."""
+        span = self.spans.get(path)
+        return _Mark(span.line - 1, span.col - 1, end=span.end_col) if span else None
 
 
 class _Cycle(Exception):
@@ -331,10 +374,10 @@ class _Cycle(Exception):
 class _Mark:
     """A 0-based position, shaped like a PyYAML mark."""
 
-    __slots__ = ("line", "column")
+    __slots__ = ("line", "column", "end")
 
-    def __init__(self, line: int, column: int) -> None:
-        self.line, self.column = line, column
+    def __init__(self, line: int, column: int, *, end: int | None = None) -> None:
+        self.line, self.column, self.end = line, column, end
 
 
 def _key_span(key: Any, value: Any) -> KeySpan:
@@ -347,30 +390,8 @@ def _key_span(key: Any, value: Any) -> KeySpan:
 
 
 def _dot(path: tuple) -> str:
-    """A trainer path as the checker's dotted key."""
+    """A path inside the sections as the checker's dotted key."""
     return ".".join(str(p) for p in path)
-
-
-def _syntax_message(error: yaml.MarkedYAMLError) -> str:
-    """PyYAML's words without its position block (the finding carries the position)."""
-    words = " ".join(w for w in (error.context, error.problem) if w)
-    return f"invalid YAML: {words or 'the file cannot be parsed'}"
-
-
-def _unknown_tag(tag: str) -> tuple[str, str]:
-    """Message and hint for a tag Forge's safe loader has no constructor for."""
-    return (
-        f"the tag `{tag}` names a Python object or a type Forge's safe YAML loader refuses "
-        "(titan never constructs one)",
-        "write the value as a plain string, number, boolean, list or mapping",
-    )
-
-
-def _no_trainer(trainer: Any) -> str:
-    """Why the file has no trainer sections to check."""
-    if trainer is None:
-        return f"the app config has no `{SECTION}:` key holding legacy JobConfig sections"
-    return f"`{SECTION}:` holds a {_kind(trainer)}, not a mapping of legacy JobConfig sections"
 
 
 def _kind(node: Any) -> str:
@@ -380,19 +401,3 @@ def _kind(node: Any) -> str:
     if node.tag == _PREFIX + "null":
         return "null value"
     return "scalar value" if isinstance(node, yaml.ScalarNode) else "value"
-
-
-_SYNTAX = "fix the YAML at this position (indentation, a missing `:` or closing bracket)"
-_DEEP = "an app config nests a few levels; flatten the value"
-_BOMB = (
-    f"aliases make this YAML expand to more than {MAX_NODES:,} nodes (an alias bomb): "
-    "titan does not read it, and Forge's loader would not finish"
-)
-_CYCLE = "the anchor of this value is used inside the value itself: it has no end"
-_BOMB_HINT = "write the values out, or use anchors only for small shared blocks"
-_NOT_MAPPING = "the app config is not a mapping of keys (Forge reads a mapping at the top)"
-_NO_TRAINER = (
-    "put the legacy sections (model, optimizer, training, parallelism, ...) under a "
-    f"`{SECTION}:` mapping"
-)
-_PLAIN_HINT = "write a value of the tag's type, or drop the tag"

@@ -145,6 +145,11 @@ def _m(text: str, *args: str) -> Callable[[Path], list[Finding]]:
     return lambda tmp: titan_migrate(*args, _toml(tmp, text))
 
 
+def _my(text: str, *args: str) -> Callable[[Path], list[Finding]]:
+    """``titan-migrate ARGS app.yaml`` with ``text`` in app.yaml (a Forge app config)."""
+    return lambda tmp: titan_migrate(*args, write(tmp, "app.yaml", text))
+
+
 def _fifo(tmp: Path) -> Path:
     import os
 
@@ -247,6 +252,17 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ("bool key", _y("trainer:\n  training:\n    yes: 1\n")),
     ],
     "interpolation": [("env", _y("trainer:\n  job:\n    dump_folder: ${oc.env:HOME}\n"))],
+    "forge-app": [
+        ("actor argument", _y("trainer:\n  learning_rate: 1e-5\n  model: {name: llama3}\n")),
+        ("spawner block", _y("trainer:\n  service: {procs_per_replica: 1}\n")),
+        ("recipe's section", _y("model: {name: llama3}\nvalidation: {freq: -1}\n")),
+        ("checkpoint folder", _my("trainer:\n  checkpoint: {enable: true}\n")),
+    ],
+    "hub-path": [
+        ("app", _y("trainer:\n  model:\n    hf_assets_path: hf://Qwen/Qwen3-0.6B\n")),
+        ("toml", _v('[checkpoint]\ninitial_load_path = "hf://Qwen/Qwen3-0.6B"\n')),
+        ("migrate", _my("model:\n  tokenizer_path: hf://Qwen/Qwen3-0.6B\n")),
+    ],
     "unknown-key": [
         ("typo", _v("[training]\nstepz = 1\n")),
         ("section", _v("[infra]\nnodes = 1\n")),

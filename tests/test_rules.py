@@ -94,6 +94,13 @@ CASES = {
         [debug]
         seed = -9223372036854775808
     """,
+    # hub_paths
+    "hub-paths": """
+        [model]
+        hf_assets_path = "hf://Qwen/Qwen3-0.6B"  # warning[hub-path] model.hf_assets_path: `model.hf_assets_path` is the Hugging Face Hub path `hf://Qwen/Qwen3-0.6B`: Forge downloads it when the app starts, but titan-train reads a local folder there and has no resolver for hf:// paths, so the run would not find it
+        [checkpoint]
+        initial_load_path = "hf:/one/slash"
+    """,
     # world_size
     "world-size-product": """
         # flags: --ngpu 8
@@ -516,7 +523,7 @@ def test_every_code_the_rules_emit_has_a_case():
     covered = {e[0] for case in CASES for e in expected(source(case))}
     # A TOML names a flavor, whose routing is fixed: moe-routing is a registry function's
     # finding (tests/test_moe_checks.py).
-    assert len(emitted) == 22 and emitted - {"moe-routing"} <= covered
+    assert len(emitted) == 23 and emitted - {"moe-routing"} <= covered
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from titan.migrate.codegen import names
-from titan.migrate.plan import flavor_era, measured
+from titan.migrate.plan import flavor_era, forge_apps, measured
 from titan.migrate.plan import homes as homes_table
 from titan.migrate.plan.carry import carry, optimizer, unaccounted, validation_shape
 from titan.migrate.plan.comments import carry_comments
@@ -267,6 +267,8 @@ def fill(draft: PlanDraft) -> None:
         key: copy_value(default if draft.is_blocked(key) else draft.leaves.get(key, default))
         for key, default in plan.defaults.items()
     }
+    forge_apps.checkpoint_folder(draft)  # corrects plan.effective for a Forge engine's folder
+    forge_apps.todos(draft)
     carry_comments(draft)
 
 

@@ -104,6 +104,7 @@ def config_facts(config: Any, *, ngpu: int | None, locate: Locate) -> rule_facts
         moe=spec.model.has_moe() if spec is not None else None,
         experts=_expert_routings(spec, locate),
         **_dataset_facts(config, get),
+        asset_paths=(get("hf_assets_path"), get("checkpoint.initial_load_path")),
     )
 
 
