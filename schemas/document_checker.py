@@ -191,15 +191,21 @@ class DocumentChecker:
         return found.value
 
     def lost_era_defaults(
-        self, document: dict, flat: list, *, era: str | None, project_era: str | None = None
+        self,
+        document: dict,
+        flat: list,
+        *,
+        era: str | None,
+        project_era: str | None = None,
+        dated: tuple[str, str] | None = None,
     ) -> None:
         """Defaults of the file's era that v0.2.2 cannot say, for keys it omits: the run used
         them (a .model tokenizer, a removed dataset), so they are errors, as in titan-migrate.
         ``era`` (``--era``) dates the file instead of its evidence; ``project_era`` (``[tool.titan]
-        era``) dates a file its evidence does not."""
+        era``) dates a file its evidence does not; ``dated`` is evidence besides its keys."""
         from titan.schemas import era_defaults
 
-        guess = era_defaults.date_file(document, flat)
+        guess = era_defaults.with_evidence(era_defaults.date_file(document, flat), dated)
         source = "--era"
         if era is None and guess.current and project_era is not None:
             era, source = project_era, "[tool.titan] era"

@@ -271,6 +271,19 @@ def clues(document: dict, flat: list | None = None) -> list[Clue]:
     return found
 
 
+def with_evidence(guess: EraGuess, dated: tuple[str, str] | None) -> EraGuess:
+    """``guess`` dated instead by ``dated`` (``(day, evidence)``: what a file's shape says, such
+    as the torchtitan a TorchForge app ran on), its keys' stale clues kept."""
+    if dated is None:
+        return guess
+    day, says = dated
+    return EraGuess(day, (Clue(APP, says, day, None), *guess.evidence), guess.stale)
+
+
+APP = "(the app)"
+"""The key of the clue a file's shape gives (:func:`with_evidence`)."""
+
+
 def model_clues(document: dict) -> list[Clue]:
     """The model family and flavor a file names: neither existed before it was added (a file
     naming ``8B_flex`` was written on or after that flavor's first day). They bound the era of
@@ -493,5 +506,8 @@ def lost_text(found: EraDefault, *, day: str, dated_by: str) -> tuple[str, str]:
 
 
 def dated_by(guess: EraGuess) -> str:
-    """The first few keys that dated a file, as a report names them."""
+    """The first few keys that dated a file, as a report names them (or its shape: a Forge
+    app's evidence in words)."""
+    if guess.evidence and guess.evidence[0].key == APP:
+        return guess.evidence[0].says
     return "its " + ", ".join(f"`{clue.key}`" for clue in guess.evidence[:3])

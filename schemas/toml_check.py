@@ -156,9 +156,14 @@ class FileCheck:
 _DEFAULTS = CheckOptions()
 
 
-Adjust = Callable[[dict, SectionSpec], tuple[dict, list[Diagnostic]]]
+Adjust = Callable[[dict, SectionSpec, "Dated | None"], tuple[dict, list[Diagnostic]]]
 """Changes the parsed document before it is checked (legacy command-line overrides): gets the
-document and the merged schema, returns the new document and findings on the change itself."""
+document, the merged schema and what dates it besides its keys (:data:`Dated`), returns the new
+document and findings on the change itself."""
+
+Dated = tuple[str, str]
+"""``(day, evidence)``: when a file was written, as something other than its keys tells (a
+TorchForge app's shape: the torchtitan Forge pinned then, ``titan.schemas.forge_eras``)."""
 
 
 def check_file(
@@ -241,8 +246,21 @@ def _check_text(
     if source.document is None:
         return FileCheck(file=file, diagnostics=list(source.problems), text=text, form=form)
     spans = source.spans if form == "yaml" else locate_keys(text)
+    dated = None
+    if form == "yaml" and source.app is not None:
+        from titan.schemas.forge_eras import forge_era
+
+        dated = forge_era(source.app)
     check = _check_document(
-        source.document, file, base_dir, options, adjust, folder=folder, spans=spans, text=text
+        source.document,
+        file,
+        base_dir,
+        options,
+        adjust,
+        folder=folder,
+        spans=spans,
+        text=text,
+        dated=dated,
     )
     # A YAML that loads may still have findings of its own (an unresolved interpolation).
     check.diagnostics = sorted([*source.problems, *check.diagnostics], key=Diagnostic.sort_key)
@@ -260,8 +278,10 @@ def _check_document(
     folder: str,
     spans: dict[tuple, KeySpan],
     text: str | None,
+    dated: Dated | None = None,
 ) -> FileCheck:
-    """Check parsed sections: extensions, era findings, schema, deprecations, rules."""
+    """Check parsed sections: extensions, era findings, schema, deprecations, rules. ``dated``
+    says when the file was written where its keys do not (a Forge app's shape)."""
     import copy
 
     written = copy.deepcopy(document)  # the era upgrade and the overrides make new documents
@@ -287,10 +307,14 @@ def _check_document(
     flat = eras.leaves(document)  # once: the era checks below all walk it
     checker.refusals(document, flat)
     checker.lost_era_defaults(
-        document, flat, era=options.era or checker.era_pragma(text), project_era=declaration.era
+        document,
+        flat,
+        era=options.era or checker.era_pragma(text),
+        project_era=declaration.era,
+        dated=dated,
     )
     if adjust is not None:
-        document, found = adjust(document, schema)
+        document, found = adjust(document, schema, dated)
         checker.diagnostics.extend(found)
     checker.walk(document, schema, ())
     checker.deprecations(document)

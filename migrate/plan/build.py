@@ -199,8 +199,11 @@ def _check(
     if module is not None:
         options = _with_extension(options, module)
 
-    def adjust(document: dict, schema: SectionSpec) -> tuple[dict, list[Diagnostic]]:
+    def adjust(
+        document: dict, schema: SectionSpec, dated: tuple[str, str] | None = None
+    ) -> tuple[dict, list[Diagnostic]]:
         """The document upgraded through the era chain, with the override flags applied."""
+        upgrade.dated = dated
         document = upgrade.adjust(document, schema)
         if not overrides:
             return document, []

@@ -140,6 +140,8 @@ def _era_line(era: dict[str, Any]) -> str:
     """When the file was dated, and from what: the day its era's defaults were taken from."""
     if era["source"] != "evidence":
         return f"{era['assumed']} ({era['source']})"
+    if era["evidence"] and era["evidence"][0]["key"] == "(the app)":  # a Forge app's shape
+        return f"{era['assumed']}, {era['evidence'][0]['says']} (--era to say otherwise)"
     keys = ", ".join(f"`{clue['key']}`" for clue in era["evidence"][:4])
     more = f" and {len(era['evidence']) - 4} more" if len(era["evidence"]) > 4 else ""
     return f"{era['assumed']}, the latest day its {keys}{more} allow (--era to say otherwise)"

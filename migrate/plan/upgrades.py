@@ -61,6 +61,8 @@ class Upgrade:
         """Those of them written into the document (v0.2.2 can say them), by dotted key."""
         self.stakes: era_stakes.Stakes | None = None
         """For a file nothing dates (read as v0.2.2, no ``--era``): what its era would decide."""
+        self.dated: tuple[str, str] | None = None
+        """``(day, evidence)`` when something besides the keys dates the file (a Forge app)."""
         self.project_era = project_era
         """The project's ``[tool.titan] era``: the era of a file nothing in it dates."""
         self.era_source = era_source if era is not None else "--era"
@@ -87,7 +89,7 @@ class Upgrade:
         """The old keys the loader of the file's era did not read (``era_defaults.stale_keys``):
         on the day the ``--era`` names, else on the day the evidence dates the file (the
         project's era for a file nothing dates)."""
-        guess = era_defaults.date_file(document)
+        guess = era_defaults.with_evidence(era_defaults.date_file(document), self.dated)
         era = self.era
         if era is None and guess.current:
             era = self.project_era
@@ -97,7 +99,7 @@ class Upgrade:
     def _era_defaults(self, document: dict, upgraded: dict) -> None:
         """Write the defaults of the file's era for the keys it omits, where they differ from
         v0.2.2's: the legacy run had them, so the migrated one must too."""
-        self.guess = era_defaults.date_file(document)
+        self.guess = era_defaults.with_evidence(era_defaults.date_file(document), self.dated)
         self.defaults, self.written_defaults = [], {}
         self.stakes = None
         if self.era is None and self.guess.current and self.project_era is not None:
