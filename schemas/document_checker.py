@@ -56,7 +56,7 @@ class DocumentChecker:
     ) -> None:
         """A finding at the key path ``parts`` (the top of the file when empty); ``path``
         names it otherwise than the key path does."""
-        span = self.span_of(parts) if parts else Span(file=self.file, line=1, col=1)
+        span = (self.span_of(parts) if parts else None) or Span(file=self.file, line=1, col=1)
         dotted = path if path is not None else ".".join(str(p) for p in parts)
         self.diagnostics.append(
             Diagnostic(

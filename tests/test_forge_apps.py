@@ -30,7 +30,8 @@ def check(path: Path, *args: str) -> tuple[int, list[dict]]:
     """``titan-validate --format json ARGS PATH``: exit code and findings."""
     result = validate("--format", "json", *args, path)
     assert "Traceback" not in result.err, result.err
-    return result.code, result.json()["diagnostics"]
+    # what the app's flavor was in its torchtitan is tested with the flavor eras
+    return result.code, [d for d in result.json()["diagnostics"] if d["code"] != "era-flavor"]
 
 
 def located(found: list[dict]) -> list[tuple]:

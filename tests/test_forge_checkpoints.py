@@ -40,9 +40,10 @@ def app(tmp_path: Path, checkpoint: dict, *, job: dict | None = None, name="app.
 @pytest.mark.parametrize(
     ("checkpoint", "job", "folder"),
     [
-        ({"enable": True, "folder": "./checkpoint"}, None, "../checkpoint"),
-        ({"enable": True}, None, "../checkpoint"),  # the default folder, from the working folder
-        ({"enable": True, "folder": "runs/ckpt"}, None, "../runs/ckpt"),
+        # the app's torchtitan (0.2.0, which Forge pinned) put outputs in ./torchtitan/outputs
+        ({"enable": True, "folder": "./checkpoint"}, None, "../../checkpoint"),
+        ({"enable": True}, None, "../../checkpoint"),  # the default, from the working folder
+        ({"enable": True, "folder": "runs/ckpt"}, None, "../../runs/ckpt"),
         ({"enable": True}, {"dump_folder": "out/exp1"}, "../../checkpoint"),
         ({"enable": True, "folder": "ckpt"}, {"dump_folder": "."}, "ckpt"),
     ],
