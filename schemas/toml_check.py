@@ -305,7 +305,6 @@ def _check_document(
     from titan.schemas import eras
 
     flat = eras.leaves(document)  # once: the era checks below all walk it
-    checker.refusals(document, flat)
     checker.lost_era_defaults(
         document,
         flat,
@@ -313,6 +312,7 @@ def _check_document(
         project_era=declaration.era,
         dated=dated,
     )
+    checker.refusals(document, flat)  # after the era: a key the era ignored refuses nothing
     if adjust is not None:
         document, found = adjust(document, schema, dated)
         checker.diagnostics.extend(found)

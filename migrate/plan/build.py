@@ -204,12 +204,15 @@ def _check(
     ) -> tuple[dict, list[Diagnostic]]:
         """The document upgraded through the era chain, with the override flags applied."""
         upgrade.dated = dated
-        document = upgrade.adjust(document, schema)
         if not overrides:
-            return document, []
+            return upgrade.adjust(document, schema), []
         result = parse_overrides(list(overrides), schema)
         parsed.update(result.values)
         upgrade.overridden = frozenset(result.values)
+        # the flags were the run's command line: an era default computed from another setting
+        # (a warmup that was a share of training.steps) is computed from the flag's value
+        upgrade.flags = dict(result.values)
+        document = upgrade.adjust(document, schema)
         return apply_overrides(document, result.values), list(result.diagnostics)
 
     def check(options: CheckOptions) -> FileCheck:

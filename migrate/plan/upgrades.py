@@ -49,6 +49,9 @@ class Upgrade:
         """Old dotted key -> the value the file gave it."""
         self.overridden: frozenset[str] = frozenset()
         """v0.2.2 keys a legacy command-line flag set over the file (the flag wins)."""
+        self.flags: dict[str, Any] = {}
+        """Those keys with the flags' values, for the era defaults computed from other
+        settings."""
         self.aliases: dict[str, str] = {}
         """v0.2.2 key the chain wrote (and the file did not) -> the old key that wrote it."""
         self.era = era
@@ -108,7 +111,7 @@ class Upgrade:
             self.stakes = era_stakes.stakes(document, self.guess)
             return
         day = era_defaults.parse_era(self.era) if self.era is not None else self.guess.date
-        self.defaults = era_defaults.era_defaults(document, day)
+        self.defaults = era_defaults.era_defaults(_with_flags(document, self.flags), day)
         for found in self.defaults:
             parts = tuple(found.key.split("."))
             if not found.portable or eras.get(upgraded, parts) is not eras.MISSING:
@@ -372,6 +375,18 @@ class Upgrade:
                 continue  # inside the converter list: not addressable by a path
             lines, trailing = plan.comments.get(path, ((), None))
             plan.comments[path] = (lines + tuple(comment.leading), trailing or comment.trailing)
+
+
+def _with_flags(document: dict, flags: dict[str, Any]) -> dict:
+    """A copy of ``document`` with the command line's values written over it (dotted keys)."""
+    if not flags:
+        return document
+    import copy
+
+    found = copy.deepcopy(document)
+    for key, value in flags.items():
+        eras.put(found, tuple(key.split(".")), value)
+    return found
 
 
 def _plain(value: Any) -> Any:
