@@ -196,6 +196,7 @@ class DocumentChecker:
         flat: list,
         *,
         era: str | None,
+        era_source: str = "--era",
         project_era: str | None = None,
         dated: tuple[str, str] | None = None,
     ) -> None:
@@ -206,7 +207,7 @@ class DocumentChecker:
         from titan.schemas import era_defaults
 
         guess = era_defaults.with_evidence(era_defaults.date_file(document, flat), dated)
-        source = "--era"
+        source = era_source
         if era is None and guess.current and project_era is not None:
             era, source = project_era, "[tool.titan] era"
         day = era_defaults.parse_era(era) if era is not None else guess.date

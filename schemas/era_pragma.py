@@ -62,3 +62,14 @@ def era_of(text: str | None) -> str | None:
 def line(era: str) -> str:
     """The comment that dates a file to ``era``."""
     return f"# titan: era = {era}"
+
+
+def insert(text: str, era: str) -> str:
+    """``text`` with the comment dating it to ``era`` after its opening comment lines (a file's
+    description stays its first line)."""
+    lines = text.splitlines(keepends=True)
+    end = 0
+    while end < len(lines) and lines[end].lstrip().startswith("#"):
+        end += 1
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    return "".join([*lines[:end], line(era) + newline, *lines[end:]])

@@ -305,10 +305,12 @@ def _check_document(
     from titan.schemas import eras
 
     flat = eras.leaves(document)  # once: the era checks below all walk it
+    pragma = checker.era_pragma(text)
     checker.lost_era_defaults(
         document,
         flat,
-        era=options.era or checker.era_pragma(text),
+        era=options.era or pragma,
+        era_source="--era" if options.era or pragma is None else "its `# titan: era` comment",
         project_era=declaration.era,
         dated=dated,
     )

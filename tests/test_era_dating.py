@@ -260,7 +260,7 @@ def test_fix_deletes_an_ignored_key_and_keeps_the_files_date(tmp_path):
     text = path.read_text(encoding="utf-8")
     fixed = tomllib.loads(text)
     assert "float8" not in fixed and "converters" not in fixed["model"]
-    assert text.startswith("# titan: era = 2025-08-27\n")
+    assert text.splitlines()[0] == "# titan: era = 2025-08-27"
     # the fixed file is the same run: its flavor is still that day's 8B (RoPE unscaled)
     again = build_plan(path)
     assert instantiate(again) == instantiate(build_plan(write(tmp_path, "o.toml", STALE_FLOAT8)))

@@ -334,6 +334,7 @@ def test_known_values_in_the_legacy_configs() -> None:
     assert ("training",) not in comments and ("training", "steps") not in comments
     assert preamble(debug) == (
         'Llama 3 "debugmodel" smoke run: 10 steps on the tiny c4_test set; fits on CPU or 1-8 GPUs.',
+        "titan: era = v0.2.2",  # when the file was written (the migration reads it as its era)
     )
     assert orphans(debug) == []
 

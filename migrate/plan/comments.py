@@ -18,8 +18,12 @@ def carry_comments(draft: PlanDraft) -> None:
     if not text or draft.check.form != "toml":
         return  # a YAML app config's comments are not carried
     from titan.migrate.tomledit.comments import preamble, toml_comments
+    from titan.schemas import era_pragma
 
-    draft.plan.preamble = preamble(text)
+    # the file's `# titan: era` comment is said by the era itself, not as a comment
+    draft.plan.preamble = tuple(
+        line for line in preamble(text) if era_pragma.find(f"#{line}") is None
+    )
     for parts, found in toml_comments(text).items():
         if not all(isinstance(p, str) for p in parts):
             continue

@@ -139,7 +139,11 @@ def _toml(value: Any) -> str:
 def _era_line(era: dict[str, Any]) -> str:
     """When the file was dated, and from what: the day its era's defaults were taken from."""
     if era["source"] != "evidence":
-        return f"{era['assumed']} ({era['source']})"
+        from titan.schemas.era_clues import RELEASES
+
+        release = next((name for name, day in RELEASES.items() if day == era["assumed"]), None)
+        named = f"{release}, " if release is not None else ""
+        return f"{era['assumed']} ({named}{era['source']})"
     if era["evidence"] and era["evidence"][0]["key"] == "(the app)":  # a Forge app's shape
         return f"{era['assumed']}, {era['evidence'][0]['says']} (--era to say otherwise)"
     keys = ", ".join(f"`{clue['key']}`" for clue in era["evidence"][:4])

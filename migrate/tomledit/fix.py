@@ -108,7 +108,7 @@ def fix_text(
     if day < era_defaults.V022 and era_pragma.find(text) is None:
         # the keys that dated the file are gone: the comment keeps its date (its flavor and
         # the defaults of its era still mean what they meant then)
-        fixed = f"{era_pragma.line(day)}\n{fixed}"
+        fixed = era_pragma.insert(fixed, day)
         written += (f"`{era_pragma.line(day)}` written: the file keeps the date its old keys gave",)
     return Fixed(fixed, described + written + tuple(notes))
 
