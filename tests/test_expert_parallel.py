@@ -209,7 +209,7 @@ def test_titan_train_ep2_matches_fsdp2(ep_runs):
     """The small qwen3 MoE (2 layers of 8 experts, top 2) on 2 processes reading the same batches,
     with and without EP: in float32 the losses agree to 1e-5 relative (not bitwise: the experts'
     gradients are summed over the ranks in another order) and the expert biases saved at the end
-    are equal.
+    are equal: zero, as qwen3's optimizers do no load balancing (torchtitan v0.2.2's).
 
     (One process reads other batches, since the loader deals documents out to data-parallel
     ranks; the comparison with one process on one batch is the dist-script tests' above.)
@@ -226,7 +226,7 @@ def test_titan_train_ep2_matches_fsdp2(ep_runs):
     biases = [key for key in saved[0] if key.endswith("moe.expert_bias")]
     assert len(biases) == 2
     assert all(torch.equal(saved[0][key], saved[1][key]) for key in biases)
-    assert all(saved[1][key].abs().sum() > 0 for key in biases)
+    assert all(not saved[1][key].any() for key in biases)
 
 
 @pytest.mark.slow
@@ -248,4 +248,4 @@ def test_ep_resume_is_bitwise(ep_runs):
     biases = [key for key in final_a if key.endswith("moe.expert_bias")]
     assert len(experts) == len(biases) == 2
     assert all(final_a[key].shape[0] == 8 for key in experts)
-    assert all(final_a[key].abs().sum() > 0 for key in biases)
+    assert all(not final_a[key].any() for key in biases)  # qwen3 does no load balancing

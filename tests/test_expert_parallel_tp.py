@@ -222,8 +222,9 @@ def straight_and_resumed(
 def test_titan_train_tp2_ep2_matches_one_process_and_resumes_bitwise(tmp_path):
     """The small qwen3 MoE, 4 steps: under TP 2 x EP 2 (2 processes, one data-parallel rank) the
     losses agree with one process on the same batches to 1e-5 relative (fp32; the sums run in
-    other orders), the run resumes bitwise, and its expert biases moved as one process's did
-    (the counts are integers pooled over both ranks' sequence slices)."""
+    other orders), the run resumes bitwise, and its expert biases stay zero as one process's do
+    (qwen3's optimizers do no load balancing, as torchtitan v0.2.2's; the pooling of the counts
+    over the ranks' sequence slices is dist_scripts/expert_parallel_check.py's, every family)."""
     parallel = ["--parallelism.tensor_parallel_degree", "2"]
     parallel += ["--parallelism.expert_parallel_degree", "2"]
     one, straight, final, final_one = straight_and_resumed(
@@ -234,7 +235,7 @@ def test_titan_train_tp2_ep2_matches_one_process_and_resumes_bitwise(tmp_path):
     biases = [key for key in final if key.endswith("moe.expert_bias")]
     assert len(biases) == 2
     for key in biases:
-        assert final[key].abs().sum() > 0
+        assert not final[key].any()
         assert torch.equal(final[key], final_one[key])
 
 

@@ -11,9 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from titan.components.loss import cross_entropy_loss
 from titan.components.optimizer import OptimizersContainer
 from titan.config.configs import ParallelismConfig
 from titan.distributed.parallel_dims import ParallelDims
+from titan.models import model_registry
 from titan.models.common import Attention, FeedForward, MoE, TransformerBlock, moe_model
 from titan.models.common.moe_balance import (
     expert_bias_delta,
@@ -336,6 +338,53 @@ def test_forward_counts_tokens_and_the_bias_steers_the_next_forward():
     layer.moe(x)
     under_used = (counts < counts.mean()).nonzero().view(-1).tolist()
     assert set(layer.moe.tokens_per_expert.nonzero().view(-1).tolist()) <= set(under_used)
+
+
+def debug_flavor_with_its_optimizers(family: str, flavor: str):
+    """``flavor`` of ``family`` cut to two blocks of narrow experts (its routing and its
+    ``load_balance_coeff`` kept), from seed 0 on CPU, and the optimizers titan-train builds for
+    it: AdamW, then the family's post-optimizer hook if it names one."""
+    spec = model_registry(family, flavor)
+    config = spec.model
+    config.n_layers = 2
+    config.layer.moe.hidden_dim = 32
+    with torch.device("meta"):
+        model = config.build()
+    model.to_empty(device="cpu")
+    torch.manual_seed(0)
+    model.init_weights()
+    optimizers = OptimizersContainer.Config(lr=1e-2).build(model_parts=[model])
+    if spec.post_optimizer_build_fn is not None:
+        spec.resolve("post_optimizer_build_fn")(
+            optimizers, model_parts=[model], parallel_dims=one_process_dims(), world_mesh=None
+        )
+    return model, optimizers
+
+
+@pytest.mark.parametrize(
+    ("family", "flavor", "balances"),
+    [("qwen3", "debugmodel_moe", False), ("deepseek_v3", "debugmodel", True)],
+)
+def test_only_the_families_torchtitan_balances_move_the_expert_bias(family, flavor, balances):
+    """torchtitan v0.2.2 moves the expert bias only where a family builds its optimizers with
+    MoE load balancing (deepseek_v3, llama4, gpt_oss). qwen3 builds plain ones: its MoE flavors
+    carry load_balance_coeff 1e-3 and so the persistent expert_bias buffer, but it stays zero and
+    routes exactly as no bias would."""
+    model, optimizers = debug_flavor_with_its_optimizers(family, flavor)
+    moes = [block.moe for block in model.layers.values() if block.moe_enabled]
+    assert moes and all(moe.load_balance_coeff == 1e-3 for moe in moes)
+    assert any(key.endswith("moe.expert_bias") for key in model.state_dict())
+    tokens = torch.randint(0, 2048, (2, 33), generator=torch.Generator().manual_seed(0))
+    for _ in range(2):
+        cross_entropy_loss(model(tokens[:, :-1]), tokens[:, 1:]).backward()
+        optimizers.step()
+        optimizers.zero_grad()
+    assert [bool(moe.expert_bias.any()) for moe in moes] == [balances] * len(moes)
+    if not balances:
+        x = torch.randn(64, model.config.dim, generator=torch.Generator().manual_seed(1))
+        for moe in moes:
+            biased, unbiased = moe.router(x, moe.expert_bias), moe.router(x, None)
+            assert all(torch.equal(a, b) for a, b in zip(biased, unbiased, strict=True))
 
 
 @pytest.mark.slow  # starts two processes

@@ -1,7 +1,7 @@
 """titan-train on qwen3: the dense and MoE debug TOMLs and their ``titan-migrate``d registries
 give the same losses bit for bit and the loss falls (20 and 10 steps, sequence 64, batch 2, one
 CPU process); a small MoE run resumed from its step-3 checkpoint ends bit for bit where the
-straight run does, expert biases included; TP and FSDP match one process and DDP; compiled blocks
+straight run does, the (never moved) expert biases included; TP and FSDP match one process and DDP; compiled blocks
 train like eager.
 """
 
@@ -109,8 +109,8 @@ def test_moe_resume_is_bitwise_expert_bias_included(tmp_path):
     assert [k for k in final_a if not torch.equal(final_a[k], final_b[k])] == []
     biases = [key for key in final_a if key.endswith("moe.expert_bias")]
     assert len(biases) == 2
-    # Six load-balancing updates moved the biases away from their zero init.
-    assert all(final_a[key].abs().sum() > 0 for key in biases)
+    # Saved, but never moved: qwen3's optimizers do no load balancing (torchtitan v0.2.2's).
+    assert all(not final_a[key].any() for key in biases)
     assert not any(key.endswith("tokens_per_expert") for key in final_a)
 
 
@@ -170,7 +170,7 @@ def test_tensor_parallel_matches_one_process(tmp_path, name):
 @pytest.mark.parametrize("name", ["small_dense", "small_moe"])
 def test_fsdp_matches_ddp(tmp_path, name):
     # Two data-parallel ranks read other batches than one process does, so FSDP is compared
-    # with plain replication over the same two ranks (the MoE biases pool both ranks' counts).
+    # with plain replication over the same two ranks.
     args = [*small_run(tmp_path, name), "--training.local_batch_size", "1"]
     ddp = ["--parallelism.data_parallel_replicate_degree", "2"]
     fsdp = ["--parallelism.data_parallel_shard_degree", "2"]

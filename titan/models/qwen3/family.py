@@ -34,7 +34,11 @@ FAMILY = ModelFamily(
     ),
     build_loss_fn="titan.components.loss:build_cross_entropy_loss",
     parallelize_fn="titan.models.qwen3.parallelize:parallelize_qwen3",
-    post_optimizer_build_fn="titan.models.common.moe_balance:register_moe_load_balancing",
+    # No load-balancing hook, as torchtitan v0.2.2's qwen3 builds plain optimizers (not
+    # build_optimizers_with_moe_load_balancing as its deepseek_v3, llama4 and gpt_oss do): the MoE
+    # flavors keep load_balance_coeff 1e-3, so each MoE layer holds its persistent expert_bias
+    # (in checkpoints, zero on HF import), but nothing updates it. It stays zero, and routing is
+    # the unbiased one (scores + 0 is scores bit for bit). torchtitan added the hook after v0.2.2.
     state_dict_adapter="titan.models.qwen3.state_dict_adapter:Qwen3StateDictAdapter",
 )
 """The qwen3 family, as every other part of titan reads it."""
