@@ -508,6 +508,6 @@ def lost_text(found: EraDefault, *, day: str, dated_by: str) -> tuple[str, str]:
 def dated_by(guess: EraGuess) -> str:
     """The first few keys that dated a file, as a report names them (or its shape: a Forge
     app's evidence in words)."""
-    if guess.evidence and guess.evidence[0].key == APP:
-        return guess.evidence[0].says
+    if guess.evidence and guess.evidence[0].key == APP:  # its first words: what kind of app
+        return "its shape: " + guess.evidence[0].says.split(" (")[0].split(";")[0]
     return "its " + ", ".join(f"`{clue.key}`" for clue in guess.evidence[:3])
