@@ -1,12 +1,14 @@
-"""``--era YYYY-MM[-DD]``: the torchtitan era legacy TOMLs were written for, one reading for
-titan-validate and titan-migrate (``titan.schemas.era_defaults`` says which days are legacy eras)."""
+"""``--era YYYY-MM[-DD]`` or ``--era v0.2.1``: the torchtitan era legacy TOMLs were written for, one
+reading for titan-validate and titan-migrate (``titan.schemas.era_defaults`` says which days are
+legacy eras and which releases they name)."""
 
 from __future__ import annotations
 
 HELP = (
-    "the torchtitan era the TOMLs were written for (YYYY-MM or YYYY-MM-DD): the defaults of "
-    "that era are written for keys a file omits; by default each file is dated from its own "
-    "old keys and values, and a file with none is taken as v0.2.2"
+    "the torchtitan era the TOMLs were written for (YYYY-MM, YYYY-MM-DD or a release such as "
+    "v0.2.1): the defaults and flavors of that era are written for what a file omits; by "
+    "default each file is dated from its own old keys and values (or a `# titan: era` "
+    "comment, or [tool.titan] era), and a file with none is read as v0.2.2 and called undated"
 )
 
 
