@@ -218,13 +218,17 @@ class _Renderer:
         call = self.registry_call(value.without_edits(), path, plan)
         found = [py.Assign(target, call, comments=comments, trailing=trailing)]
         for edit in value.edits:
-            found.append(
-                py.Assign(
-                    f"{target}.model.{edit.path}",
-                    py.Lit(edit.value),
-                    comments=tuple(edit.why.splitlines()),
+            comments = tuple(edit.why.splitlines())
+            if edit.each is None:
+                found.append(
+                    py.Assign(f"{target}.model.{edit.path}", py.Lit(edit.value), comments=comments)
                 )
-            )
+                continue
+            taken = {*self.imports.defined, *self.imports.bound, *self.imports.promised.values()}
+            item = free_name(edit.each.rpartition(".")[2].removesuffix("s") or "item", taken=taken)
+            self.imports.defined.add(item)  # no later import binds the loop's name
+            setting = py.Assign(f"{item}.{edit.path}", py.Lit(edit.value))
+            found.append(py.For(item, f"{target}.model.{edit.each}", [setting], comments=comments))
         return found
 
     def emitted_paths(self, plan: Plan, base: tuple[str, Plan] | None) -> list[str]:

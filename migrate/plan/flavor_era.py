@@ -163,7 +163,7 @@ def _built_edits(plan: Plan) -> dict[str, Any]:
     """Path -> value of the fields the final plan sets on its model config."""
     for value in (plan.root.fields.get("model_spec"), plan.locals.get("model_spec")):
         if isinstance(value, RegistryCall):
-            return {edit.path: edit.value for edit in value.edits}
+            return {edit.means: edit.value for edit in value.edits}
     return {}
 
 

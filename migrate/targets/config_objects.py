@@ -113,25 +113,43 @@ class RegistryCall(Frozen):
 class ModelEdit(Frozen):
     """One field of a model config set after ``model_registry`` built it, and why."""
 
-    __slots__ = ("path", "value", "why")
+    __slots__ = ("path", "value", "why", "each", "means")
     __match_args__ = ("path", "value")
 
     path: str
-    """The field's dotted path below the model config (``rope.scaling``)."""
+    """The field's dotted path below the model config (``rope.scaling``), or below each item of
+    :attr:`each`."""
     value: Any
     """A literal."""
     why: str
     """The comment the generated code writes above the assignment."""
+    each: str | None
+    """A list below the model config whose every item gets the field (torchtitan 0.3.0's
+    per-layer configs: ``layers``); ``None`` for one field of the model config."""
+    means: str
+    """The titan model-config path the edit carries (the flavor era's field): :attr:`path` for
+    titan's own configs."""
 
-    def __init__(self, path: str, value: Any, why: str) -> None:
+    def __init__(
+        self,
+        path: str,
+        value: Any,
+        why: str,
+        *,
+        each: str | None = None,
+        means: str | None = None,
+    ) -> None:
         _set(self, "path", path)
         _set(self, "value", value)
         _set(self, "why", why)
+        _set(self, "each", each)
+        _set(self, "means", path if means is None else means)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ModelEdit):
             return NotImplemented
-        return self.path == other.path and same(self.value, other.value)
+        mine, theirs = (self.path, self.each), (other.path, other.each)
+        return mine == theirs and same(self.value, other.value)
 
     def __hash__(self) -> int:
         return hash(self.path)

@@ -113,10 +113,11 @@ def _make(value: Any, classes: dict[str, type]) -> Any:
             spec = extend_model(spec, classes[value.model.cls], **fields)
         for edit in value.edits:
             *parents, name = edit.path.split(".")
-            node = spec.model
-            for part in parents:
-                node = getattr(node, part)
-            setattr(node, name, copy_value(edit.value))
+            items = [spec.model] if edit.each is None else _get(spec.model, edit.each)
+            for node in items:
+                for part in parents:
+                    node = getattr(node, part)
+                setattr(node, name, copy_value(edit.value))
         return spec
     if isinstance(value, UnsupportedModel):
         from titan.models import unsupported_model
@@ -127,3 +128,10 @@ def _make(value: Any, classes: dict[str, type]) -> Any:
     if isinstance(value, dict):
         return {k: _make(v, classes) for k, v in value.items()}
     return value
+
+
+def _get(obj: Any, path: str) -> Any:
+    """The attribute at a dotted ``path`` below ``obj``."""
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj

@@ -27,6 +27,7 @@ from titan.migrate.targets import upstream_spec_030 as spec
 from titan.migrate.targets.config_objects import (
     Call,
     Local,
+    ModelEdit,
     Obj,
     RegistryCall,
     UnsupportedModel,
@@ -99,6 +100,25 @@ def retarget(plan: Plan) -> Plan:
     _Upstream(plan, new).build()
     flavor_era.measure(new)
     return new
+
+
+ERA_FIELDS: dict[tuple[str, str], tuple[str, str]] = {
+    ("llama3", "rope.scaling"): ("layers", "attention.rope.scaling"),
+}
+"""(family, titan model-config path) -> (the list of torchtitan 0.3.0's model config whose every
+item holds the field, the field's path in an item): the fields of a flavor's era that 0.3.0's
+per-layer configs can say. Every other era field is reported (``flavor_era.measure``)."""
+
+
+def era_edits(family: str, spec_value: RegistryCall) -> tuple[ModelEdit, ...]:
+    """The era's flavor fields of titan's plan, as 0.3.0 spells them, where it can."""
+    found = []
+    for edit in spec_value.edits:
+        where = ERA_FIELDS.get((family, edit.means))
+        if where is not None:
+            each, path = where
+            found.append(ModelEdit(path, edit.value, edit.why, each=each, means=edit.means))
+    return tuple(found)
 
 
 def _copy_outcome(outcome: KeyOutcome) -> KeyOutcome:
@@ -406,7 +426,9 @@ class _Upstream:
                 )
         elif "parallelism.expert_parallel_comm_backend" in self.written:
             self.outcome("parallelism.expert_parallel_comm_backend", "default", ("model_spec",))
-        call = RegistryCall(family, flavor, module=info.module, kwargs=kwargs)
+        call = RegistryCall(
+            family, flavor, module=info.module, kwargs=kwargs, edits=era_edits(family, spec_value)
+        )
         self.plan.locals["model_spec"] = call
         self.root.fields["model_spec"] = Local("model_spec")
         for name in ("model.name", "model.flavor"):

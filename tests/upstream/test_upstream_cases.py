@@ -34,6 +34,10 @@ def dump_model_spec(spec):
 
     out = plain(spec)
     out["configs"], out["float8_scaling"] = {}, {}
+    layers = getattr(spec.model, "layers", None) or []
+    out["rope_scaling"] = sorted(
+        {str(getattr(getattr(getattr(l, "attention", None), "rope", None), "scaling", None)) for l in layers}
+    )
     if spec.model is not None:
         for fqn, config, _parent, _attr in spec.model.traverse(Configurable.Config, recurse=True):
             fqn = re.sub(r"\.\d+(?=\.|$)", ".*", fqn)
@@ -98,6 +102,16 @@ def model(built, name: str) -> dict[str, Any]:
     spec = config(built, name)["model_spec"]
     assert spec is not None, f"{name}: no model_spec"
     return spec
+
+
+def test_an_eras_flavor_is_built_as_that_era_defined_it(built):
+    """A llama3 8B of mid 2025 did not scale RoPE: every layer of 0.3.0's 8B says so, and the
+    v0.2.2 file's 8B scales it (the llama 3.1 way) as 0.3.0's own 8B does."""
+    migration, _ = built["era_rope"]
+    assert "for layer in model_spec.model.layers:" in migration.code
+    assert model(built, "era_rope")["rope_scaling"] == ["none"]
+    assert not [d for d in migration.entry["diagnostics"] if d["code"] == "era-flavor-changed"]
+    assert model(built, "debug")["rope_scaling"] == ["llama"]
 
 
 def test_every_case_builds(built):

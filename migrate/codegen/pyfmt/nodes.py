@@ -345,6 +345,23 @@ class AnnAssign(_Node):
         self.comments = _comment_lines(comments)
 
 
+class For(_Node):
+    """``for target in iterable:`` over a body of statements; ``target`` is an identifier and
+    ``iterable`` a dotted name (``model_spec.model.layers``)."""
+
+    __slots__ = ("target", "iterable", "body", "comments")
+
+    def __init__(self, target: str, iterable: str, body: object, comments: object = ()) -> None:
+        if not is_identifier(target):
+            raise ValueError(f"a loop variable must be an identifier, got {target!r}")
+        self.target = target
+        self.iterable = _dotted_name(iterable, "a loop's iterable")
+        self.body = list(body)
+        if not self.body:
+            raise ValueError("a for loop needs a body")
+        self.comments = _comment_lines(comments)
+
+
 class Return(_Node):
     """``return value`` (a bare ``return`` when ``value`` is None)."""
 

@@ -26,6 +26,7 @@ from titan.migrate.codegen.pyfmt.nodes import (
     ClassDef,
     Comment,
     Docstring,
+    For,
     FunctionDef,
     Import,
     ImportFrom,
@@ -66,6 +67,12 @@ def _statement_lines(stmt: object, indent: int) -> list[str]:
             head = Text(f"{pad}{stmt.target} = ")
             lines = value_lines(stmt.value, indent, head, trailing_comment(stmt.trailing))
         return comments + [line.text for line in lines]
+    if isinstance(stmt, For):
+        comments = [pad + line for line in own_line_comments(stmt.comments)]
+        header = f"{pad}for {stmt.target} in {stmt.iterable}:"
+        if text_width(header) > LINE_WIDTH:
+            raise ValueError(f"the line {header.strip()!r} is longer than {LINE_WIDTH} columns")
+        return comments + [header] + _block_lines(stmt.body, indent + INDENT, "function")
     if isinstance(stmt, Return):
         if stmt.value is None:
             return [pad + "return"]
