@@ -306,23 +306,29 @@ def _check_document(
 
     flat = eras.leaves(document)  # once: the era checks below all walk it
     checker.refusals(document, flat)
-    checker.lost_era_defaults(
-        document,
-        flat,
-        era=options.era or checker.era_pragma(text),
-        project_era=declaration.era,
-        dated=dated,
-    )
+    era = options.era or checker.era_pragma(text)
+    checker.lost_era_defaults(document, flat, era=era, project_era=declaration.era, dated=dated)
+    ruled, wrote = document, {}
     if adjust is not None:
         document, found = adjust(document, schema, dated)
         checker.diagnostics.extend(found)
+        ruled = document  # upgraded by the hook, whose caller re-points the findings
+    else:
+        # The run had the values the old keys and the era's defaults give: the rules judge
+        # them as titan-migrate does, and their findings point at the old key that wrote one.
+        from titan.schemas import era_chain
+
+        upgraded = era_chain.upgrade(
+            document, schema, era=era, project_era=declaration.era, dated=dated, flat=flat
+        )
+        ruled, wrote = upgraded.document, era_chain.wrote(upgraded.steps, spans)
     checker.walk(document, schema, ())
     checker.deprecations(document)
     from titan.schemas.fork_names import for_declaration
 
     fork = for_declaration(declaration)
     facts = legacy_facts(
-        document, schema, checker.span_of, options.ngpu, fork=fork, declaration=declaration
+        ruled, schema, checker.span_of, options.ngpu, fork=fork, declaration=declaration
     )
     for finding in rules.check(facts):
         if finding.span is None:
@@ -337,6 +343,8 @@ def _check_document(
                 hint=finding.hint,
                 span=span,
             )
+        if wrote:
+            finding = era_chain.repoint(finding, wrote)
         checker.diagnostics.append(finding)
     checker.diagnostics.sort(key=Diagnostic.sort_key)
     return FileCheck(
