@@ -306,25 +306,37 @@ def _check_document(
 
     flat = eras.leaves(document)  # once: the era checks below all walk it
     pragma = checker.era_pragma(text)
+    era = options.era or pragma
     checker.lost_era_defaults(
         document,
         flat,
-        era=options.era or pragma,
+        era=era,
         era_source="--era" if options.era or pragma is None else "its `# titan: era` comment",
         project_era=declaration.era,
         dated=dated,
     )
     checker.refusals(document, flat)  # after the era: a key the era ignored refuses nothing
+    ruled, wrote = document, {}
     if adjust is not None:
         document, found = adjust(document, schema, dated)
         checker.diagnostics.extend(found)
+        ruled = document  # upgraded by the hook, whose caller re-points the findings
+    else:
+        # The run had the values the old keys and the era's defaults give: the rules judge
+        # them as titan-migrate does, and their findings point at the old key that wrote one.
+        from titan.schemas import era_chain
+
+        upgraded = era_chain.upgrade(
+            document, schema, era=era, project_era=declaration.era, dated=dated, flat=flat
+        )
+        ruled, wrote = upgraded.document, era_chain.wrote(upgraded.steps, spans)
     checker.walk(document, schema, ())
     checker.deprecations(document)
     from titan.schemas.fork_names import for_declaration
 
     fork = for_declaration(declaration)
     facts = legacy_facts(
-        document, schema, checker.span_of, options.ngpu, fork=fork, declaration=declaration
+        ruled, schema, checker.span_of, options.ngpu, fork=fork, declaration=declaration
     )
     for finding in rules.check(facts):
         if finding.span is None:
@@ -339,6 +351,8 @@ def _check_document(
                 hint=finding.hint,
                 span=span,
             )
+        if wrote:
+            finding = era_chain.repoint(finding, wrote)
         checker.diagnostics.append(finding)
     checker.diagnostics.sort(key=Diagnostic.sort_key)
     return FileCheck(

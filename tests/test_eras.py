@@ -180,7 +180,9 @@ def test_no_hint_sends_a_whole_old_table_where_some_keys_do_not_go(tmp_path: Pat
         "float8.enable_float8_linear",
         "float8.enable_fsdp_float8_all_gather",
         "float8.moe_fqns_prototype",
+        "quantize.linear.float8",  # the all-gather option's table, inert without its converter
     }
+    assert hints["quantize.linear.float8"].startswith("enable it with `model.converters = [")
     assert hints["float8.enable_float8_linear"].startswith("delete it")
     assert hints["float8.enable_fsdp_float8_all_gather"].startswith(
         "now `quantize.linear.float8.enable_fsdp_float8_all_gather = true`;"

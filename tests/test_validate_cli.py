@@ -81,8 +81,13 @@ def test_key_from_an_older_era_says_where_it_moved(tmp_path):
     ],
 )
 def test_moved_keys_table(tmp_path, text, old, new):
-    diagnostic = old_key_findings(write(tmp_path, "job.toml", text))[0]
-    assert diagnostic["code"] == "moved-key"
+    found = old_key_findings(write(tmp_path, "job.toml", text))
+    # the old key's own finding; a cross-field rule may judge the value it writes at the same
+    # place (the float8 option's table is inert without its converter)
+    first = (found[0]["line"], found[0]["col"])
+    (diagnostic,) = [
+        d for d in found if (d["line"], d["col"]) == first and d["code"] == "moved-key"
+    ]
     assert new in diagnostic["hint"]
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from titan.schemas import era_defaults, era_stakes, eras
+from titan.schemas import era_chain, era_defaults, era_stakes, eras
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.spec import SectionSpec
 from titan.schemas.toml_check import FileCheck
@@ -75,49 +75,29 @@ class Upgrade:
     # ----------------------------------------------------------------- before the check
 
     def adjust(self, document: dict, schema: SectionSpec) -> dict:
-        """The document with every old key replaced by its v0.2.2 form; a key the merged
-        schema has (a custom module may declare one an older torchtitan also had) stays."""
-        upgraded, self.steps = eras.upgrade(
+        """The document with every old key replaced by its v0.2.2 form and the era's defaults
+        written for the keys it omits (``titan.schemas.era_chain``, as titan-validate reads
+        it); a key the merged schema has (a custom module may declare one an older torchtitan
+        also had) stays."""
+        found = era_chain.upgrade(
             document,
-            is_current=lambda p: p not in self.old and _in(schema, p),
-            ignored=self._stale(document),
+            schema,
+            old=self.old,
+            era=self.era,
+            project_era=self.project_era,
+            dated=self.dated,
+            flags=self.flags,
         )
+        self.steps, self.guess = found.steps, found.guess
         if self.steps:
             old = {step.old for step in self.steps}
             self.values = {".".join(p): v for p, v in eras.leaves(document) if p in old}
-        self._era_defaults(document, upgraded)
-        return upgraded
-
-    def _stale(self, document: dict) -> dict[str, str]:
-        """The old keys the loader of the file's era did not read (``era_defaults.stale_keys``):
-        on the day the ``--era`` names, else on the day the evidence dates the file (the
-        project's era for a file nothing dates)."""
-        guess = era_defaults.with_evidence(era_defaults.date_file(document), self.dated)
-        era = self.era
-        if era is None and guess.current:
-            era = self.project_era
-        day = era_defaults.parse_era(era) if era is not None else guess.date
-        return era_defaults.stale_keys(document, day)
-
-    def _era_defaults(self, document: dict, upgraded: dict) -> None:
-        """Write the defaults of the file's era for the keys it omits, where they differ from
-        v0.2.2's: the legacy run had them, so the migrated one must too."""
-        self.guess = era_defaults.with_evidence(era_defaults.date_file(document), self.dated)
-        self.defaults, self.written_defaults = [], {}
-        self.stakes = None
-        if self.era is None and self.guess.current and self.project_era is not None:
-            self.era, self.era_source = self.project_era, "[tool.titan] era"
-        if self.era is None and self.guess.current:
-            self.stakes = era_stakes.stakes(document, self.guess)
-            return
-        day = era_defaults.parse_era(self.era) if self.era is not None else self.guess.date
-        self.defaults = era_defaults.era_defaults(_with_flags(document, self.flags), day)
-        for found in self.defaults:
-            parts = tuple(found.key.split("."))
-            if not found.portable or eras.get(upgraded, parts) is not eras.MISSING:
-                continue
-            if eras.put(upgraded, parts, found.value):
-                self.written_defaults[found.key] = found
+        if self.era is None and found.era is not None:
+            self.era, self.era_source = found.era, era_chain.PROJECT_SOURCE
+        self.defaults, self.written_defaults = found.defaults, found.written_defaults
+        # a file nothing dates: the report says what its era would decide
+        self.stakes = era_stakes.stakes(document, self.guess) if found.day is None else None
+        return found.document
 
     @property
     def assumed(self) -> str | None:
@@ -145,35 +125,14 @@ class Upgrade:
     def respan(self, check: FileCheck) -> None:
         """Point the keys the chain wrote at the old key's span, and re-point the validator's
         findings on them there (they fell back to the enclosing table, or the file)."""
-        for step in self.steps:
-            old = check.spans.get(step.old)
-            if old is None:
-                continue
-            for new, _ in step.writes:
-                for end in range(1, len(new) + 1):  # the key, and tables the file lacks
-                    if new[:end] not in check.spans:
-                        check.spans[new[:end]] = old
-                        self.aliases.setdefault(".".join(new[:end]), step.dotted)
-        if not self.aliases:
+        written = era_chain.wrote(self.steps, check.spans)
+        for dotted, (old, span) in written.items():
+            check.spans[tuple(dotted.split("."))] = span
+            self.aliases.setdefault(dotted, old)
+        if not written:
             return
-        check.diagnostics = [self._moved(d, check) for d in check.diagnostics]
+        check.diagnostics = [era_chain.repoint(d, written) for d in check.diagnostics]
         check.diagnostics.sort(key=Diagnostic.sort_key)
-
-    def _moved(self, finding: Diagnostic, check: FileCheck) -> Diagnostic:
-        old = self.aliases.get(finding.path)
-        if old is None or finding.span is None:
-            return finding
-        where = check.spans[tuple(old.split("."))]
-        return Diagnostic(
-            code=finding.code,
-            severity=finding.severity,
-            path=finding.path,
-            message=f"{finding.message} (written by `{old}`)",
-            hint=finding.hint,
-            span=Span(
-                file=finding.span.file, line=where.line, col=where.col, end_col=where.end_col
-            ),
-        )
 
     # ----------------------------------------------------------------- after the plan
 
@@ -377,18 +336,6 @@ class Upgrade:
             plan.comments[path] = (lines + tuple(comment.leading), trailing or comment.trailing)
 
 
-def _with_flags(document: dict, flags: dict[str, Any]) -> dict:
-    """A copy of ``document`` with the command line's values written over it (dotted keys)."""
-    if not flags:
-        return document
-    import copy
-
-    found = copy.deepcopy(document)
-    for key, value in flags.items():
-        eras.put(found, tuple(key.split(".")), value)
-    return found
-
-
 def _plain(value: Any) -> Any:
     """A flavor field's era value as JSON holds it (a size the tokenizer gave is a phrase)."""
     from titan.schemas.era_flavors import FromTokenizer
@@ -407,17 +354,6 @@ def _stake_text(item: dict[str, Any]) -> str:
         return f"the flavor had {said or item['why']} before {item['until']} ({item['commit']})"
     value = eras.toml_value(item["value"])
     return f"`{item['key']}` was {value} before {item['until']} ({item['commit']})"
-
-
-def _in(schema: SectionSpec, parts: tuple[str, ...]) -> bool:
-    """Whether ``parts`` is a key (or section) of ``schema``."""
-    section: Any = schema
-    for part in parts:
-        field = section.field(part) if isinstance(section, SectionSpec) else None
-        if field is None:
-            return False
-        section = field.annotation
-    return True
 
 
 def _span(check: FileCheck, parts: tuple[str, ...], file: str) -> Span:
