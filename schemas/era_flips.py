@@ -126,12 +126,13 @@ FLIPS: tuple[Flip, ...] = (
     ),
     _F(
         "model.name",
-        (ERA_START, "2024-04-19"),
+        (ERA_START, "2025-04-07"),
         "llama",
         "llama3",
-        ("df2dcc74", "#256"),
+        ("e4e48349", "#1064"),
         'the default model "llama" was Llama 2 (sentencepiece tokenizer), which v0.2.2 does '
-        "not have; later files had to name the model",
+        'not have; once #256 (2024-04-19) registered "llama2" and "llama3" it named no model, '
+        "so a run that omitted model.name failed at start",
         portable=False,
     ),
     *(
