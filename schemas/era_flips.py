@@ -180,13 +180,14 @@ FLIPS: tuple[Flip, ...] = (
     ),
     _F(
         "training.dataset",
-        ("2024-04-17", "2024-08-08"),
+        ("2024-04-17", "2025-02-20"),
         "c4_mini",
         "c4_test",
-        ("34fa017b", "#512"),
+        ("3cabf56b", "#863"),
         "the run trained on c4_mini, a local 45K-row subset of C4 that "
-        "v0.2.2 does not have (c4_test is its first 2K rows); from #512 the default no longer "
-        "loaded",
+        "v0.2.2 does not have (c4_test is its first 2K rows); once #512 (2024-08-08) "
+        "unregistered it, a run that omitted training.dataset failed at start unless it named "
+        "a training.dataset_path",
         portable=False,
     ),
     _F(
