@@ -409,24 +409,31 @@ def _in_force(flip: Flip, day: str) -> bool:
     return flip.since <= day < flip.until
 
 
-def _effective(key: str, view: dict[str, Any], day: str) -> Any:
-    """What the run had for ``key``: the file's value, else the era's default, else v0.2.2's."""
+def _effective(key: str, view: dict[str, Any], day: str, asked: frozenset = frozenset()) -> Any:
+    """What the run had for ``key``: the file's value, else the era's default (one that has
+    conditions when they hold for the file: from 2024-04-05 to 2024-04-15 a checkpoint.folder
+    turned checkpointing on, and with it the checkpoint defaults of that era), else v0.2.2's."""
     if key in view:
         return view[key]
     for flip in FLIPS:
-        if flip.key == key and _in_force(flip, day) and not flip.only_if and not flip.derive:
+        if flip.key != key or not _in_force(flip, day) or flip.derive or key in asked:
+            continue
+        if all(_holds(c, view, day, asked | {key}) for c in flip.only_if):
             return flip.old
     return V022_DEFAULTS.get(key)
 
 
-def _holds(condition: tuple[str, str, Any], view: dict[str, Any], day: str) -> bool:
-    """Whether one ``only_if`` condition is true of the file at ``day``."""
+def _holds(
+    condition: tuple[str, str, Any], view: dict[str, Any], day: str, asked: frozenset = frozenset()
+) -> bool:
+    """Whether one ``only_if`` condition is true of the file at ``day`` (``asked``: the keys
+    whose conditions are being judged, so none is judged by itself)."""
     key, op, wanted = condition
     if op == "set":
         return view.get(key) not in (None, _UNSAID, "", False, [])
     if op == "unset":
         return view.get(key) in (None, "")
-    value = _effective(key, view, day)
+    value = _effective(key, view, day, asked)
     if op == "has":
         return isinstance(value, list) and any(name in value for name in wanted)
     if op == ">":

@@ -126,12 +126,13 @@ FLIPS: tuple[Flip, ...] = (
     ),
     _F(
         "model.name",
-        (ERA_START, "2024-04-19"),
+        (ERA_START, "2025-04-07"),
         "llama",
         "llama3",
-        ("df2dcc74", "#256"),
+        ("e4e48349", "#1064"),
         'the default model "llama" was Llama 2 (sentencepiece tokenizer), which v0.2.2 does '
-        "not have; later files had to name the model",
+        'not have; once #256 (2024-04-19) registered "llama2" and "llama3" it named no model, '
+        "so a run that omitted model.name failed at start",
         portable=False,
     ),
     *(
@@ -179,13 +180,14 @@ FLIPS: tuple[Flip, ...] = (
     ),
     _F(
         "training.dataset",
-        ("2024-04-17", "2024-08-08"),
+        ("2024-04-17", "2025-02-20"),
         "c4_mini",
         "c4_test",
-        ("34fa017b", "#512"),
+        ("3cabf56b", "#863"),
         "the run trained on c4_mini, a local 45K-row subset of C4 that "
-        "v0.2.2 does not have (c4_test is its first 2K rows); from #512 the default no longer "
-        "loaded",
+        "v0.2.2 does not have (c4_test is its first 2K rows); once #512 (2024-08-08) "
+        "unregistered it, a run that omitted training.dataset failed at start unless it named "
+        "a training.dataset_path",
         portable=False,
     ),
     _F(

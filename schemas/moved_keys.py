@@ -883,10 +883,19 @@ RULES: tuple[Rule, ...] = (
             'moved to the "quantize.linear.mx" converter\'s table',
         )
         for key, since in (
-            ("recipe_name", "2025-05"),
             ("filter_fqns", "2025-05"),
             ("mxfp8_dim1_cast_kernel_choice", "2025-07"),
         )
+    ),
+    _R(
+        "mx.recipe_name",
+        _MX + ".recipe_name",
+        "spelling",
+        _era("2025-05", "2025-09", "[quantize.dense.mx] in #1701, renamed in #1763 (8a2686c4)"),
+        'moved to the "quantize.linear.mx" converter\'s table; its "mxfp8", the only name '
+        'until #1512 (48d8dcde, 2025-08-01), was torchao\'s "mxfp8_cublas" recipe, and later '
+        "names went to torchao as they are",
+        (("mxfp8", "mxfp8_cublas"),),
     ),
     _R(
         "mx.use_fp8_dim1_cast_triton_kernel",
