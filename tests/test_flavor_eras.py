@@ -429,15 +429,26 @@ def test_an_initialisation_titan_does_not_have_is_a_warning(tmp_path) -> None:
     assert not plan.errors()
 
 
-def test_the_0_3_0_target_that_cannot_carry_the_eras_flavor_says_so(tmp_path) -> None:
+def test_the_0_3_0_target_sets_what_it_can_and_says_what_it_cannot(tmp_path) -> None:
+    from titan.migrate.codegen.render_code import render_module
     from titan.migrate.targets.choice import UPSTREAM_030, converter
 
+    # RoPE scaling is a field of every layer of 0.3.0's llama3: set on each of them
     path = write(tmp_path, "job.toml", _toml("llama3", "8B"))
     plan = converter(UPSTREAM_030)(build_plan(path, era="2025-03"))
+    assert not [d for d in plan.errors() if d.code == "era-flavor-changed"]
+    code = render_module([plan])
+    assert (
+        'for layer in model_spec.model.layers:\n        layer.attention.rope.scaling = "none"'
+        in code
+    )
+    # the debug model's 8 layers of early 2025 are not a field 0.3.0's config can be told
+    path = write(tmp_path, "debug.toml", _toml("llama3", "debugmodel"))
+    plan = converter(UPSTREAM_030)(build_plan(path, era="2025-03"))
     (error,) = [d for d in plan.errors() if d.code == "era-flavor-changed"]
-    assert 'rope.scaling = "none"' in error.message
-    assert plan.outcomes.get("model.flavor") is None or not plan.lossless()
-    assert not [d for d in plan.diagnostics if d.code == "era-flavor"]  # not written there
+    assert "`n_layers = 8`" in error.message and "rope.scaling" not in error.message
+    assert not plan.lossless()
+    assert not [d for d in plan.diagnostics if d.code == "era-flavor"]  # not all written there
 
 
 def test_a_flavor_name_dates_an_undated_file_no_earlier_than_the_name(tmp_path) -> None:

@@ -575,7 +575,7 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
     "era-flavor-changed": [
         (
             "0.3.0 target",
-            _m("[training]\nbatch_size = 4\n", "--target", "torchtitan==0.3.0"),
+            _m("[training]\nbatch_size = 4\n", "--target", "torchtitan==0.3.0", "--era", "2025-03"),
         )
     ],
     "era-undated": [("v0.2.2 keys only", _m("[training]\nsteps = 5\n"))],
