@@ -18,7 +18,7 @@ from typing import Any
 
 from titan.schemas._frozen import Frozen, _set
 from titan.schemas.era_flavors import FLAVOR_ADDED, FLAVOR_CHANGES, FlavorChange, FromTokenizer
-from titan.schemas.flavors import FAMILY_ALIASES
+from titan.schemas.flavors import FAMILY_ALIASES, Flavor
 
 
 class EraFlavor(Frozen):
@@ -142,3 +142,36 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
+
+
+_FACTS = {
+    "layer.attention.n_heads": "n_heads",
+    "layer.attention.n_kv_heads": "n_kv_heads",
+    "n_layers": "n_layers",
+    "layer.attention.attn_type": "attn_type",
+    "num_heads": "n_heads",  # flux
+}
+"""Model-config paths the cross-field rules read, as :class:`~titan.schemas.flavors.Flavor`
+facts (the routing fields are ``layer.moe.<name>``)."""
+
+
+def facts_at(found: Flavor, day: str) -> Flavor:
+    """The rules' facts of a flavor (``titan.schemas.flavors``) as it was on ``day``: its heads,
+    layers and experts where that era's definition differs."""
+    sets = flavor_at(found.family, found.name, day).sets
+    if not sets:
+        return found
+    facts = {name: getattr(found, name) for name in Flavor.__slots__[2:]}
+    for path, fact in _FACTS.items():
+        if path in sets:
+            facts[fact] = sets[path]
+    if facts["n_heads"] != found.n_heads and found.n_kv_heads == found.n_heads:
+        if "layer.attention.n_kv_heads" not in sets:
+            facts["n_kv_heads"] = facts["n_heads"]  # no grouped queries: one kv head per head
+    if found.routing is not None:
+        routing = dict(found.routing)
+        for name in routing:
+            if f"layer.moe.{name}" in sets:
+                routing[name] = sets[f"layer.moe.{name}"]
+        facts["routing"] = routing
+    return Flavor(family=found.family, name=found.name, **facts)

@@ -56,10 +56,12 @@ def legacy_facts(
     *,
     fork: Any = None,
     declaration: Declaration | None = None,
+    era_day: str | None = None,
 ) -> rule_facts.ConfigFacts:
     """The rule inputs of a legacy document (defaults from the merged schema); ``fork`` is what
     its project declares (``titan.schemas.fork_names.ForkNames``), ``declaration`` the project itself
-    (its datasets)."""
+    (its datasets); ``era_day`` the day of the file's era, whose flavor (heads, layers, experts)
+    the rules judge (``titan.schemas.flavor_eras``)."""
     from titan.schemas import flavors
 
     def get(path: str) -> rule_facts.Setting:
@@ -79,6 +81,10 @@ def legacy_facts(
         if isinstance(model_name.value, str) and isinstance(flavor_name.value, str)
         else None
     )
+    if found is not None and era_day is not None:
+        from titan.schemas.flavor_eras import facts_at
+
+        found = facts_at(found, era_day)
     fault_tolerance = get("fault_tolerance.enable")
     return rule_facts.ConfigFacts(
         ngpu=ngpu,

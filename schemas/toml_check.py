@@ -156,10 +156,11 @@ class FileCheck:
 _DEFAULTS = CheckOptions()
 
 
-Adjust = Callable[[dict, SectionSpec, "Dated | None"], tuple[dict, list[Diagnostic]]]
+Adjust = Callable[[dict, SectionSpec, "Dated | None"], tuple[dict, list[Diagnostic], "str | None"]]
 """Changes the parsed document before it is checked (legacy command-line overrides): gets the
 document, the merged schema and what dates it besides its keys (:data:`Dated`), returns the new
-document and findings on the change itself."""
+document, findings on the change itself, and the day of the era it was read in (``None``:
+v0.2.2)."""
 
 Dated = tuple[str, str]
 """``(day, evidence)``: when a file was written, as something other than its keys tells (a
@@ -316,9 +317,9 @@ def _check_document(
         dated=dated,
     )
     checker.refusals(document, flat)  # after the era: a key the era ignored refuses nothing
-    ruled, wrote = document, {}
+    ruled, wrote, day = document, {}, None
     if adjust is not None:
-        document, found = adjust(document, schema, dated)
+        document, found, day = adjust(document, schema, dated)
         checker.diagnostics.extend(found)
         ruled = document  # upgraded by the hook, whose caller re-points the findings
     else:
@@ -330,13 +331,20 @@ def _check_document(
             document, schema, era=era, project_era=declaration.era, dated=dated, flat=flat
         )
         ruled, wrote = upgraded.document, era_chain.wrote(upgraded.steps, spans)
+        day = upgraded.day
     checker.walk(document, schema, ())
     checker.deprecations(document)
     from titan.schemas.fork_names import for_declaration
 
     fork = for_declaration(declaration)
     facts = legacy_facts(
-        ruled, schema, checker.span_of, options.ngpu, fork=fork, declaration=declaration
+        ruled,
+        schema,
+        checker.span_of,
+        options.ngpu,
+        fork=fork,
+        declaration=declaration,
+        era_day=day,
     )
     for finding in rules.check(facts):
         if finding.span is None:

@@ -459,3 +459,20 @@ def test_a_flavor_name_dates_an_undated_file_no_earlier_than_the_name(tmp_path) 
     found = stakes(document, date_file(document))
     assert found.floor == "2025-11-21"  # 8B_flex's first day (f8fa21e1, #2000)
     assert not found.flavor  # RoPE scaling had come before the flavor existed
+
+
+@pytest.mark.parametrize(("era", "refused"), [("2025-09-20", False), ("v0.2.2", True)])
+def test_the_rules_judge_the_eras_flavor_in_both_readers(tmp_path, era, refused) -> None:
+    """qwen3's 30B-A3B had 32B's 64 heads and 8 key/value heads for its first two weeks: TP 8
+    fits that model, not v0.2.2's 4 key/value heads."""
+    from titan.schemas.toml_check import CheckOptions, check_file
+
+    path = write(
+        tmp_path,
+        "job.toml",
+        '[model]\nname = "qwen3"\nflavor = "30B-A3B"\n[parallelism]\ntensor_parallel_degree = 8\n',
+    )
+    checked = check_file(path, CheckOptions(ngpu=8, era=era))
+    migrated = build_plan(path, era=era, options=CheckOptions(ngpu=8))
+    for found in (checked.diagnostics, migrated.diagnostics):
+        assert ("tp-heads" in {d.code for d in found}) is refused

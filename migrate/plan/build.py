@@ -201,11 +201,12 @@ def _check(
 
     def adjust(
         document: dict, schema: SectionSpec, dated: tuple[str, str] | None = None
-    ) -> tuple[dict, list[Diagnostic]]:
-        """The document upgraded through the era chain, with the override flags applied."""
+    ) -> tuple[dict, list[Diagnostic], str | None]:
+        """The document upgraded through the era chain, with the override flags applied, and
+        the day of the era it is read in (``None``: v0.2.2)."""
         upgrade.dated = dated
         if not overrides:
-            return upgrade.adjust(document, schema), []
+            return upgrade.adjust(document, schema), [], upgrade.day
         result = parse_overrides(list(overrides), schema)
         parsed.update(result.values)
         upgrade.overridden = frozenset(result.values)
@@ -213,7 +214,7 @@ def _check(
         # (a warmup that was a share of training.steps) is computed from the flag's value
         upgrade.flags = dict(result.values)
         document = upgrade.adjust(document, schema)
-        return apply_overrides(document, result.values), list(result.diagnostics)
+        return apply_overrides(document, result.values), list(result.diagnostics), upgrade.day
 
     def check(options: CheckOptions) -> FileCheck:
         """The validator's check of the file, or of the sections in memory."""

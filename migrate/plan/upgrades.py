@@ -64,6 +64,8 @@ class Upgrade:
         """Those of them written into the document (v0.2.2 can say them), by dotted key."""
         self.stakes: era_stakes.Stakes | None = None
         """For a file nothing dates (read as v0.2.2, no ``--era``): what its era would decide."""
+        self.day: str | None = None
+        """The day the era defaults (and the flavor's era) were taken from; ``None``: v0.2.2."""
         self.dated: tuple[str, str] | None = None
         """``(day, evidence)`` when something besides the keys dates the file (a Forge app)."""
         self.project_era = project_era
@@ -97,6 +99,7 @@ class Upgrade:
         self.defaults, self.written_defaults = found.defaults, found.written_defaults
         # a file nothing dates: the report says what its era would decide
         self.stakes = era_stakes.stakes(document, self.guess) if found.day is None else None
+        self.day = found.day
         return found.document
 
     @property
