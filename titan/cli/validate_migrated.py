@@ -23,7 +23,7 @@ def registry_findings(
     reports, everything 0.3.0 cannot express or does otherwise."""
     from titan.migrate.plan.build import build_plan
 
-    plan = build_plan(path, options=options, shown=shown)
+    plan = build_plan(path, options=options, shown=shown, era=options.era)
     if plan.root is None:
         return []
     if target != "titan":
