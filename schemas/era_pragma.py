@@ -43,7 +43,7 @@ def find(text: str | None) -> Pragma | None:
     found = _PRAGMA.search(text)
     if found is None:
         return None
-    from titan.schemas.era_defaults import era_error
+    from titan.schemas.era_names import era_error
 
     value = found.group("value").strip().strip("\"'")
     line = text.count("\n", 0, found.start()) + 1

@@ -419,7 +419,7 @@ class _Reader:
         """The project's era, as ``--era`` would take it (``None`` when unsaid or unusable)."""
         if value is None:
             return None
-        from titan.schemas.era_defaults import era_error
+        from titan.schemas.era_names import era_error
 
         problem = era_error(value) if isinstance(value, str) else None
         if isinstance(value, str) and problem is None:

@@ -14,15 +14,9 @@ from typing import Any
 
 import pytest
 from titan.schemas.era_clues import ERA_START, OLD_KEYS, V022
-from titan.schemas.era_defaults import (
-    V022_DEFAULTS,
-    date_file,
-    era_defaults,
-    era_error,
-    parse_era,
-    spelled,
-)
+from titan.schemas.era_defaults import V022_DEFAULTS, date_file, era_defaults, spelled
 from titan.schemas.era_flips import FLIPS, Flip
+from titan.schemas.era_names import era_error, parse_era
 from titan.schemas.moved_keys import RULES
 
 from tests.reference import corpus_files_if_present

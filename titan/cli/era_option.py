@@ -16,7 +16,7 @@ def era(text: str) -> str:
     """The ``--era`` value, checked: an ``argparse`` type that says how to write a bad one."""
     import argparse  # only argparse's own parse gets here: hooks' plain lines never import it
 
-    from titan.schemas.era_defaults import era_error
+    from titan.schemas.era_names import era_error
 
     problem = era_error(text)
     if problem is not None:
@@ -26,6 +26,6 @@ def era(text: str) -> str:
 
 def is_era(text: str) -> bool:
     """Whether ``text`` is a usable ``--era`` value (for parsers that fall back to argparse)."""
-    from titan.schemas.era_defaults import era_error
+    from titan.schemas.era_names import era_error
 
     return era_error(text) is None
