@@ -14,6 +14,7 @@ file was run without command-line overrides.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from titan.schemas._frozen import Frozen, _set
@@ -23,6 +24,7 @@ from titan.schemas.era_names import _shift, parse_era
 from titan.schemas.eras import MISSING, destination, get, leaves, rule_for, toml_value, translate
 from titan.schemas.legacy_spec import LEGACY_SPEC
 from titan.schemas.moved_keys import CONVERTERS
+from titan.schemas.ranges import is_int64
 from titan.schemas.spec import SectionSpec
 
 _UNSAID = object()
@@ -385,7 +387,9 @@ def _holds(
 def _warmup_pct(flip: Flip, view: dict[str, Any], day: str, document: dict) -> Any:
     """The warmup steps of a fraction of training.steps (at least 2), as #99 replaced it."""
     steps = _effective("training.steps", view, day)
-    return max(int(steps * flip.old), 2) if isinstance(steps, int) else None
+    if not is_int64(steps) or not math.isfinite(flip.old):
+        return None  # a step count the range check refuses: no warmup to work out from it
+    return max(int(steps * flip.old), 2)
 
 
 _SINGLE_STAGE = ("1F1B", "GPipe")

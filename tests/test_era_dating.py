@@ -298,3 +298,21 @@ def test_the_first_scheduler_warmed_up_over_a_tenth_of_the_steps(tmp_path):
     assert first.lr_scheduler.warmup_steps == 10  # 10% until 41303e15 (#54, 2024-02-14)
     later = instantiate(build_plan(path, era="2024-02-20", overrides=overrides))
     assert later.lr_scheduler.warmup_steps == 20
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[training]\nsteps = 100000000000000000000000000000000000000000\n",
+        "[training]\nsteps = 9223372036854775807\nwarmup_pct = 0.2\n",
+        "[training]\nsteps = 10\nwarmup_pct = inf\n",
+    ],
+)
+def test_a_step_count_out_of_range_dates_and_derives_nothing_it_cannot(tmp_path, text):
+    """An undated file's era is tried on every day a default changed, the warmup share of
+    2024-02 included: a step count no run could have is the range check's error, not a crash."""
+    path = write(tmp_path, "job.toml", text)
+    plan = build_plan(path)
+    assert plan.root is not None
+    found = validate(path, "--format", "json")
+    assert found.code == 1 and "Traceback" not in found.err
