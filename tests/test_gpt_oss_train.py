@@ -130,7 +130,8 @@ def test_compiled_blocks_train_like_eager(tmp_path):
         ]
     )
     assert len(eager.check().losses) == 3
-    assert compiled.check().losses == pytest.approx(eager.losses, rel=1e-5)
+    # aot_eager's decompositions reduce in another order: 1.03e-5 measured on an AVX-512 CPU
+    assert compiled.check().losses == pytest.approx(eager.losses, rel=3e-5)
 
 
 def test_hf_export_then_import_gives_identical_parameters(tmp_path, monkeypatch):

@@ -37,7 +37,9 @@ def _grad_norms(run) -> list[float]:
 
 def _agree(run, reference) -> None:
     assert [m["step"] for m in run.metrics if "loss" in m] == [1, 2]
-    assert run.losses[0] == pytest.approx(reference.losses[0], rel=1e-6)
+    # float32 rounding of the same forward (8.7e-6 measured on an AVX-512 Xeon, whose kernels
+    # block a stage's GEMMs otherwise, and where a router's near-tie may pick another expert)
+    assert run.losses[0] == pytest.approx(reference.losses[0], rel=2e-5)
     assert run.losses == pytest.approx(reference.losses, rel=LOSS_RTOL)
     assert _grad_norms(run) == pytest.approx(_grad_norms(reference), rel=NORM_RTOL)
 

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.slow  # every test here launches torchrun
 
 LOSS_RTOL, NORM_RTOL = 2e-4, 2e-3
 """How far (relative) a 10-step run's losses and grad norms may drift from one process's."""
+FIRST_RTOL = 3e-7
+"""How far a first loss on the same weights may be from one process's: two float32 ulps."""
 
 SHAPE = ["--training.seq_len", "64", "--training.steps", "10", *SEED]
 PIPELINE = ["--parallelism.pipeline_parallel_degree", "2"]
@@ -149,11 +151,12 @@ def test_titan_train_with_a_pipeline_trains_and_validates_as_one_process(tmp_pat
     assert one.losses[-1] < one.losses[0] - 0.5
     for run in pipelined:
         assert "world size 2 (PP 2)" in run.stderr
-        assert loss_bits(run.losses[:1]) == loss_bits(one.losses[:1])
-        # 1F1B adds the microbatches' gradients in the accumulating run's order: its first
-        # grad norm is the same bits too; Interleaved1F1B's order differs in the last bits.
+        # The same weights and rows: one process's first loss to a float32 ulp (the same bits
+        # on an AVX2 CPU; AVX-512 kernels block a stage's GEMMs otherwise, 1 ulp measured).
+        assert run.losses[0] == pytest.approx(one.losses[0], rel=FIRST_RTOL)
+        # 1F1B adds the microbatches' gradients in the accumulating run's order, and
+        # Interleaved1F1B in its own: their first grad norms differ in the last bits only.
         assert _grad_norms(run)[0] == pytest.approx(_grad_norms(one)[0], rel=1e-6)
-    assert loss_bits(_grad_norms(pipelined[0])[:1]) == loss_bits(_grad_norms(one)[:1])
     for run in [*pipelined, with_cp]:
         assert run.losses == pytest.approx(one.losses, rel=LOSS_RTOL)
         assert _grad_norms(run) == pytest.approx(_grad_norms(one), rel=NORM_RTOL)
