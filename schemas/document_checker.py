@@ -211,12 +211,13 @@ class DocumentChecker:
         if era is None and guess.current and project_era is not None:
             era, source = project_era, "[tool.titan] era"
         day = era_defaults.parse_era(era) if era is not None else guess.date
-        self.stale = era_defaults.stale_keys(document, day, flat)
+        # a Forge app (dated by its shape) was read by Forge's own loader, which skipped keys
+        self.stale = era_defaults.stale_keys(document, day, flat, skipping=dated is not None)
         if era is None and guess.current:
             return
         dated = source if era is not None else era_defaults.dated_by(guess)
         self.era_flavor(document, day, dated)
-        for found in era_defaults.era_defaults(document, day):
+        for found in era_defaults.era_defaults(document, day, skipping=dated is not None):
             if found.portable:
                 continue
             message, hint = era_defaults.lost_text(found, day=day, dated_by=dated)

@@ -100,13 +100,15 @@ def upgrade(
     upgraded, steps = eras.upgrade(
         document,
         is_current=lambda p: p not in old and _in(schema, p),
-        ignored=era_defaults.stale_keys(document, day, flat),
+        ignored=era_defaults.stale_keys(document, day, flat, skipping=dated is not None),
     )
     if era is None and guess.current:
         return Upgraded(
             upgraded, steps, guess, era=None, day=None, defaults=[], written_defaults={}
         )
-    defaults = era_defaults.era_defaults(_with_flags(document, flags or {}), day)
+    defaults = era_defaults.era_defaults(
+        _with_flags(document, flags or {}), day, skipping=dated is not None
+    )
     written: dict[str, EraDefault] = {}
     for found in defaults:
         parts = tuple(found.key.split("."))

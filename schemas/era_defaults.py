@@ -279,13 +279,19 @@ STRICT_LOADER = "2025-08-28"
 it, a key gone from the loader (or not yet in it) was skipped without a word."""
 
 
-def stale_keys(document: dict, day: str, flat: list | None = None) -> dict[str, str]:
+def stale_keys(
+    document: dict, day: str, flat: list | None = None, *, skipping: bool = False
+) -> dict[str, str]:
     """The old keys of ``document`` that the loader of ``day`` skipped (gone by then, or not
     yet declared), each with why: their run did without them. From #1644 (2025-08-28) such a
-    key made the loader refuse the file, so on those days there was no run to be faithful to,
-    and none is listed (the key is upgraded as for a file of its own era)."""
+    key made torchtitan's loader refuse the file, so on those days there was no run to be
+    faithful to, and none is listed (the key is upgraded as for a file of its own era), unless
+    ``skipping``: a loader of its own read the file and skipped what it did not know (Forge
+    merged an app's sections into its dataclasses itself)."""
     flat = leaves(document) if flat is None else flat
-    if day >= STRICT_LOADER or not any(".".join(parts) in _OLD for parts, _ in flat):
+    if (day >= STRICT_LOADER and not skipping) or not any(
+        ".".join(parts) in _OLD for parts, _ in flat
+    ):
         return {}
     newer = [c for c in clues(document, flat) if c.until is None]
     latest = max(newer, key=lambda clue: clue.since, default=None)
@@ -418,12 +424,12 @@ def _pp_microbatches(flip: Flip, view: dict[str, Any], day: str, document: dict)
 _DERIVE = {"warmup_pct": _warmup_pct, "pp_microbatches": _pp_microbatches}
 
 
-def era_defaults(document: dict, era: str) -> list[EraDefault]:
+def era_defaults(document: dict, era: str, *, skipping: bool = False) -> list[EraDefault]:
     """The old defaults ``document`` relied on at ``era`` (``YYYY-MM`` or ``YYYY-MM-DD``): one
     per key it omits whose default then differs from v0.2.2's and matters for this file (each
     row's ``only_if`` holds, judged with the file's values, else that era's defaults)."""
     day = parse_era(era)
-    view = spelled(document, stale_keys(document, day))
+    view = spelled(document, stale_keys(document, day, skipping=skipping))
     found: list[EraDefault] = []
     for flip in FLIPS:
         if flip.key in view or not _in_force(flip, day):

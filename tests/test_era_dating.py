@@ -20,7 +20,7 @@ from titan.migrate.plan.build import build_plan
 from titan.migrate.targets.live import instantiate
 from titan.schemas import project
 
-from tests.helpers import validate, write
+from tests.helpers import LEGACY_CONFIGS, validate, write
 
 # A v0.2.1 debug file (torchtitan 81af8833, 2025-12-26): every key still a v0.2.2 key.
 V021_DEBUG = """\
@@ -316,3 +316,26 @@ def test_a_step_count_out_of_range_dates_and_derives_nothing_it_cannot(tmp_path,
     assert plan.root is not None
     found = validate(path, "--format", "json")
     assert found.code == 1 and "Traceback" not in found.err
+
+
+def test_a_forge_apps_stale_key_is_ignored_as_forges_own_loader_did(tmp_path):
+    """Forge's SFT apps kept ``training.compile: false`` long after torchtitan 08b8b244 moved it
+    to ``[compile]``: Forge merged the sections into its dataclasses itself and skipped what
+    they did not declare, so the key did nothing, even on days torchtitan's own loader refused
+    unknown keys."""
+    app = (LEGACY_CONFIGS.parent / "tests" / "data" / "forge" / "sft_qwen3.yaml").read_text(
+        encoding="utf-8"
+    )
+    app = app.replace("  steps: 500\n", "  steps: 500\n  compile: false\n")
+    path = write(tmp_path, "sft.yaml", app)
+    plan = build_plan(path)
+    assert plan.era["assumed"] >= "2025-08-28"  # a day torchtitan refused unknown keys on
+    assert plan.outcomes["training.compile"].status == "ignored"
+    found = validate(path, "--format", "json").json()["diagnostics"]
+    (finding,) = [d for d in found if d["path"] == "training.compile"]
+    assert finding["code"] == "ignored-key" and finding["severity"] == "warning"
+    # a TOML of the same day would not have loaded: its key is read as it was meant
+    toml = write(tmp_path, "job.toml", "[training]\ncompile = true\n")
+    assert build_plan(toml, era=plan.era["assumed"]).outcomes["training.compile"].status == (
+        "upgraded"
+    )
