@@ -20,7 +20,6 @@ a comma-separated string for a list the era's loader split (``SPLITS``) becomes 
 from __future__ import annotations
 
 import functools
-import math
 import re
 from typing import Any
 
@@ -38,7 +37,6 @@ from titan.schemas.moved_keys import (
     current_module,
     split_names,
 )
-from titan.schemas.ranges import is_int64
 
 
 class Step(Frozen):
@@ -450,7 +448,7 @@ def _warmup_pct(rule: Rule, parts: tuple, value: Any, document: dict) -> Step:
         return _unportable(parts, rule, f"expected a fraction, got {toml_value(value)}")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         return _unportable(parts, rule, "it needs training.steps, which this file does not set")
-    if not is_int64(steps) or not math.isfinite(value):  # the range checks' findings
+    if not -(2**63) <= steps < 2**63 or not abs(value) < float("inf"):  # range findings
         return _unportable(parts, rule, "it needs a training.steps and a fraction in range")
     return _upgraded(parts, rule, ((_new_key(rule, parts), max(int(steps * value), 2)),))
 
