@@ -79,11 +79,13 @@ schema: $(STAMP)
 	$(VENV)/bin/ruff format -q schemas/flavor_table.py schemas/flavor_configs.py
 	$(VENV)/bin/titan-validate --export-json-schema schemas/json/torchtitan-v0.2.2.schema.json
 
-# Regenerate migrate/targets/upstream_spec_030.py from the torchtitan installed in .venv-upstream
-# (tests/upstream fail while it is stale).
+# Regenerate migrate/targets/upstream_spec_030.py (what a migration writes) and
+# upstream_api_030.py (what a registry module can call: the static check's table) from the
+# torchtitan installed in .venv-upstream (tests/upstream fail while they are stale).
 schema-upstream: $(STAMP) $(UPSTREAM_STAMP)
 	PYTHONPATH=$(CURDIR) $(UPSTREAM_PY) -m titan.migrate.specgen.upstream_codegen
-	$(VENV)/bin/ruff format -q migrate/targets/upstream_spec_030.py
+	PYTHONPATH=$(CURDIR) $(UPSTREAM_PY) -m titan.migrate.specgen.upstream_api_codegen
+	$(VENV)/bin/ruff format -q migrate/targets/upstream_spec_030.py migrate/targets/upstream_api_030.py
 
 clean:
 	rm -rf $(VENV) $(UPSTREAM_VENV) .pytest_cache .hypothesis

@@ -72,3 +72,19 @@ def test_a_default_with_no_literal_form_names_its_class_and_field(upstream_pytho
         assert done.returncode == 1, done.stdout
         assert message in done.stderr
         assert "Traceback" not in done.stderr
+
+
+API = REPO / "migrate" / "targets" / "upstream_api_030.py"
+
+
+def test_the_committed_api_table_is_current(upstream_python, tmp_path):
+    """The table the static check of upstream registry modules reads (fields, types, choices,
+    imports, signatures, flavor facts) is what the installed 0.3.0 has."""
+    out = tmp_path / "upstream_api_030.py"
+    done = _in_upstream(
+        upstream_python, "-m", "titan.migrate.specgen.upstream_api_codegen", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    assert _formatted(out.read_text(encoding="utf-8")) == API.read_text(encoding="utf-8"), (
+        "stale: run `make schema-upstream`"
+    )

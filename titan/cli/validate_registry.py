@@ -223,12 +223,20 @@ class _Run:
         except ValueError as error:  # a NUL byte
             self._error(f"invalid Python: {error}", line=1, col=1, hint="remove the NUL bytes")
             return
+        except (RecursionError, MemoryError):  # Python cannot compile it either
+            self._error(
+                "the module nests expressions too deeply for Python to compile",
+                line=1,
+                col=1,
+                hint="split the long expression into several statements",
+            )
+            return
         found = scan(tree, self.text)
         self.declared = found.names()
         self._static_findings(found)
         upstream = _upstream_import(tree)
-        if upstream is not None:  # upstream torchtitan's registry: not titan's to import
-            self._upstream_module(upstream)
+        if upstream is not None:  # upstream torchtitan's registry: read, never imported here
+            self._upstream_module(tree, found)
             return
         wanted = [f for f in found.functions if selected(f.name, self.select)]
         if not wanted:
@@ -318,20 +326,18 @@ class _Run:
                 )
             )
 
-    def _upstream_module(self, node: ast.stmt) -> None:
-        self.found.append(
-            Diagnostic(
-                code="upstream-module",
-                severity=Severity.WARNING,
-                path="",
-                message="a registry module of upstream torchtitan (it imports torchtitan): "
-                "titan-validate checks titan's registry configs, so it was not imported and its "
-                "functions were not checked",
-                hint="check the TOMLs it was migrated from with `titan-validate --as-registry "
-                "--target torchtitan==0.3.0`, and build its functions where torchtitan is "
-                "installed",
-                span=Span(file=self.shown, line=node.lineno, col=node.col_offset + 1),
-            )
+    def _upstream_module(self, tree: ast.Module, found: Scan) -> None:
+        """A module written for upstream torchtitan 0.3.0: checked statically against 0.3.0's
+        generated tables (``titan.migrate.registry_check``), without torchtitan."""
+        from titan.migrate.registry_check import check_tree
+
+        wanted = [
+            (f.name, f.line, f.col)
+            for f in found.functions
+            if (f.certain or not f.needs) and selected(f.name, self.select)
+        ]
+        self.found += check_tree(
+            tree, path=self.path, shown=self.shown, functions=wanted, ngpu=self.ngpu
         )
         self.found = sorted(self.found, key=Diagnostic.sort_key)
 
