@@ -8,6 +8,7 @@
     converters = ["npu_rms_norm"]                               # the fork's model converters
     datasets = ["my_corpus"]                                    # datasets the fork registers
     era = "v0.2.2"                                              # when the TOMLs were written
+    upstream-python = ".venv-upstream/bin/python"               # where torchtitan is installed
 
 A fork adds sections and keys (``[infra]``, ``optimizer.swap_optimizer``) that no
 ``custom_config_module`` declares. Naming a module in every TOML is what v0.2.2 asked, and a fork
@@ -23,7 +24,10 @@ of names, or a table of NAME = "package.module.Class"); ``titan.schemas.fork_nam
 see them. ``datasets`` names the datasets the fork's code adds to the dataset registry, so a
 ``training.dataset`` titan does not ship is not reported as one the run cannot load. ``era``
 says when the project's TOMLs were written (a release, ``YYYY-MM`` or ``YYYY-MM-DD``, as
-``--era`` takes it), for files whose keys do not date them; ``--era`` wins.
+``--era`` takes it), for files whose keys do not date them; ``--era`` wins. ``upstream-python``
+names an interpreter that has upstream torchtitan installed (relative to the folder of
+``pyproject.toml``, or absolute): ``titan-validate`` builds the project's upstream registry
+modules with it, as ``--python`` does; ``--python`` wins.
 
 Which declaration applies to a file is the nearest ``pyproject.toml`` above the file's folder, up
 to the repository root, and outside any repository no higher than the working folder
@@ -62,6 +66,8 @@ KEYS = {
     "datasets": 'dataset names the fork registers: ["name", ...]',
     "era": 'when the TOMLs were written, for files their keys do not date: "v0.2.2", '
     '"YYYY-MM" or "YYYY-MM-DD"',
+    "upstream-python": "an interpreter with upstream torchtitan installed, to build upstream "
+    "registry modules with (relative to pyproject.toml, or absolute)",
 }
 """The keys ``[tool.titan]`` may hold, with what each means."""
 
@@ -115,6 +121,7 @@ class Declaration(Frozen):
         "converters",
         "datasets",
         "era",
+        "upstream_python",
         "problems",
         "declares",
     )
@@ -140,6 +147,8 @@ class Declaration(Frozen):
     """``datasets``: dataset names the fork's code registers, in the order written."""
     era: str | None
     """``era``: when the project's TOMLs were written, as ``--era`` takes it; ``None``: unsaid."""
+    upstream_python: str | None
+    """``upstream-python``: the absolute path of an interpreter with torchtitan; ``None``: unsaid."""
     problems: tuple[Diagnostic, ...]
     """Why (part of) the declaration cannot be used, each located in ``pyproject.toml``."""
     declares: bool
@@ -159,6 +168,7 @@ class Declaration(Frozen):
         converters: tuple[tuple[str, str | None], ...] = (),
         datasets: tuple[str, ...] = (),
         era: str | None = None,
+        upstream_python: str | None = None,
         problems: tuple[Diagnostic, ...] = (),
         declares: bool = False,
     ) -> None:
@@ -172,6 +182,7 @@ class Declaration(Frozen):
         _set(self, "converters", converters)
         _set(self, "datasets", datasets)
         _set(self, "era", era)
+        _set(self, "upstream_python", upstream_python)
         _set(self, "problems", problems)
         _set(self, "declares", declares or bool(problems))
 
@@ -298,6 +309,7 @@ class _Reader:
         converters: tuple[tuple[str, str | None], ...] = ()
         datasets: tuple[str, ...] = ()
         era: str | None = None
+        upstream_python: str | None = None
         if not isinstance(table, dict):
             self.problem(
                 "wrong-type",
@@ -316,6 +328,7 @@ class _Reader:
             converters = self.converters(table.get("converters", []))
             datasets = self.datasets(table.get("datasets", []))
             era = self.era(table.get("era"))
+            upstream_python = self.upstream_python(table.get("upstream-python"))
         return Declaration(
             root=self.root,
             file=self.file,
@@ -327,6 +340,7 @@ class _Reader:
             converters=converters,
             datasets=datasets,
             era=era,
+            upstream_python=upstream_python,
             problems=tuple(self.problems),
             declares=True,
         )
@@ -431,6 +445,21 @@ class _Reader:
             + (_kind(value) if not isinstance(value, str) else repr(value)),
             (problem or "").replace("--era", "era").rsplit(": ", 1)[-1]
             or 'write a release ("v0.2.2"), a month ("2025-09") or a day ("2025-09-14")',
+        )
+        return None
+
+    def upstream_python(self, value: object) -> str | None:
+        """The interpreter ``upstream-python`` names, made absolute (``None`` when unsaid)."""
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip() and "\x00" not in value:
+            return os.path.normpath(os.path.join(self.root, os.path.expanduser(value.strip())))
+        self.problem(
+            "wrong-type",
+            ("upstream-python",),
+            f"[{_PATH}] upstream-python must be the path of a Python interpreter, got "
+            + (_kind(value) if not isinstance(value, str) else repr(value)),
+            'write a path such as ".venv-upstream/bin/python" (relative to pyproject.toml)',
         )
         return None
 

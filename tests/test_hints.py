@@ -207,6 +207,25 @@ def _custom(tmp: Path) -> Path:
     )
 
 
+def _upstream(body: str) -> Callable[[Path], list[Finding]]:
+    """A registry module for upstream torchtitan 0.3.0 whose function runs ``body``."""
+    head = "from torchtitan.config import TrainingConfig\nfrom torchtitan.trainer import Trainer\n"
+    lines = "".join(f"    {line}\n" for line in body.splitlines())
+    text = f"{head}\n\ndef f() -> Trainer.Config:\n{lines}    return Trainer.Config()\n"
+    return lambda t: titan_validate(_module(t, "config_registry", text))
+
+
+def _upstream_build(tmp: Path) -> list[Finding]:
+    """--python naming something that is not an interpreter with torchtitan."""
+    module = _module(
+        tmp,
+        "config_registry",
+        "from torchtitan.trainer import Trainer\n\n\ndef f() -> Trainer.Config:\n"
+        "    return Trainer.Config()\n",
+    )
+    return titan_validate(module, "--python", tmp / "no-such-python")
+
+
 def _declared_model(tmp: Path, *args: str) -> list[Finding]:
     """A TOML whose model family its project declares, checked with ``args``."""
     (tmp / ".git").mkdir()
@@ -623,18 +642,44 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
             _m("[model]\nname = 'llama4'\nflavor = 'debugmodel'\n", "--target", "torchtitan"),
         ),
     ],
-    "upstream-module": [
-        (
-            "migrated for 0.3.0",
-            lambda t: titan_validate(
-                _module(
-                    t,
-                    "config_registry",
-                    "from torchtitan.trainer import Trainer\n\n\ndef f() -> Trainer.Config:\n    return Trainer.Config()\n",
-                )
+    **{
+        code: [(label, _upstream(body))]
+        for code, label, body in (
+            ("upstream-import", "name", "from torchtitan.config import TrainingConfg\n"),
+            ("upstream-field", "keyword", "x = TrainingConfig(stpes=1)\n"),
+            ("upstream-positional", "positional", "x = TrainingConfig(1)\n"),
+            (
+                "upstream-required",
+                "required",
+                "from torchtitan.components.optimizer import ParamGroupConfig\n"
+                "x = ParamGroupConfig()\n",
             ),
+            ("upstream-type", "type", "x = TrainingConfig(steps='1')\n"),
+            ("upstream-choice", "literal", "x = TrainingConfig(dtype='bf16')\n"),
+            (
+                "upstream-value",
+                "guard",
+                "from torchtitan.components.checkpoint import CheckpointManager\n"
+                "x = CheckpointManager.Config(keep_latest_k=1)\n",
+            ),
+            (
+                "upstream-flavor",
+                "flavor",
+                "from torchtitan.models.llama3 import model_registry\nx = model_registry('8b')\n",
+            ),
+            (
+                "upstream-argument",
+                "parameter",
+                "from torchtitan.models.llama3 import model_registry\n"
+                "x = model_registry('8B', backend='flex')\n",
+            ),
+            ("upstream-name", "name", "x = undefined_name\n"),
+            ("upstream-raises", "raise", "raise ValueError('no')\n"),
+            ("upstream-return", "return", "return 1\n"),
+            ("upstream-unread", "unread", "from my_project import helper\nx = helper()\n"),
         )
-    ],
+    },
+    "upstream-build": [("interpreter", _upstream_build)],
     "upstream-changed": [
         ("sdpa", _m("[model]\nflavor = 'debugmodel'\n", "--target", "torchtitan==0.3.0")),
     ],

@@ -14,12 +14,22 @@ import ast
 import os
 from collections.abc import Sequence
 
+from titan.migrate.registry_check.built import built_findings
 from titan.migrate.registry_check.facts import rule_findings
 from titan.migrate.registry_check.reader import Function, Reader
-from titan.migrate.registry_check.values import Obj
+from titan.migrate.registry_check.values import At, Obj
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
-__all__ = ["check_tree", "package_of"]
+__all__ = ["Built", "check_text", "check_tree", "package_of"]
+
+
+class Built:
+    """What building a module's functions in the real torchtitan gave: per function
+    ``{"config": dump}`` or ``{"error": {"type", "message", "frames"}}``, and the import's
+    error when the module did not import."""
+
+    def __init__(self, functions: dict[str, dict], import_error: dict | None = None) -> None:
+        self.functions, self.import_error = functions, import_error
 
 
 def package_of(path: str) -> str | None:
@@ -40,15 +50,33 @@ def check_tree(
     shown: str,
     functions: Sequence[tuple[str, int, int]],
     ngpu: int | None,
+    built: Built | None = None,
 ) -> list[Diagnostic]:
-    """Every finding of the module's registry functions ``(name, line, col)``."""
+    """Every finding of the module's registry functions ``(name, line, col)``; ``built``: what
+    building them in the real torchtitan gave (``--python``), checked too."""
     reader = Reader(tree, shown=shown, package=package_of(path))
     found: dict[tuple, Diagnostic] = {}
+    builds: list[Diagnostic] = []
     for name, line, col in functions:
         function = reader.read_function(name)
+        entry = built.functions.get(name) if built is not None else None
+        if entry is not None and "config" in entry:
+            results = built_findings(
+                entry["config"],
+                static=function.result,
+                reader=reader,
+                shown=shown,
+                ngpu=ngpu,
+                at=function.at,
+                name=name,
+            )
+        else:
+            results = _result_findings(function, reader, shown=shown, ngpu=ngpu)
+        if entry is not None and "error" in entry:
+            builds.append(_build_error(entry["error"], path=path, shown=shown, at=function.at))
         # A rule finding about a helper's value is the same finding for every function built
         # on that helper: said once.
-        for finding in _result_findings(function, reader, shown=shown, ngpu=ngpu):
+        for finding in results:
             found.setdefault((finding.code, finding.message, finding.span), finding)
         if function.unread:
             note = _unread_note(function, shown, line, col)
@@ -62,7 +90,18 @@ def check_tree(
             hint="names it defines after that point are not checked here",
             span=Span(file=shown, line=at.line, col=at.col),
         )
-    return reader.diagnostics() + list(found.values())
+    own = reader.diagnostics()
+    if built is not None and built.import_error is not None:
+        builds.append(_build_error(built.import_error, path=path, shown=shown, at=At(1, 1)))
+    # A build error on a line the static check already explains is that finding, said once.
+    explained = {d.span.line for d in own if d.span is not None and d.severity is Severity.ERROR}
+    for finding in builds:
+        if finding.span is None or finding.span.line not in explained:
+            found.setdefault((finding.code, finding.message, finding.span), finding)
+    guarded = {d.span for d in own if d.code == "upstream-value"}
+    # A class' own check and titan's range on the same value: the class' says it fails to build.
+    rest = [d for d in found.values() if not (d.code == "out-of-range" and d.span in guarded)]
+    return own + rest
 
 
 def _result_findings(
@@ -97,6 +136,41 @@ def _result_findings(
     ]
 
 
+def _build_error(error: dict, *, path: str, shown: str, at: At) -> Diagnostic:
+    """A build's exception, at the innermost line of the module the traceback passed through
+    (else the function's ``def``)."""
+    full = os.path.realpath(path)
+    line = at.line
+    for frame in error.get("frames") or []:
+        if (
+            isinstance(frame, list | tuple)
+            and len(frame) == 2
+            and isinstance(frame[0], str)
+            and isinstance(frame[1], int)
+            and os.path.realpath(frame[0]) == full
+        ):
+            line = frame[1]
+            break
+    kind = str(error.get("type") or "an exception")[:80]
+    message = str(error.get("message") or "").strip().splitlines()
+    said = message[0][:300] if message else ""
+    return Diagnostic(
+        code="upstream-build",
+        severity=Severity.ERROR,
+        path="",
+        message=f"building it in torchtitan {_version()} raised {kind}"
+        + (f": {said}" if said else ""),
+        hint="fix the call on this line; the same error stops the run on the cluster",
+        span=Span(file=shown, line=line, col=1),
+    )
+
+
+def _version() -> str:
+    from titan.migrate.registry_check import api
+
+    return api.VERSION
+
+
 def _unread_note(function: Function, shown: str, line: int, col: int) -> Diagnostic:
     shown_items = [f"{why} (line {at.line})" for at, why in function.unread[:3]]
     more = len(function.unread) - len(shown_items)
@@ -111,3 +185,30 @@ def _unread_note(function: Function, shown: str, line: int, col: int) -> Diagnos
         "interpreter that has torchtitan builds the function and checks what it returns",
         span=Span(file=shown, line=line, col=col),
     )
+
+
+def check_text(text: str, *, shown: str, ngpu: int | None = None) -> list[Diagnostic]:
+    """The static check of module source ``text`` (its public module-level functions that take
+    no arguments are its registry functions): what ``titan-migrate --target torchtitan==0.3.0``
+    runs on every module it writes, so that none can fail ``titan-validate``."""
+    try:
+        tree = ast.parse(text, filename=shown)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return [
+            Diagnostic(
+                code="upstream-unread",
+                severity=Severity.ERROR,
+                path="",
+                message=f"the module is not valid Python: {error}",
+                hint="fix the syntax; `python -m py_compile FILE` shows the same error",
+                span=Span(file=shown, line=getattr(error, "lineno", None) or 1, col=1),
+            )
+        ]
+    functions = [
+        (node.name, node.lineno, node.col_offset + 5)
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and not node.name.startswith("_")
+        and not (node.args.args or node.args.posonlyargs or node.args.kwonlyargs)
+    ]
+    return check_tree(tree, path=shown, shown=shown, functions=functions, ngpu=ngpu)

@@ -109,6 +109,9 @@ class Reader:
             for n in ast.walk(tree)
         )
         self.local_classes: dict[str, dict[str, Any]] = {}
+        self.origins: dict[int, tuple[dict, dict[str, At]]] = {}
+        """``**kwargs`` dicts a call bound -> where each keyword was written (at the caller),
+        so a keyword passed on through ``**kwargs`` is reported where the user wrote it."""
         self.module = Frame(self, {}, parent=None, name="<module>")
         self.module_notes: list[tuple[At, str]] = []
         """Limits the module's own top level ran into (what its functions use of it is noted
@@ -758,8 +761,10 @@ class Reader:
             value = self.eval(keyword.value, frame)
             if keyword.arg is None:
                 if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+                    kept = self.origins.get(id(value))
+                    places = kept[1] if kept is not None and kept[0] is value else {}
                     for key, item in value.items():
-                        kwargs[key] = (item, _at(keyword.value), keyword.value)
+                        kwargs[key] = (item, places.get(key, _at(keyword.value)), keyword.value)
                 else:
                     open_args = True
                 continue
@@ -1089,6 +1094,7 @@ class Reader:
             frame.names[spec.vararg.arg] = tuple(args[len(positional) :])
         if spec.kwarg is not None:
             frame.names[spec.kwarg.arg] = extra if not open_args else Unknown("** arguments")
+            self.origins[id(extra)] = (extra, {k: kwargs[k][1] for k in extra})
         elif extra and not open_args:
             key = next(iter(extra))
             self.error(

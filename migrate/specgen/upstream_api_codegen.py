@@ -161,15 +161,22 @@ def hints_of(cls: type) -> dict[str, Any]:
 
 def guards_of(cls: type) -> dict[str, dict[str, Any]]:
     """field -> ``{"choices": (...), "ge"/"gt"/"le"/"lt": n, "not": (...)}`` from the plain
-    ``if self.<field> <op> <constant>: raise ...`` guards of the class' own ``__post_init__``."""
-    function = vars(cls).get("__post_init__")
-    if function is None:
-        return {}
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError, SyntaxError):
-        return {}
+    ``if self.<field> <op> <constant>: raise ...`` guards of the ``__post_init__`` of the class
+    and of its bases (a subclass' own calls its base's)."""
     found: dict[str, dict[str, Any]] = {}
+    for owner in reversed(cls.__mro__):
+        function = vars(owner).get("__post_init__")
+        if function is None:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        _guards(tree, found)
+    return {k: v for k, v in found.items() if v}
+
+
+def _guards(tree: ast.AST, found: dict[str, dict[str, Any]]) -> None:
     flipped = {ast.Lt: "ge", ast.LtE: "gt", ast.Gt: "le", ast.GtE: "lt"}
     for node in ast.walk(tree):
         if not (isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in node.body)):
@@ -195,7 +202,6 @@ def guards_of(cls: type) -> dict[str, dict[str, Any]]:
             entry["not"] = (*entry.get("not", ()), value)
         elif type(op) in flipped and type(value) in (int, float):
             entry[flipped[type(op)]] = value
-    return {k: v for k, v in found.items() if v}
 
 
 def field_rows(classes: dict[str, type]) -> dict[str, dict[str, Any]]:

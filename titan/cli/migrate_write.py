@@ -31,6 +31,7 @@ def one_module(target, *, args: argparse.Namespace, stdout: TextIO, stderr: Text
         raise UsageError(f"cannot write the module: {error}") from None
     plan_report.note_renamed_functions(usable, names=function_names(usable))
     code = stamped(code)
+    _self_check(code, args=args)
     if args.output is not None and not (args.diff or args.check):
         from titan.cli.migrate_tree import check_output
 
@@ -59,6 +60,8 @@ def write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextIO
             code = stamped(render_module(usable, command=_command(args)))
         except ValueError as error:  # a shape the code layout cannot print; never a traceback
             target.refused = f"the module cannot be written: {error}"
+    if target.refused is None:
+        _self_check(code, args=args)
     if target.refused is not None:
         say(tree.refused_message(target, prog=PROG), stream=stderr)
         return 1
@@ -67,6 +70,24 @@ def write_folder(target, *, args: argparse.Namespace, taken: set, stderr: TextIO
     if target.forced is not None:
         say(tree.forced_message(target, prog=PROG), stream=stderr)
     return 0
+
+
+def _self_check(code: str, *, args: argparse.Namespace) -> None:
+    """A module written for upstream torchtitan passes the check ``titan-validate`` runs on it
+    (``titan.migrate.registry_check``); one that would not is titan's bug, never written."""
+    if args.target == "titan":
+        return
+    from titan.migrate.registry_check import check_text
+    from titan.schemas.diagnostics import Severity
+
+    errors = [d for d in check_text(code, shown="<migrated>") if d.severity is Severity.ERROR]
+    if errors:
+        first = errors[0]
+        line = first.span.line if first.span is not None else 0
+        raise RuntimeError(
+            f"the module written for {args.target} fails its own check at line {line}: "
+            f"{first.message}"
+        )
 
 
 def _command(args: argparse.Namespace, *, output: bool = True) -> str:

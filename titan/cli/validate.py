@@ -185,6 +185,7 @@ def _registry_modules(
         timeout=args.timeout,
         memory_limit=args.memory_limit,
         module_path=tuple(args.module_path),
+        python=args.python,
     )
     from titan.cli import user_code
 

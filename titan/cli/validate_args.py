@@ -145,6 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
         "as 4GiB or 512MiB; past it the module is reported (default: no limit)",
     )
     modules.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="an interpreter where upstream torchtitan is installed (such as "
+        ".venv-upstream/bin/python): registry modules written for upstream torchtitan are also "
+        "built there, in titan's sandboxed child process, and what they build is checked "
+        "(default: [tool.titan] upstream-python, else the static check alone)",
+    )
+    modules.add_argument(
         "--no-cache",
         action="store_true",
         help="check registry modules afresh, neither reading nor writing the cache",
@@ -223,6 +232,7 @@ class Args:
         self.no_cache = False
         self.timeout = 60.0
         self.memory_limit: int | None = None
+        self.python: str | None = None
         self.fix = False
         self.diff = False
         self.target = "titan"
@@ -237,7 +247,12 @@ _SWITCHES = {
     "--diff": "diff",
 }
 _CHOICES = {"--format": FORMATS, "--color": COLORS}
-_VALUES = {"--output": "output", "-o": "output", "--export-json-schema": "export_json_schema"}
+_VALUES = {
+    "--output": "output",
+    "-o": "output",
+    "--export-json-schema": "export_json_schema",
+    "--python": "python",
+}
 _LISTS = {"--module-path": "module_path", "--extension": "extension", "--select": "select"}
 
 

@@ -22,7 +22,7 @@ from typing import TextIO
 
 from titan.cli import registry, report
 from titan.cli.exits import UsageError, findings_code
-from titan.schemas.diagnostics import Diagnostic
+from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 PROG = "titan-validate"
 
@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", default=None)
     parser.add_argument("--color", choices=report.COLORS, default="auto")
     parser.add_argument("--module-path", action="append", default=[], metavar="DIR")
+    parser.add_argument("--python", default=None, metavar="PATH")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
     return parser
 
 
@@ -57,6 +59,8 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     if options.ngpu is not None and options.ngpu < 1:
         raise UsageError(f"--ngpu must be a positive integer, not {options.ngpu}")
     refuse_inputs({"-o": options.output}, inputs=registry.named_files(wanted))
+    if options.python is not None:  # upstream torchtitan's function, found as upstream finds it
+        return _upstream(wanted, options, overrides, stdout=stdout, stderr=stderr)
     from titan.cli import user_code
     from titan.cli.module_path import importable
 
@@ -79,6 +83,10 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         diagnostics = [loaded.finding]
     else:
         refuse_inputs({"-o": options.output}, inputs=loaded.inputs)
+        if _is_upstream(loaded.config):  # never judged against titan's own classes
+            return _publish_upstream(
+                _module_file(loaded.function), wanted.config, options, stdout=stdout, stderr=stderr
+            )
         diagnostics = check_config(loaded.config, ngpu=options.ngpu, locate=loaded.locate)
         diagnostics += _migration_todos(loaded.function)
     diagnostics = sorted((_relative(d) for d in diagnostics), key=Diagnostic.sort_key)
@@ -92,6 +100,132 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
         stream=stdout,
         tool=PROG,
         extra={"executed": user_code.executed()},
+    )
+    return findings_code(diagnostics, strict=options.strict)
+
+
+def _is_upstream(config: object) -> bool:
+    """A config of upstream torchtitan's classes (where torchtitan is importable beside titan)."""
+    return type(config).__module__.partition(".")[0] == "torchtitan"
+
+
+def _module_file(function: object) -> str | None:
+    code = getattr(function, "__code__", None)
+    return None if code is None else code.co_filename
+
+
+SEARCHED = ("torchtitan.models", "torchtitan.experiments", "torchtitan.experiments.rl.examples")
+"""Where upstream's ``--module NAME`` looks for ``NAME.config_registry``, in its order."""
+
+_FIND = (
+    "import importlib.util, json, sys\n"
+    "name, prefixes = sys.argv[1], sys.argv[2:]\n"
+    "candidates = [f'{p}.{name}.config_registry' for p in prefixes]\n"
+    "candidates += [f'{name}.config_registry', name]\n"
+    "for candidate in candidates:\n"
+    "    try:\n"
+    "        spec = importlib.util.find_spec(candidate)\n"
+    "    except (ImportError, ValueError):\n"
+    "        continue\n"
+    "    if spec is not None and spec.origin and spec.origin.endswith('.py'):\n"
+    "        print(json.dumps([candidate, spec.origin]))\n"
+    "        break\n"
+    "else:\n"
+    "    print(json.dumps(None))\n"
+)
+"""Run in the other interpreter: the file of upstream's ``--module`` (nothing is imported but
+the packages above it, as ``find_spec`` does)."""
+
+
+def _upstream(wanted, options, overrides, *, stdout: TextIO, stderr: TextIO) -> int:
+    """``--config NAME --python PATH``: the function of upstream torchtitan (``--module llama3``
+    as upstream resolves it, or ``--registry FILE``), checked statically and built there."""
+    if overrides:
+        raise UsageError(
+            "--section.field overrides are not applied to upstream torchtitan's configs here; "
+            "check the function as written, or run upstream's own --module/--config with them"
+        )
+    path = wanted.registry or (
+        wanted.module if wanted.module and wanted.module.endswith(".py") else None
+    )
+    if path is None:
+        if wanted.module is None:
+            raise UsageError("--python needs --module (a model family, or a module) or --registry")
+        path = _find_upstream_module(wanted.module, options.python)
+    return _publish_upstream(path, wanted.config, options, stdout=stdout, stderr=stderr)
+
+
+def _find_upstream_module(module: str, python: str) -> str:
+    import json
+    import subprocess
+
+    from titan.cli.upstream_build import upstream_python_problem
+
+    problem = upstream_python_problem(python)
+    if problem is not None:
+        raise UsageError(f"--python {python}: {problem}")
+    try:
+        done = subprocess.run(
+            [python, "-c", _FIND, module, *SEARCHED],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        found = json.loads(done.stdout.strip() or "null") if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        found = None
+    if not (isinstance(found, list) and len(found) == 2 and isinstance(found[1], str)):
+        raise UsageError(
+            f"--module {module}: torchtitan at {python} has no such module (looked for "
+            f"{module}.config_registry under {', '.join(SEARCHED)}, and {module} itself)"
+        )
+    return found[1]
+
+
+def _publish_upstream(path, name: str, options, *, stdout: TextIO, stderr: TextIO) -> int:
+    from titan.cli.validate_registry import check_modules
+
+    if path is None or not os.path.isfile(path):
+        raise UsageError(f"cannot find the file of registry function `{name}`")
+    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    checked = check_modules(
+        [(path, shown)],
+        ngpu=options.ngpu,
+        select=[name],
+        use_cache=False,
+        stderr=stderr,
+        timeout=options.timeout,
+        python=options.python,
+    )[0]
+    diagnostics = list(checked.diagnostics)
+    if name not in checked.declared:
+        import difflib
+
+        close = difflib.get_close_matches(name, checked.declared, n=3, cutoff=0.6)
+        diagnostics.append(
+            Diagnostic(
+                code="unknown-config",
+                severity=Severity.ERROR,
+                path="",
+                message=f"no config function `{name}` in {shown}",
+                hint=(
+                    "did you mean " + " or ".join(f"`{c}`" for c in close) + "?"
+                    if close
+                    else "its functions: " + ", ".join(checked.declared[:20])
+                ),
+                span=Span(file=shown, line=1, col=1),
+            )
+        )
+    report.publish(
+        diagnostics,
+        format=options.format,
+        files=1,
+        sources={shown: checked.text} if checked.text is not None else {},
+        color=options.color,
+        output=options.output,
+        stream=stdout,
+        tool=PROG,
     )
     return findings_code(diagnostics, strict=options.strict)
 

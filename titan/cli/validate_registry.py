@@ -70,6 +70,7 @@ def check_modules(
     timeout: float = TIME_LIMIT_S,
     module_path: Sequence[str] = (),
     memory_limit: int | None = None,
+    python: str | None = None,
 ) -> list[Checked]:
     """Check each ``(path, shown)`` registry module, with the ``module_path`` folders first on
     ``sys.path`` while they are imported (``--module-path``); user code runs in one worker
@@ -87,6 +88,8 @@ def check_modules(
                 timeout=timeout,
                 module_path=module_path,
                 workers=workers,
+                python=python,
+                memory_limit=memory_limit,
             )
             for path, shown in files
         ]
@@ -140,6 +143,8 @@ def check_module(
     timeout: float = TIME_LIMIT_S,
     module_path: Sequence[str] = (),
     workers: Workers | None = None,
+    python: str | None = None,
+    memory_limit: int | None = None,
 ) -> Checked:
     """The findings of one registry module (see the module docstring); ``workers`` holds the
     run's worker process (one for this module alone when not given)."""
@@ -151,8 +156,12 @@ def check_module(
     text, problem = _decode(raw, shown=shown)
     if text is None:
         return Checked([problem], None, [])
+    if python is None:
+        from titan.schemas import project
+
+        python = project.for_file(path).upstream_python
     key = None
-    if use_cache:
+    if use_cache and python is None:  # a build's answer depends on that environment
         options: dict = {"ngpu": ngpu, "select": sorted(set(select))}
         if module_path:  # other folders may hold other modules of the names it imports
             options["module_path"] = [os.path.abspath(folder) for folder in module_path]
@@ -167,6 +176,12 @@ def check_module(
         worker = workers.get()
         worker.start()  # it imports titan's config tree while the module is parsed here
         run = _Run(path=path, shown=shown, text=text, ngpu=ngpu, select=select)
+        run.python, run.timeout, run.memory_limit, run.stderr = (
+            python,
+            timeout,
+            memory_limit,
+            stderr,
+        )
         run.check(worker, module_path=module_path)
     if key is not None and run.cacheable:
         entry = {"diagnostics": [to_dict(d) for d in run.found], "declared": run.declared}
@@ -208,6 +223,9 @@ class _Run:
         self.deps: list[str] = []
         self.imported = False
         self.cacheable = True
+        self.python: str | None = None
+        """``--python``: an interpreter with torchtitan, where upstream modules are built."""
+        self.timeout, self.memory_limit, self.stderr = TIME_LIMIT_S, None, None
 
     def check(self, worker: Any, *, module_path: Sequence[str]) -> None:
         try:
@@ -336,10 +354,48 @@ class _Run:
             for f in found.functions
             if (f.certain or not f.needs) and selected(f.name, self.select)
         ]
+        built = self._build(wanted) if self.python is not None and wanted else None
         self.found += check_tree(
-            tree, path=self.path, shown=self.shown, functions=wanted, ngpu=self.ngpu
+            tree, path=self.path, shown=self.shown, functions=wanted, ngpu=self.ngpu, built=built
         )
         self.found = sorted(self.found, key=Diagnostic.sort_key)
+
+    def _build(self, wanted: list[tuple[str, int, int]]) -> Any:
+        """Build the functions in the ``--python`` interpreter (titan's sandboxed worker, with
+        ``--timeout`` and ``--memory-limit``); a problem of that interpreter is one finding."""
+        from titan.cli.upstream_build import build_module, upstream_python_problem
+        from titan.migrate.registry_check import Built, package_of
+
+        assert self.python is not None
+        self.cacheable = False
+        problem = upstream_python_problem(self.python)
+        if problem is not None:
+            self.found.append(
+                Diagnostic(
+                    code="upstream-build",
+                    severity=Severity.ERROR,
+                    path="",
+                    message=f"cannot build it with {self.python}: {problem}",
+                    hint="name an interpreter where torchtitan 0.3.0 is installed "
+                    "(`make test-upstream` makes .venv-upstream/bin/python), or drop --python "
+                    "for the static check alone",
+                    span=Span(file=self.shown, line=1, col=1),
+                )
+            )
+            return None
+        result = build_module(
+            self.path,
+            self.shown,
+            [name for name, _, _ in wanted],
+            python=self.python,
+            package=package_of(self.path),
+            timeout=self.timeout,
+            memory_limit=self.memory_limit,
+            stderr=self.stderr,
+        )
+        self.imported = True
+        self.found += list(getattr(result, "endings", []) or [])
+        return Built(dict(result.functions), result.import_error)
 
     def _error(
         self,

@@ -173,10 +173,20 @@ def _module_for(module: str) -> ModuleType:
         return import_module(f"titan.models.{module}.config_registry")
     if module.endswith(".py") or os.sep in module:
         return load_file(module)
+    if module.partition(".")[0] == "torchtitan" and _has_spec(f"{module}.config_registry"):
+        # upstream torchtitan's --module: NAME.config_registry first, as upstream looks
+        return import_module(f"{module}.config_registry")
     imported = import_module(module)
     if not registry_functions(imported) and importlib.util.find_spec(f"{module}.config_registry"):
         return import_module(f"{module}.config_registry")
     return imported
+
+
+def _has_spec(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def find(name: str, *, module: str | None = None, registry: str | None = None) -> RegistryFunction:
