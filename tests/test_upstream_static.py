@@ -374,11 +374,12 @@ def test_the_check_imports_neither_torch_nor_torchtitan(release, tmp_path):
 def test_migrated_modules_pass_the_check(tmp_path):
     """What ``titan-migrate --target torchtitan==0.3.0`` writes for the project's legacy
     configs passes the static check with no error (migrate runs the same check itself)."""
-    from tests.helpers import legacy_tomls
     from titan.migrate.codegen.render_code import render_module
     from titan.migrate.plan.build import build_plan
     from titan.migrate.registry_check import check_text
     from titan.migrate.targets.upstream import retarget
+
+    from tests.helpers import legacy_tomls
 
     checked = 0
     for toml in legacy_tomls():

@@ -51,6 +51,7 @@ def check_tree(
     functions: Sequence[tuple[str, int, int]],
     ngpu: int | None,
     built: Built | None = None,
+    text: str = "",
 ) -> list[Diagnostic]:
     """Every finding of the module's registry functions ``(name, line, col)``; ``built``: what
     building them in the real torchtitan gave (``--python``), checked too."""
@@ -73,12 +74,14 @@ def check_tree(
         else:
             results = _result_findings(function, reader, shown=shown, ngpu=ngpu)
         if entry is not None and "error" in entry:
-            builds.append(_build_error(entry["error"], path=path, shown=shown, at=function.at))
+            builds.append(
+                _build_error(entry["error"], path=path, shown=shown, at=function.at, text=text)
+            )
         # A rule finding about a helper's value is the same finding for every function built
         # on that helper: said once.
         for finding in results:
             found.setdefault((finding.code, finding.message, finding.span), finding)
-        if function.unread:
+        if function.unread and not (entry is not None and "config" in entry):
             note = _unread_note(function, shown, line, col)
             found[(note.code, note.path, note.span)] = note
     for at, why in reader.module_notes:
@@ -92,7 +95,9 @@ def check_tree(
         )
     own = reader.diagnostics()
     if built is not None and built.import_error is not None:
-        builds.append(_build_error(built.import_error, path=path, shown=shown, at=At(1, 1)))
+        builds.append(
+            _build_error(built.import_error, path=path, shown=shown, at=At(1, 1), text=text)
+        )
     # A build error on a line the static check already explains is that finding, said once.
     explained = {d.span.line for d in own if d.span is not None and d.severity is Severity.ERROR}
     for finding in builds:
@@ -136,7 +141,7 @@ def _result_findings(
     ]
 
 
-def _build_error(error: dict, *, path: str, shown: str, at: At) -> Diagnostic:
+def _build_error(error: dict, *, path: str, shown: str, at: At, text: str = "") -> Diagnostic:
     """A build's exception, at the innermost line of the module the traceback passed through
     (else the function's ``def``)."""
     full = os.path.realpath(path)
@@ -161,8 +166,15 @@ def _build_error(error: dict, *, path: str, shown: str, at: At) -> Diagnostic:
         message=f"building it in torchtitan {_version()} raised {kind}"
         + (f": {said}" if said else ""),
         hint="fix the call on this line; the same error stops the run on the cluster",
-        span=Span(file=shown, line=line, col=1),
+        span=Span(file=shown, line=line, col=_indent(text, line) + 1),
     )
+
+
+def _indent(text: str, line: int) -> int:
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return 0
+    return len(lines[line - 1]) - len(lines[line - 1].lstrip())
 
 
 def _version() -> str:
@@ -211,4 +223,4 @@ def check_text(text: str, *, shown: str, ngpu: int | None = None) -> list[Diagno
         and not node.name.startswith("_")
         and not (node.args.args or node.args.posonlyargs or node.args.kwonlyargs)
     ]
-    return check_tree(tree, path=shown, shown=shown, functions=functions, ngpu=ngpu)
+    return check_tree(tree, path=shown, shown=shown, functions=functions, ngpu=ngpu, text=text)

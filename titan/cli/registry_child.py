@@ -9,6 +9,12 @@ becomes an :class:`Ended` that ``titan.cli.registry_endings`` turns into a findi
 The worker runs in a session of its own, so a Ctrl-C at the terminal reaches titan only, and
 titan kills the whole process group when the worker is done with or stopped: processes the
 module started do not outlive the run.
+
+With ``python=`` the worker runs in another interpreter, one where upstream torchtitan is
+installed, and builds the module's configs there (``titan.cli.upstream_run``). That interpreter
+keeps its own ``sys.path`` (titan's site-packages would shadow its torch and torchtitan): titan's
+package is loaded from its folder by file, so nothing beside it (a checkout's other folders, or
+the site-packages titan was installed in) comes onto that path.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import codecs
 import dataclasses
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -61,13 +68,24 @@ class Outcome:
     """Functions whose step ended (their findings are in ``found``)."""
     ended: Ended | None = None
     retire: bool = False
+    """The worker ran out of memory and retired itself: the rest needs a fresh one."""
+    built: list = dataclasses.field(default_factory=list)
+    """The ``built`` events of an upstream run (``titan.cli.upstream_run``), as sent."""
 
 
 class Worker:
     """The worker process of one run (see the module docstring)."""
 
-    def __init__(self, *, timeout: float, memory_limit: int | None, stderr: TextIO) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        memory_limit: int | None,
+        stderr: TextIO,
+        python: str | None = None,
+    ) -> None:
         self.timeout, self.memory_limit, self.stderr = timeout, memory_limit, stderr
+        self.python = python  # another interpreter (an upstream torchtitan run), or titan's
         # How long titan waits for the next event: a step may hold two timed parts (the call,
         # then checking what it returned), each stopped by the worker's own watchdog first.
         self.limit = 2 * timeout + GRACE_S
@@ -86,21 +104,19 @@ class Worker:
         self.output, output_w = os.pipe()
         for fd in (self.requests, self.replies, self.output):
             os.set_inheritable(fd, False)
-        setup = {
-            "path": sys.path,
+        setup: dict = {
             "requests": requests_r,
             "replies": replies_w,
             "timeout": self.timeout,
             "memory_limit": self.memory_limit,
         }
-        boot = (
-            "import sys, json; sys.path[:] = json.loads(sys.argv[1])['path']; "
-            "from titan.cli.registry_worker import main; main()"
-        )
-        flags = subprocess._args_from_interpreter_flags()  # -X, -W, -E... as titan runs
+        if self.python is None:
+            setup["path"] = sys.path
+        else:  # its own path: titan's would shadow its torch and torchtitan
+            setup.update(upstream=True, titan=titan_init())
         try:
             self.process = subprocess.Popen(
-                [sys.executable, *flags, "-c", boot, json.dumps(setup)],
+                [*interpreter(self.python), "-c", boot(self.python is not None), json.dumps(setup)],
                 stdin=subprocess.DEVNULL,
                 stdout=output_w,
                 stderr=output_w,
@@ -108,6 +124,10 @@ class Worker:
                 start_new_session=True,
                 close_fds=True,
             )
+        except BaseException:  # another interpreter that cannot be run: nothing is left open
+            for fd in (self.requests, self.replies, self.output):
+                os.close(fd)
+            raise
         finally:
             for fd in (requests_r, replies_w, output_w):
                 os.close(fd)
@@ -146,10 +166,13 @@ class Worker:
                     outcome.declared += event["declared"]
                 elif kind == "ending":
                     ending = event
+                elif kind == "built":
+                    outcome.built.append(event)
                 elif kind == "done":
                     if step["name"] is not None:
                         outcome.finished.append(step["name"])
                     outcome.deps, outcome.cacheable = event["deps"], event["cacheable"]
+                    outcome.retire = bool(event["retire"])
                     if event["retire"]:
                         self.close()
                     return outcome
@@ -287,14 +310,97 @@ class Worker:
                 os.close(fd)
 
 
+def interpreter(python: str | None) -> list[str]:
+    """The command line that starts a worker's interpreter: titan's own with titan's flags
+    (``-X``, ``-W``, ``-E``... as titan runs), or ``python`` with those of them that leave its
+    path alone (``-I``, ``-E``, ``-s``, ``-S`` and ``-P`` would hide where its torchtitan is)."""
+    import subprocess
+
+    flags = subprocess._args_from_interpreter_flags()
+    if python is None:
+        return [sys.executable, *flags]
+    return [python, *(f for f in flags if not _PATH_FLAG.fullmatch(f))]
+
+
+def titan_init() -> str:
+    """titan's ``__init__.py``, which another interpreter loads by file (see the module
+    docstring); titan's ``__init__`` finds ``titan.schemas`` and ``titan.migrate`` from there."""
+    import titan
+
+    return os.path.abspath(titan.__file__)
+
+
+def boot(upstream: bool) -> str:
+    """The ``-c`` code that starts a worker (``sys.argv[1]``: the JSON setup)."""
+    if not upstream:
+        return (
+            "import sys, json; sys.path[:] = json.loads(sys.argv[1])['path']; "
+            "from titan.cli.registry_worker import main; main()"
+        )
+    return UPSTREAM_BOOT + "from titan.cli.registry_worker import main; main()"
+
+
+UPSTREAM_BOOT = """\
+import importlib.util, json, os, sys
+_setup = json.loads(sys.argv[1])
+sys.path[:] = [p for p in sys.path if p]
+_spec = importlib.util.spec_from_file_location(
+    "titan", _setup["titan"], submodule_search_locations=[os.path.dirname(_setup["titan"])]
+)
+_titan = sys.modules["titan"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_titan)
+del _setup, _spec, _titan
+"""
+"""How another interpreter's worker (and ``titan.cli.upstream_build``'s probe of it) begins:
+titan's package loaded by file, the interpreter's own path kept, less the working folder ``-c``
+puts first (a folder named like a module there would shadow it)."""
+
+_PATH_FLAG = re.compile(r"-[IEsSP]+")
+
+
+def _built(e: dict) -> bool:
+    """A ``built`` event: a function's (or the import's) config or error, and nothing else."""
+    if not set(e) <= {"ev", "name", "config", "returned_type", "error"} or "name" not in e:
+        return False
+    if not isinstance(e["name"], str | None) or ("config" in e) == ("error" in e):
+        return False
+    if not e["name"] and "config" in e:  # the import and atexit handlers build nothing
+        return False
+    if "config" in e:
+        return isinstance(e.get("returned_type"), str)
+    if "returned_type" in e:
+        return False
+    error = e["error"]
+    return (
+        isinstance(error, dict)
+        and set(error) == {"type", "message", "frames"}
+        and isinstance(error["type"], str)
+        and isinstance(error["message"], str)
+        and isinstance(error["frames"], list)
+        and all(
+            isinstance(f, list)
+            and len(f) == 2
+            and isinstance(f[0], str)
+            and isinstance(f[1], int)
+            and not isinstance(f[1], bool)
+            for f in error["frames"]
+        )
+    )
+
+
 _SHAPES = {
     "step": lambda e: isinstance(e.get("doing"), str) and isinstance(e.get("name", 0), str | None),
     "found": lambda e: (
         isinstance(e.get("diagnostics"), list) and isinstance(e.get("declared"), list)
     ),
     "ending": lambda e: isinstance(e.get("frames"), list),
-    "done": lambda e: isinstance(e.get("deps"), list),
+    "done": lambda e: (
+        isinstance(e.get("deps"), list)
+        and isinstance(e.get("cacheable"), bool)
+        and isinstance(e.get("retire"), bool)
+    ),
     "stuck": lambda e: isinstance(e.get("frames"), list),
+    "built": _built,
 }
 """The events a worker sends, and what each must hold; anything else on the pipe is garbage."""
 

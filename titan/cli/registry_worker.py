@@ -1,8 +1,9 @@
 """The process that runs registry modules' code for ``titan-validate``, apart from titan's own.
 
 ``titan.cli.registry_child`` starts one per run and sends it one JSON request a line on a private
-pipe; the worker checks the module (``titan.cli.registry_run``) and answers one JSON event a line
-on another private pipe:
+pipe; the worker checks the module (``titan.cli.registry_run``), or, in another interpreter where
+upstream torchtitan is installed, builds its configs (``titan.cli.upstream_run``), and answers one
+JSON event a line on another private pipe:
 
 - ``{"ev": "step", "doing": ..., "name": ...}`` before the import (``name`` null), each registry
   function (its name) and each ``atexit`` handler (``""``): titan's time limit starts again;
@@ -11,6 +12,8 @@ on another private pipe:
   this is where the code was (innermost first); titan then stops the process;
 - ``{"ev": "ending", "how": ..., "frames": [...]}``: user code is ending the process itself
   (``os._exit``, ``os.abort``, a signal to itself), and where;
+- ``{"ev": "built", "name": ..., "config": ..., "returned_type": ...}`` or ``{"ev": "built",
+  "name": ..., "error": {...}}``: what an upstream function (``name``; null: the import) built;
 - ``{"ev": "done", "deps": [...], "cacheable": ..., "retire": ...}``: the module is done;
 - ``{"ev": "bye", "threads": [...]}``: the answer to ``{"op": "bye"}``, just before it exits.
 
@@ -19,6 +22,9 @@ standard error, so nothing a module does to its streams reaches titan's report. 
 runs its own ``atexit`` handlers and leaves with ``os._exit``; the time limit is watched by a
 thread here (no signal, so a bare ``except:`` or an ignored SIGALRM cannot stop it) and enforced
 by titan, which kills the process group.
+
+This module, and all it imports, needs nothing but the standard library: in an upstream run it is
+imported by an interpreter that has torchtitan but none of titan's dependencies.
 """
 
 from __future__ import annotations
@@ -228,7 +234,12 @@ def serve(setup: dict) -> None:
     os.register_at_fork(after_in_child=channel.forked)
     output = _private(os.dup(1))
     atexits: list = []
-    from titan.cli import registry_run  # titan's config tree, before any module needs it
+    if setup.get("upstream"):
+        from titan.cli import upstream_run as run  # stdlib only: this interpreter is not titan's
+
+        run.prepare()  # torchtitan's config tree, before any module (and the memory limit)
+    else:
+        from titan.cli import registry_run as run  # titan's config tree, before any module needs it
 
     _hooks(channel, atexits)
     watchdog = Watchdog(channel, setup["timeout"])
@@ -248,15 +259,17 @@ def serve(setup: dict) -> None:
             _exit(0)
         _fresh_streams(output)
         request["memory_limit"] = setup.get("memory_limit")
-        registry_run.ModuleRun(request, send=channel.send, watchdog=watchdog, atexits=atexits).run()
+        run.ModuleRun(request, send=channel.send, watchdog=watchdog, atexits=atexits).run()
         atexits.clear()
 
 
 def main() -> None:
-    """Entry point: ``sys.argv[1]`` is the JSON setup (pipes, sys.path, limits)."""
+    """Entry point: ``sys.argv[1]`` is the JSON setup (pipes, sys.path, limits; an upstream
+    run keeps its interpreter's own path)."""
     try:
         setup = json.loads(sys.argv[1])
-        sys.path[:] = setup["path"]
+        if "path" in setup:
+            sys.path[:] = setup["path"]
         serve(setup)
     except BaseException:  # titan's own code here failed (out of memory, a closed pipe)
         _exit(FAILED)

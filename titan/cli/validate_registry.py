@@ -223,6 +223,7 @@ class _Run:
         self.deps: list[str] = []
         self.imported = False
         self.cacheable = True
+        self.scan: Scan | None = None
         self.python: str | None = None
         """``--python``: an interpreter with torchtitan, where upstream modules are built."""
         self.timeout, self.memory_limit, self.stderr = TIME_LIMIT_S, None, None
@@ -250,6 +251,7 @@ class _Run:
             )
             return
         found = scan(tree, self.text)
+        self.scan = found
         self.declared = found.names()
         self._static_findings(found)
         upstream = _upstream_import(tree)
@@ -356,7 +358,13 @@ class _Run:
         ]
         built = self._build(wanted) if self.python is not None and wanted else None
         self.found += check_tree(
-            tree, path=self.path, shown=self.shown, functions=wanted, ngpu=self.ngpu, built=built
+            tree,
+            path=self.path,
+            shown=self.shown,
+            functions=wanted,
+            ngpu=self.ngpu,
+            built=built,
+            text=self.text,
         )
         self.found = sorted(self.found, key=Diagnostic.sort_key)
 
@@ -383,18 +391,35 @@ class _Run:
                 )
             )
             return None
+        package = package_of(self.path)
+        # A torchtitan checkout's own module is built with that checkout importable.
+        above = os.path.abspath(self.path).split(os.sep)
+        root = os.sep.join(above[: len(above) - 1 - package.count(".") - 1]) if package else None
         result = build_module(
             self.path,
             self.shown,
             [name for name, _, _ in wanted],
             python=self.python,
-            package=package_of(self.path),
+            package=package,
+            module_path=[root] if root else [],
             timeout=self.timeout,
             memory_limit=self.memory_limit,
             stderr=self.stderr,
         )
         self.imported = True
-        self.found += list(getattr(result, "endings", []) or [])
+        if result.problem is not None:
+            self.found.append(
+                Diagnostic(
+                    code="upstream-build",
+                    severity=Severity.ERROR,
+                    path="",
+                    message=f"cannot build it with {self.python}: {result.problem}",
+                    hint="check that the interpreter starts and has torchtitan 0.3.0",
+                    span=Span(file=self.shown, line=1, col=1),
+                )
+            )
+        declared = {f.name: f for f in self.scan.functions} if self.scan is not None else None
+        self.found += result.ending_findings(text=self.text, declared=declared)
         return Built(dict(result.functions), result.import_error)
 
     def _error(
