@@ -391,3 +391,49 @@ def test_migrated_modules_pass_the_check(tmp_path):
         assert errors == [], (toml, [str(e) for e in errors])
         checked += 1
     assert checked >= 15
+
+
+def test_titan_diff_compares_two_upstream_functions(release, capsys):
+    from titan.cli import diff
+
+    module = release / "torchtitan" / "models" / "llama3" / "config_registry.py"
+    code = diff.main([f"{module}:llama3_8b", f"{module}:llama3_70b"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert (
+        "model_spec:" in out
+        and "llama3.model_registry('8B') -> llama3.model_registry('70B')" in out
+    )
+    assert "parallelism.tensor_parallel_degree: 1 -> 8" in out
+    assert diff.main([f"{module}:llama3_8b", f"{module}:llama3_8b"]) == 0
+    assert (
+        diff.main([f"{module}:llama3_8b", str(REPO / "legacy_configs/llama3/llama3_8b.toml")]) == 2
+    )
+    assert "compared with another such function" in capsys.readouterr().err
+
+
+def test_a_project_names_its_upstream_interpreter(tmp_path):
+    """``[tool.titan] upstream-python`` is read (relative to pyproject.toml) and checked."""
+    from titan.schemas import project
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.titan]\nupstream-python = ".venv-upstream/bin/python"\n', encoding="utf-8"
+    )
+    project.forget()
+    found = project.for_file(tmp_path / "config_registry.py")
+    assert found.upstream_python == str(tmp_path / ".venv-upstream" / "bin" / "python")
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.titan]\nupstream-python = 3\n", encoding="utf-8"
+    )
+    project.forget()
+    found = project.for_file(tmp_path / "config_registry.py")
+    assert found.upstream_python is None
+    assert [p.path for p in found.problems] == ["tool.titan.upstream-python"] or found.problems
+
+
+def test_a_missing_upstream_interpreter_is_one_finding(tmp_path):
+    path = _module(tmp_path, HEAD + "\n\ndef f() -> Trainer.Config:\n    return Trainer.Config()\n")
+    code, found = _report(path, "--python", tmp_path / "nowhere" / "python")
+    assert code == 1
+    assert [f["code"] for f in found] == ["upstream-build"], found
+    assert "nowhere" in found[0]["message"] and found[0]["hint"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Sequence
 
 from titan.migrate.registry_check.built import built_findings
@@ -159,15 +160,28 @@ def _build_error(error: dict, *, path: str, shown: str, at: At, text: str = "") 
     kind = str(error.get("type") or "an exception")[:80]
     message = str(error.get("message") or "").strip().splitlines()
     said = message[0][:300] if message else ""
+    hardware = _HARDWARE.search(said) is not None
     return Diagnostic(
         code="upstream-build",
-        severity=Severity.ERROR,
+        severity=Severity.WARNING if hardware else Severity.ERROR,
         path="",
         message=f"building it in torchtitan {_version()} raised {kind}"
         + (f": {said}" if said else ""),
-        hint="fix the call on this line; the same error stops the run on the cluster",
+        hint=(
+            "torchtitan checks the GPU when it builds this config, and this machine lacks the one "
+            "it asks for: build it where the job runs (the static check found nothing wrong here)"
+            if hardware
+            else "fix the call on this line; the same error stops the run on the cluster"
+        ),
         span=Span(file=shown, line=line, col=_indent(text, line) + 1),
     )
+
+
+_HARDWARE = re.compile(
+    r"Hopper|Blackwell|Ampere|compute capability|CUDA capability|\bSM ?\d{2,3}\b|requires? (a )?GPU",
+    re.IGNORECASE,
+)
+"""A build error that is about the machine's GPU, not the config (``flex_flash`` on a CPU)."""
 
 
 def _indent(text: str, line: int) -> int:
@@ -224,3 +238,75 @@ def check_text(text: str, *, shown: str, ngpu: int | None = None) -> list[Diagno
         and not (node.args.args or node.args.posonlyargs or node.args.kwonlyargs)
     ]
     return check_tree(tree, path=shown, shown=shown, functions=functions, ngpu=ngpu, text=text)
+
+
+def function_leaves(text: str, *, path: str, name: str) -> dict[str, object] | str:
+    """A registry function's config as ``dotted path -> value`` (every field, defaults filled
+    in from 0.3.0's table; what cannot be read statically shown as ``<not read statically>``),
+    for ``titan-diff``; or why there is none."""
+    from titan.migrate.registry_check.values import Spec, Unknown
+
+    try:
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return f"not valid Python: {error}"
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if name not in defined:
+        return f"defines no function `{name}`"
+    reader = Reader(tree, shown=path, package=package_of(path))
+    result = reader.read_function(name).result
+    if not isinstance(result, Obj):
+        return f"`{name}()` does not return a config that can be read statically"
+    out: dict[str, object] = {}
+
+    def show(value: object, depth: int = 0) -> object:
+        from titan.migrate.registry_check import api
+
+        if isinstance(value, Unknown) or depth > 20:
+            return _Shown("<not read statically>")
+        if isinstance(value, Spec):
+            extra = "".join(f", {k}={show(v, depth + 1)!r}" for k, v in value.kwargs.items())
+            return _Shown(f"{value.family}.model_registry({value.flavor!r}{extra})")
+        if isinstance(value, Obj):
+            written = ", ".join(f"{k}={show(v, depth + 1)!r}" for k, v in value.values.items())
+            return _Shown(f"{api.short(value.cls)}({written})")
+        if isinstance(value, list | tuple):
+            shown = [show(v, depth + 1) for v in value]
+            return shown if isinstance(value, list) else tuple(shown)
+        return value
+
+    def walk(obj: Obj, prefix: str, depth: int) -> None:
+        from titan.migrate.registry_check import api
+
+        names = list(obj.values)
+        if reader._fields(obj) is not None:
+            names = [*reader._fields(obj), *(n for n in names if n not in reader._fields(obj))]
+        for field in names:
+            value = reader._get_field(obj, field)
+            dotted = f"{prefix}{field}"
+            if isinstance(value, Obj) and depth < 30:
+                out[dotted] = _Shown(f"{api.short(value.cls)}(...)")
+                walk(value, dotted + ".", depth + 1)
+            elif isinstance(value, list) and any(isinstance(v, Obj) for v in value):
+                out[dotted] = _Shown(
+                    "["
+                    + ", ".join(
+                        f"{api.short(v.cls)}(...)" if isinstance(v, Obj) else repr(show(v))
+                        for v in value
+                    )
+                    + "]"
+                )
+            else:
+                out[dotted] = show(value)
+
+    walk(result, "", 0)
+    return out
+
+
+class _Shown(str):
+    """A value shown as the code that builds it, not as a string."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)

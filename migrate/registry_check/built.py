@@ -27,7 +27,7 @@ def tree_of(dump: Any, written: dict[str, At], path: str = "", depth: int = 0) -
         return None
     if isinstance(dump, dict) and isinstance(dump.get("__class__"), str):
         cls = dump["__class__"]
-        if cls == api.MODEL_SPEC:
+        if cls == api.MODEL_SPEC or api.is_subclass(cls, api.MODEL_SPEC):
             return Spec(str(dump.get("name")), dump.get("flavor"), {}, written.get(path))
         made = Obj(cls, written.get(path))
         for key, value in dump.items():
@@ -71,7 +71,7 @@ def built_findings(
 ) -> list[Diagnostic]:
     """Findings on one function's built config."""
     root = tree_of(dump, written_paths(static))
-    if not isinstance(root, Obj) or not api.is_trainer(root.cls):
+    if not isinstance(root, Obj) or not (api.is_trainer(root.cls) or _own_trainer(root, static)):
         what = f"`{api.short(root.cls)}`" if isinstance(root, Obj) else "something else"
         return [
             Diagnostic(
@@ -89,10 +89,21 @@ def built_findings(
     return found + rule_findings(root, shown=shown, reader=reader, ngpu=ngpu, at=at)
 
 
+def _own_trainer(root: Obj, static: Any) -> bool:
+    """The module's own subclass of ``Trainer.Config`` (a dataclass it defines), as the static
+    reading saw it."""
+    return (
+        isinstance(static, Obj)
+        and static.local is not None
+        and api.TRAINER in static.local
+        and root.cls.rpartition(".")[2].rpartition(":")[2] == static.cls.rpartition(":")[2]
+    )
+
+
 def _types(obj: Obj, path: str, *, shown: str, at: At, depth: int = 0) -> Iterator[Diagnostic]:
-    if depth > 60 or not api.is_config_class(obj.cls):
+    if depth > 60:
         return
-    fields = api.fields(obj.cls)
+    fields = api.fields(obj.cls) if api.is_config_class(obj.cls) else {}
     for key, value in obj.values.items():
         dotted = f"{path}.{key}" if path else key
         if key in fields and isinstance(value, bool | int | float | str | type(None)):

@@ -8,6 +8,9 @@ Each operand is one of:
   ``path/to/file.py``, as ``--module`` takes it;
 - a dump written by ``titan.config.serialize.to_json`` / ``to_toml`` (a ``__class__`` tag at the
   root);
+- ``file.py:function`` of a module written for upstream torchtitan 0.3.0: read statically, as
+  ``titan-validate`` reads it (every field, with 0.3.0's defaults), and compared with another
+  such function;
 - a legacy TOML job config (no ``__class__`` tag). Two legacy TOMLs are compared by their
   effective values (the file over the v0.2.2 defaults and its ``custom_config_module``); turning a
   legacy TOML into a registry config is ``titan-migrate``'s job, so mixing the two kinds is refused.
@@ -53,11 +56,16 @@ class Operand:
     """``--extension`` modules merged into a legacy TOML's schema."""
     module_path: tuple[str, ...] = ()
     """``--module-path`` folders searched for a legacy TOML's custom config module."""
+    upstream: dict[str, Any] | None = None
+    """Every field by dotted path, for a function written for upstream torchtitan (read
+    statically)."""
 
     def describe(self) -> str:
         """The header text: the name as given and what kind of config it is."""
         if self.legacy is not None:
             return f"{self.label} (legacy TOML)"
+        if self.upstream is not None:
+            return f"{self.label} (torchtitan 0.3.0 Trainer.Config, read statically)"
         return f"{self.label} ({type(self.config).__qualname__})"
 
 
@@ -171,6 +179,13 @@ def compare(left: Operand, right: Operand, *, allow_import: bool = False) -> lis
 
     if left.legacy is not None and right.legacy is not None:
         return legacy_diff(left.legacy, right.legacy)
+    if left.upstream is not None or right.upstream is not None:
+        if left.upstream is None or right.upstream is None:
+            raise UsageError(
+                "a function written for upstream torchtitan is compared with another such "
+                "function (file.py:function), not with a titan config or a TOML"
+            )
+        return _leaves_diff(left.upstream, right.upstream)
     return diff(_config(left, allow_import), _config(right, allow_import))
 
 
@@ -191,6 +206,23 @@ def compare_for_target(left: Operand, right: Operand, target: str) -> list:
     found = [Difference(k, x, y) for k, x, y in pairs if not same(x, y)]
     # a field whose class differs stands for everything below it
     replaced = [d.path + "." for d in found if isinstance(d.left, _Code) or d.left is ABSENT]
+    return [d for d in found if not any(d.path.startswith(p) for p in replaced)]
+
+
+def _leaves_diff(a: dict[str, Any], b: dict[str, Any]) -> list:
+    """Field-by-field differences of two flattened configs; a field whose class differs stands
+    for everything below it."""
+    from titan.config.serialize import ABSENT, Difference, same
+
+    keys = [*a, *(k for k in b if k not in a)]
+    pairs = ((k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in keys)
+    found = [Difference(k, x, y) for k, x, y in pairs if not same(x, y)]
+    replaced = [d.path + "." for d in found if d.left is ABSENT or d.right is ABSENT]
+    replaced += [
+        d.path + "."
+        for d in found
+        if isinstance(d.left, str) and d.left.endswith("(...)") and type(d.left) is not str
+    ]
     return [d for d in found if not any(d.path.startswith(p) for p in replaced)]
 
 
@@ -303,6 +335,9 @@ def load(
         return _load_file(path, operand, allowed_modules, extensions, module_path)
     head, sep, function = operand.rpartition(":")
     if sep and head and function:
+        upstream = _upstream_operand(head, function, label=operand)
+        if upstream is not None:
+            return upstream
         return _registry_operand(function, module=head, label=operand)
     if path.suffix == ".py" and path.is_file():
         raise UsageError(f"{operand}: name the registry function too: {operand}:FUNCTION")
@@ -366,6 +401,36 @@ def _rebuild(reader, data: Any, shown: str, allowed_modules: Sequence[str]) -> A
         raise UsageError(f"{shown}: {error}") from None
     except RecursionError:  # a JSON dump nested deeper than any config
         raise UsageError(f"{shown}: nested too deeply to be a titan config dump") from None
+
+
+def _upstream_operand(head: str, function: str, *, label: str) -> Operand | None:
+    """``file.py:function`` of a module written for upstream torchtitan: read statically
+    (titan's environment has no torchtitan), every field with 0.3.0's defaults filled in."""
+    if not head.endswith(".py") or not os.path.isfile(head):
+        return None
+    from titan.schemas.toml_source import read_text
+
+    text, problem = read_text(head, shown=head)
+    if text is None:
+        raise UsageError(f"cannot read {head}: {problem.message}")
+    if "torchtitan" not in text:
+        return None
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    from titan.cli.validate_registry import _upstream_import
+
+    if _upstream_import(tree) is None:
+        return None
+    from titan.migrate.registry_check import function_leaves
+
+    leaves = function_leaves(text, path=head, name=function)
+    if isinstance(leaves, str):
+        raise UsageError(f"{label}: {leaves}")
+    return Operand(label=label, upstream=leaves)
 
 
 def _registry_operand(name: str, *, module: str | None, label: str) -> Operand:
