@@ -145,6 +145,7 @@ class Consumer:
 
     def write(self, name: str, text: str) -> Path:
         path = self.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return path
 
@@ -267,3 +268,38 @@ def test_registry_hook_flags_a_typo_then_passes(consumer):
     assert passed.returncode == 0, out
     assert status_line(passed.stdout, names[REGISTRY_HOOK]).endswith("Passed"), out
     assert status_line(passed.stdout, names[TOML_HOOK]).endswith("Passed"), out
+
+
+UPSTREAM_SOURCE = """\
+from torchtitan.config import TrainingConfig
+from torchtitan.models.llama3 import model_registry
+from torchtitan.trainer import Trainer
+
+
+def my_upstream_run() -> Trainer.Config:
+    return Trainer.Config(
+        model_spec=model_registry("8B"),
+        training=TrainingConfig({steps}=3, local_batch_size=4),
+    )
+"""
+
+
+def test_registry_hook_flags_a_typo_in_an_upstream_module(consumer):
+    """A repository of modules written for upstream torchtitan 0.3.0: the same hook reads them
+    statically (its environment has neither torch nor torchtitan) and fails on the typo."""
+    names = hook_names()
+    typo = UPSTREAM_SOURCE.format(steps="stpes")
+    consumer.write("upstream/config_registry.py", typo)
+    (typo_line,) = [n for n, text in enumerate(typo.splitlines(), 1) if "stpes" in text]
+    column = typo.splitlines()[typo_line - 1].index("stpes") + 1
+    try:
+        failed = timed_run(consumer, "upstream/config_registry.py")
+        out = output_of(failed)
+        assert failed.returncode == 1, out
+        assert f"config_registry.py:{typo_line}:{column}:" in failed.stdout, out
+        assert "upstream-field" in failed.stdout and "did you mean `steps`" in failed.stdout, out
+        assert status_line(failed.stdout, names[REGISTRY_HOOK]).endswith("Failed"), out
+    finally:
+        consumer.write("upstream/config_registry.py", UPSTREAM_SOURCE.format(steps="steps"))
+    passed = timed_run(consumer, "upstream/config_registry.py")
+    assert passed.returncode == 0, output_of(passed)
