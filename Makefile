@@ -58,13 +58,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check schemas migrate titan tests bench examples
 	$(VENV)/bin/ruff format --check schemas migrate titan tests bench examples
 
-bench: $(STAMP)
+bench: $(STAMP) $(UPSTREAM_WHEEL)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	$(PY) bench/validate_corpus.py
 	$(PY) bench/config_help.py
 	$(PY) bench/migrate_corpus.py
 	$(PY) bench/trainer_overhead.py
 	$(PY) bench/validate_registry.py
+	$(PY) bench/upstream_static.py --wheel $(UPSTREAM_WHEEL)
 	$(PY) bench/migrate_tree.py
 	$(PY) bench/fix_scaling.py
 	$(PY) bench/suite_launches.py

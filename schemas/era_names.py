@@ -1,4 +1,4 @@
-"""The ``--era`` value (also a ``# titan: era`` comment's and ``[tool.titan] era``'s): a month, a
+r"""The ``--era`` value (also a ``# titan: era`` comment's and ``[tool.titan] era``'s): a month, a
 day or a torchtitan release, read as the day it names.
 
 A month means the first day of that month; a release (``v0.2.1``, ``torchtitan==0.2.1``) the day

@@ -37,6 +37,26 @@ PLACES: dict[tuple[str, tuple[str, ...]], str] = {
         ("deepseek_v3", "flux", "gpt_oss", "llama3", "qwen3"),
     ): "generated from torchtitan 0.3.0: its families, not titan's",
     (
+        "migrate/targets/upstream_api_030.py",
+        ("deepseek_v3", "flux", "gpt_oss", "llama3", "qwen3"),
+    ): "generated from torchtitan 0.3.0 (its flavor facts): its families, not titan's",
+    (
+        "migrate/targets/upstream_api_030.py",
+        ("deepseek_v3", "llama3", "qwen3"),
+    ): "generated from torchtitan 0.3.0 (its module names): its families, not titan's",
+    (
+        "tests/test_upstream_static.py",
+        ("deepseek_v3", "flux", "gpt_oss", "llama3", "qwen3"),
+    ): "every family of torchtitan 0.3.0, whose registries the static check reads",
+    (
+        "tests/test_upstream_static.py",
+        ("deepseek_v3", "gpt_oss", "llama3", "qwen3"),
+    ): "the 0.3.0 families whose flavors the table gives head counts for",
+    (
+        "tests/upstream/test_upstream_static_verdict.py",
+        ("deepseek_v3", "gpt_oss", "llama3", "qwen3"),
+    ): "the 0.3.0 language families whose modules the property test writes",
+    (
         "migrate/targets/upstream_spec_030.py",
         ("deepseek_v3", "gpt_oss", "llama3", "qwen3"),
     ): "generated from torchtitan 0.3.0: the linears of its families",

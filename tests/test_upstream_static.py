@@ -126,7 +126,21 @@ def test_planted_mistakes_are_found_where_they_are(release, family):
             original, r"TrainingConfig\((\s*)", "\n            warmup_steps=3,"
         )
         cases.append(("upstream-field", planted, line + 1, 13))
-    assert len(cases) >= 2, family
+    from titan.migrate.targets.upstream_spec_030 import FAMILIES as SPEC_FAMILIES
+
+    if "attn_backend" in SPEC_FAMILIES[family].params:  # a choice misspelt
+        first = re.search(r"model_registry\([^)]*\)", original).group(0)
+        if "attn_backend=" in first:
+            planted, line, col = _plant(
+                original, r"model_registry\([^)]*?(attn_backend=\S+?)[,)]", 'attn_backend="flexx"'
+            )
+        else:
+            planted, line, col = _plant(
+                original, r"model_registry\(\s*\"[^\"]+\"(\s*)", ', attn_backend="flexx"'
+            )
+            col += 2
+        cases.append(("upstream-choice", planted, line, col))
+    assert len(cases) >= 3, family
     for expected, text, line, col in cases:
         path = _write(release, family, text)
         code, found = _report(path)
@@ -382,7 +396,9 @@ def test_migrated_modules_pass_the_check(tmp_path):
     from tests.helpers import legacy_tomls
 
     checked = 0
-    for toml in legacy_tomls():
+    corpus = REPO.parent / "shared" / "corpus"
+    tomls = [*legacy_tomls(), *(sorted(corpus.rglob("*.toml")) if corpus.is_dir() else [])]
+    for toml in tomls:
         plan = retarget(build_plan(toml))
         if not plan.ok:
             continue
