@@ -378,17 +378,14 @@ class _Run:
         self.cacheable = False
         problem = upstream_python_problem(self.python)
         if problem is not None:
-            self.found.append(
-                Diagnostic(
-                    code="upstream-build",
-                    severity=Severity.ERROR,
-                    path="",
-                    message=f"cannot build it with {self.python}: {problem}",
-                    hint="name an interpreter where torchtitan 0.3.0 is installed "
-                    "(`make test-upstream` makes .venv-upstream/bin/python), or drop --python "
-                    "for the static check alone",
-                    span=Span(file=self.shown, line=1, col=1),
-                )
+            self._error(
+                f"cannot build it with {self.python}: {problem}",
+                line=1,
+                col=1,
+                code="upstream-build",
+                hint="name an interpreter where torchtitan 0.3.0 is installed "
+                "(`make test-upstream` makes .venv-upstream/bin/python), or drop --python "
+                "for the static check alone",
             )
             return None
         package = package_of(self.path)
@@ -408,15 +405,12 @@ class _Run:
         )
         self.imported = True
         if result.problem is not None:
-            self.found.append(
-                Diagnostic(
-                    code="upstream-build",
-                    severity=Severity.ERROR,
-                    path="",
-                    message=f"cannot build it with {self.python}: {result.problem}",
-                    hint="check that the interpreter starts and has torchtitan 0.3.0",
-                    span=Span(file=self.shown, line=1, col=1),
-                )
+            self._error(
+                f"cannot build it with {self.python}: {result.problem}",
+                line=1,
+                col=1,
+                code="upstream-build",
+                hint="check that the interpreter starts and has torchtitan 0.3.0",
             )
         declared = {f.name: f for f in self.scan.functions} if self.scan is not None else None
         self.found += result.ending_findings(text=self.text, declared=declared)
