@@ -16,85 +16,41 @@ budget, arithmetic stops at a size, and calls nest only so deep. Nothing is impo
 from __future__ import annotations
 
 import ast
-import builtins
 import copy
-import dataclasses
 import math
-from collections.abc import Iterator
 from typing import Any
 
 from titan.migrate.registry_check import api
-from titan.migrate.registry_check.values import At, Obj, Ref, Spec, Unknown, has_unknown, plain
+from titan.migrate.registry_check.calls import Calls
+from titan.migrate.registry_check.frames import (
+    BIG,
+    BUILTINS,
+    LONG,
+    MISSING,
+    STEPS,
+    Frame,
+    Function,
+    OutOfSteps,
+    Return,
+)
+from titan.migrate.registry_check.messages import (
+    _alias_at,
+    _at,
+    _attr_at,
+    _elsewhere_hint,
+    _module_hint,
+    _shown,
+)
+from titan.migrate.registry_check.values import At, Obj, Ref, Spec, Unknown, plain
 from titan.migrate.targets.spec_types import Default
-from titan.migrate.targets.upstream_types import OPAQUE, REQUIRED, accepts, choices, spell
+from titan.migrate.targets.upstream_types import OPAQUE, REQUIRED
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 from titan.schemas.misspelling import is_misspelling
 
-STEPS = 200_000
-"""Expressions and statements one module may take to read (a module of upstream's size takes a
-few thousand)."""
-DEPTH = 24
-"""How deeply calls of the module's own functions nest."""
-BIG = 2**256
-"""Numbers past this are not computed with (``10 ** 10 ** 10``)."""
-LONG = 100_000
-"""Strings and lists longer than this are not built."""
-
-BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__"}
-"""Names every module has (an unknown use of one is not a ``NameError``)."""
-
-FOLLOWED = {
-    "typing:cast": "cast",
-    "dataclasses:replace": "replace",
-    "copy:deepcopy": "copy",
-    "copy:copy": "copy",
-    "dataclasses:field": "field",
-}
-"""Standard-library functions whose meaning the reader follows."""
+__all__ = ["Frame", "Function", "Reader"]
 
 
-class _OutOfSteps(Exception):
-    pass
-
-
-class _Return(Exception):
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-@dataclasses.dataclass
-class Function:
-    """What reading one registry function found."""
-
-    name: str
-    at: At
-    result: Any = None
-    unread: list[tuple[At, str]] = dataclasses.field(default_factory=list)
-
-
-class Frame:
-    """One running function's names."""
-
-    def __init__(self, reader: Reader, names: dict[str, Any], *, parent: Frame | None, name: str):
-        self.reader, self.names, self.parent, self.name = reader, names, parent, name
-        self.uncertain = 0
-        self.branched = False
-        """Whether a branch, loop or ``try`` was read in uncertain mode: falling off the end
-        then does not say the function returns None (it may have returned, or never end)."""
-
-    def lookup(self, name: str) -> Any:
-        frame: Frame | None = self
-        while frame is not None:
-            if name in frame.names:
-                return frame.names[name]
-            frame = frame.parent
-        return _MISSING
-
-
-_MISSING = object()
-
-
-class Reader:
+class Reader(Calls):
     """One module's reading: its module-level names, then each registry function on demand."""
 
     def __init__(self, tree: ast.Module, *, shown: str, package: str | None) -> None:
@@ -119,9 +75,9 @@ class Reader:
         self.current = Function("<module>", At(1, 1))
         try:
             self._block(tree.body, self.module)
-        except (_OutOfSteps, RecursionError):
+        except (OutOfSteps, RecursionError):
             self.module_notes.append((At(1, 1), "the module is too large to read statically"))
-        except _Return:
+        except Return:
             pass
         self.current = None
 
@@ -139,7 +95,7 @@ class Reader:
                 function.result = Unknown(f"`{name}` is not a function of the module")
             else:
                 function.result = self._call_def(ref, [], {}, at, open_args=False)
-        except _OutOfSteps:
+        except OutOfSteps:
             function.result = Unknown("the function takes too many steps to read statically")
             self._unread(at, "the function takes too many steps to read statically")
         except RecursionError:  # expressions nested past what Python itself compiles
@@ -180,7 +136,7 @@ class Reader:
     def _tick(self) -> None:
         self.steps += 1
         if self.steps > STEPS:
-            raise _OutOfSteps
+            raise OutOfSteps
 
     # -- statements ------------------------------------------------------------------------
 
@@ -208,7 +164,7 @@ class Reader:
             if frame.uncertain:
                 frame.names["<returned under a condition>"] = True
                 return
-            raise _Return(value)
+            raise Return(value)
         elif isinstance(node, ast.If):
             test = self.eval(node.test, frame)
             if plain(test):
@@ -271,7 +227,7 @@ class Reader:
                     "remove the raise, or put it under the condition it is meant for",
                     _at(node),
                 )
-            raise _Return(Unknown("raised"))
+            raise Return(Unknown("raised"))
         elif isinstance(node, ast.Assert):
             self.eval(node.test, frame)
         elif isinstance(node, ast.Delete):
@@ -577,7 +533,7 @@ class Reader:
 
     def _name(self, node: ast.Name, frame: Frame) -> Any:
         found = frame.lookup(node.id)
-        if found is not _MISSING:
+        if found is not MISSING:
             return found
         if node.id in BUILTINS:
             return Ref("builtin", node.id)
@@ -702,450 +658,6 @@ class Reader:
             return Unknown("a long value")
         return value
 
-    # -- calls -----------------------------------------------------------------------------
-
-    def _call(self, node: ast.Call, frame: Frame) -> Any:
-        func = node.func
-        if isinstance(func, ast.Attribute):
-            owner = self.eval(func.value, frame)
-            if isinstance(owner, list) and func.attr in ("append", "extend", "insert"):
-                args = [self.eval(a, frame) for a in node.args]
-                if frame.uncertain:
-                    return None
-                if func.attr == "append" and len(args) == 1:
-                    owner.append(args[0])
-                elif func.attr == "extend" and len(args) == 1 and isinstance(args[0], list | tuple):
-                    owner.extend(args[0])
-                else:
-                    owner.append(Unknown("an inserted item"))
-                return None
-            callee = self._attribute(owner, func, frame)
-        else:
-            callee = self.eval(func, frame)
-        args, kwargs, open_args = self._arguments(node, frame)
-        at = _at(node)
-        if isinstance(callee, Ref):
-            if callee.kind == "class":
-                return self._construct(callee.path, args, kwargs, node, open_args=open_args)
-            if callee.kind == "localclass":
-                return self._construct(
-                    callee.path, args, kwargs, node, open_args=open_args, local=True
-                )
-            if callee.kind == "function":
-                return self._call_function(callee.path, args, kwargs, node, open_args=open_args)
-            if callee.kind == "def":
-                return self._call_def(callee, args, kwargs, at, open_args=open_args, node=node)
-            if callee.kind == "foreign":
-                key = callee.path.replace(".", ":", 1) if ":" not in callee.path else callee.path
-                return self._followed(FOLLOWED.get(key), args, kwargs, node)
-            if callee.kind == "builtin":
-                return self._builtin(callee.path, args, node)
-        if isinstance(callee, Unknown):
-            return self.unknown(node, f"`{_shown(func)}(...)` is not read statically")
-        return self.unknown(node, f"`{_shown(func)}(...)` is not read statically")
-
-    def _arguments(self, node: ast.Call, frame: Frame) -> tuple[list, dict, bool]:
-        args: list[Any] = []
-        kwargs: dict[str, tuple[Any, At, ast.expr]] = {}
-        open_args = False
-        for arg in node.args:
-            if isinstance(arg, ast.Starred):
-                inner = self.eval(arg.value, frame)
-                if isinstance(inner, list | tuple):
-                    args += list(inner)
-                else:
-                    open_args = True
-            else:
-                args.append(self.eval(arg, frame))
-        for keyword in node.keywords:
-            value = self.eval(keyword.value, frame)
-            if keyword.arg is None:
-                if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-                    kept = self.origins.get(id(value))
-                    places = kept[1] if kept is not None and kept[0] is value else {}
-                    for key, item in value.items():
-                        kwargs[key] = (item, places.get(key, _at(keyword.value)), keyword.value)
-                else:
-                    open_args = True
-                continue
-            kwargs[keyword.arg] = (value, _keyword_at(keyword), keyword.value)
-        return args, kwargs, open_args
-
-    def _construct(
-        self, path: str, args: list, kwargs: dict, node: ast.Call, *, open_args: bool, local=False
-    ) -> Any:
-        if path == api.MODEL_SPEC:
-            return self.unknown(node, "a hand-built ModelSpec")
-        if local:
-            row, lineage = self.local_classes[path]["fields"], self.local_classes[path]["bases"]
-        elif api.is_config_class(path):
-            row, lineage = api.fields(path), api.bases(path)
-        else:
-            return self.unknown(node, f"`{api.short(path)}(...)`, which is not a config class")
-        name = path.rpartition(":")[2]
-        if args and (local or api.kw_only(path)):
-            self.error(
-                "upstream-positional",
-                f"`{name}(...)` takes keyword arguments only; {len(args)} positional "
-                f"argument{'s' if len(args) != 1 else ''} raise TypeError",
-                f"name each value: `{name}({_first_fields(row, len(args))})`",
-                _at(node.args[0] if node.args else node),
-            )
-        made = Obj(path, _at(node), local=lineage if local else None)
-        for key, (value, at, _source) in kwargs.items():
-            if key not in row:
-                self._unknown_field(path, key, at, local_row=row if local else None)
-                continue
-            self._check_value(path, key, row[key], value, at, construct=True)
-            made.values[key] = value
-            made.spans[key] = at
-        if not open_args:
-            missing = [
-                k for k, f in row.items() if f.get("default") is REQUIRED and k not in kwargs
-            ]
-            if missing:
-                self.error(
-                    "upstream-required",
-                    f"`{name}(...)` needs {', '.join(f'`{m}`' for m in missing)}: without "
-                    f"{'it' if len(missing) == 1 else 'them'} the call raises TypeError",
-                    f"pass {', '.join(f'{m}=...' for m in missing)}",
-                    _at(node),
-                )
-        else:
-            self._unread(
-                _at(node), f"`{name}(...)` is given `*` or `**` arguments not read statically"
-            )
-        return made
-
-    def _unknown_field(
-        self, path: str, key: str, at: At, *, setting: bool = False, local_row: dict | None = None
-    ) -> None:
-        name = path.rpartition(":")[2]
-        row = (
-            local_row
-            if local_row is not None
-            else (
-                self.local_classes[path]["fields"]
-                if path in self.local_classes
-                else api.fields(path)
-            )
-        )
-        close = [f for f in row if is_misspelling(key, f)]
-        if close:
-            hint = f"did you mean `{close[0]}`?"
-        else:
-            hint = _other_class_hint(key, path) or (
-                f"`{name}` has the fields {', '.join(sorted(row)[:12])}"
-                f"{', ...' if len(row) > 12 else ''}"
-            )
-        if setting:
-            message = (
-                f"`{name}` has no field `{key}`: setting it raises AttributeError "
-                f"(torchtitan {api.VERSION}'s config classes have slots)"
-            )
-        else:
-            message = f"`{name}(...)` has no field `{key}`: the call raises TypeError"
-        self.error("upstream-field", message, hint, at, path=f"{name}.{key}")
-
-    def _check_value(
-        self, path: str, key: str, field: dict, value: Any, at: At, *, construct: bool = False
-    ) -> None:
-        if isinstance(value, Unknown) or has_unknown(value):
-            return
-        name = path.rpartition(":")[2]
-        tp = field.get("type", "any")
-        fits = accepts(tp, value, is_config=self._is_config)
-        if fits is False:
-            allowed = choices(tp)
-            if allowed is not None and (value is None or isinstance(value, str | int | float)):
-                self.error(
-                    "upstream-choice",
-                    f"`{name}.{key}` is {_shown_value(value)}; it must be one of "
-                    f"{', '.join(repr(c) for c in allowed)}",
-                    _choice_hint(value, allowed),
-                    at,
-                    path=f"{name}.{key}",
-                )
-            else:
-                self.error(
-                    "upstream-type",
-                    f"`{name}.{key}` is {_shown_value(value)} ({_kind(value)}), not {spell(tp)}",
-                    f"write a value of type {spell(tp)}; dataclasses do not check types, so the "
-                    "run would get this value as it is",
-                    at,
-                    path=f"{name}.{key}",
-                )
-            return
-        if not construct or not plain(value):
-            return
-        guard = _guard_problem(field, value)
-        if guard is not None:
-            self.error(
-                "upstream-value",
-                f"`{name}.{key}` is {_shown_value(value)}; {guard}: `{name}`'s own check raises "
-                "ValueError when the config is built",
-                guard_hint(field),
-                at,
-                path=f"{name}.{key}",
-            )
-
-    def _is_config(self, value: Any, path: str) -> bool | None:
-        if isinstance(value, Obj):
-            if not path:
-                return True
-            lineage = (
-                self.local_classes[value.cls]["bases"] if value.cls in self.local_classes else ()
-            )
-            return api.is_subclass(value.cls, path) or path in lineage
-        if isinstance(value, Spec):
-            return path in ("", api.MODEL_SPEC)
-        if isinstance(value, Ref):
-            return None if value.kind in ("foreign", "def") else False
-        return None
-
-    def _call_function(
-        self, path: str, args: list, kwargs: dict, node: ast.Call, *, open_args: bool
-    ) -> Any:
-        signature = api.function(path)
-        name = path.rpartition(":")[2]
-        if signature is None:
-            return self.unknown(node, f"`{name}(...)` is not read statically")
-        params = signature["params"]
-        positional = [p for p in params if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
-        keywords = {p[0]: p for p in params if p[1] in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")}
-        takes_args = any(p[1] == "VAR_POSITIONAL" for p in params)
-        takes_kwargs = any(p[1] == "VAR_KEYWORD" for p in params)
-        bound: dict[str, Any] = {}
-        if len(args) > len(positional) and not takes_args:
-            self.error(
-                "upstream-argument",
-                f"`{name}()` takes {len(positional)} positional argument"
-                f"{'s' if len(positional) != 1 else ''} but {len(args)} were given: the call "
-                "raises TypeError",
-                f"pass the others by name ({', '.join(sorted(keywords)[:8])})",
-                _at(node),
-            )
-        places = [_at(a) for a in node.args] if not open_args else []
-        for index, (param, value) in enumerate(zip(positional, args, strict=False)):
-            at = places[index] if index < len(places) else _at(node)
-            bound[param[0]] = (value, at, None)
-        for key, item in kwargs.items():
-            if key in keywords:
-                bound[key] = item
-                continue
-            if takes_kwargs:
-                continue
-            close = [k for k in keywords if is_misspelling(key, k)]
-            self.error(
-                "upstream-argument",
-                f"`{name}()` has no parameter `{key}`: the call raises TypeError",
-                f"did you mean `{close[0]}`?"
-                if close
-                else (
-                    f"its parameters are {', '.join(p[0] for p in params)}"
-                    if params
-                    else f"`{name}()` takes no arguments"
-                ),
-                item[1],
-            )
-        for param in params:
-            _, kind, required, tp = param
-            if param[0] in bound:
-                value, at, _ = bound[param[0]]
-                if not (isinstance(value, Unknown) or has_unknown(value)):
-                    if accepts(tp, value, is_config=self._is_config) is False:
-                        self.error(
-                            "upstream-type",
-                            f"`{name}({param[0]}=...)` is {_shown_value(value)}, not {spell(tp)}",
-                            f"pass a value of type {spell(tp)}",
-                            at,
-                        )
-            elif required and kind not in ("VAR_POSITIONAL", "VAR_KEYWORD") and not open_args:
-                self.error(
-                    "upstream-argument",
-                    f"`{name}()` needs `{param[0]}`: without it the call raises TypeError",
-                    f"pass {param[0]}=...",
-                    _at(node),
-                )
-        family = api.family_of(path)
-        if family is not None:
-            return self._model_spec(family, bound, node)
-        returns = signature["returns"]
-        if (
-            isinstance(returns, tuple)
-            and returns[0] == "config"
-            and api.is_config_class(returns[1])
-        ):
-            return Obj(returns[1], _at(node), opaque=True)
-        return Unknown(f"what `{name}()` returns")
-
-    def _model_spec(self, family: str, bound: dict, node: ast.Call) -> Spec:
-        flavor, at, _ = bound.get("flavor", (Unknown("flavor"), _at(node), None))
-        flavors = api.flavors(family)
-        if isinstance(flavor, str) and flavor not in flavors:
-            close = [f for f in flavors if is_misspelling(flavor, f)]
-            self.error(
-                "upstream-flavor",
-                f"{family} has no flavor {flavor!r} in torchtitan {api.VERSION}: "
-                "model_registry raises when called",
-                f"did you mean {close[0]!r}?" if close else f"its flavors: {', '.join(flavors)}",
-                at,
-            )
-        elif isinstance(flavor, Unknown):
-            self._unread(_at(node), "the flavor is not read statically")
-        backend = bound.get("attn_backend")
-        if backend is not None and isinstance(backend[0], str):
-            refused = api.refused_backends()
-            accepted = api.attention_backends()
-            if backend[0] in refused:
-                self.error(
-                    "upstream-choice",
-                    f"attn_backend={backend[0]!r}: {refused[backend[0]]}",
-                    f"use one of {', '.join(repr(b) for b in accepted)}",
-                    backend[1],
-                )
-            elif backend[0] not in accepted:
-                self.error(
-                    "upstream-choice",
-                    f"attn_backend={backend[0]!r} is not an attention backend of torchtitan "
-                    f"{api.VERSION}: the model raises when built",
-                    _choice_hint(backend[0], accepted),
-                    backend[1],
-                )
-        return Spec(family, flavor, {k: v[0] for k, v in bound.items() if k != "flavor"}, _at(node))
-
-    def _call_def(
-        self, ref: Ref, args: list, kwargs: dict, at: At, *, open_args: bool, node: Any = None
-    ) -> Any:
-        definition = ref.node
-        if isinstance(definition, ast.AsyncFunctionDef):
-            return Unknown("a coroutine")
-        if definition.name in self.stack:
-            self._unread(at, f"`{definition.name}` calls itself (not followed)")
-            return Unknown("a recursive call")
-        if len(self.stack) >= DEPTH:
-            self._unread(at, f"calls nested more than {DEPTH} deep (not followed)")
-            return Unknown("a deep call")
-        if definition.decorator_list:
-            self._unread(at, f"`{definition.name}` is decorated: its decorators are not run")
-        frame = Frame(
-            self,
-            {},
-            parent=ref.frame if ref.frame is not self.module else self.module,
-            name=definition.name,
-        )
-        if not self._bind(definition, frame, args, kwargs, at, open_args=open_args):
-            return Unknown(f"a call of {definition.name} that does not bind")
-        self.stack.append(definition.name)
-        try:
-            self._block(definition.body, frame)
-            result = (
-                Unknown("the end of a function read through branches") if frame.branched else None
-            )
-        except _Return as returned:
-            result = returned.value
-        finally:
-            self.stack.pop()
-        if frame.names.get("<returned under a condition>"):
-            return Unknown(f"`{definition.name}` returns under a condition")
-        return result
-
-    def _bind(
-        self,
-        definition: ast.FunctionDef,
-        frame: Frame,
-        args: list,
-        kwargs: dict,
-        at: At,
-        *,
-        open_args: bool,
-    ) -> bool:
-        spec = definition.args
-        positional = [*spec.posonlyargs, *spec.args]
-        defaults = [None] * (len(positional) - len(spec.defaults)) + list(spec.defaults)
-        outer = frame.parent or self.module
-        for index, param in enumerate(positional):
-            if index < len(args):
-                frame.names[param.arg] = args[index]
-            elif param.arg in kwargs:
-                frame.names[param.arg] = kwargs[param.arg][0]
-            elif defaults[index] is not None:
-                frame.names[param.arg] = self.eval(defaults[index], outer)
-            elif open_args:
-                frame.names[param.arg] = Unknown("an argument")
-            else:
-                self.error(
-                    "upstream-argument",
-                    f"`{definition.name}()` needs `{param.arg}`: without it the call raises TypeError",
-                    f"pass {param.arg}=...",
-                    at,
-                )
-                return False
-        for param, default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
-            if param.arg in kwargs:
-                frame.names[param.arg] = kwargs[param.arg][0]
-            elif default is not None:
-                frame.names[param.arg] = self.eval(default, outer)
-            else:
-                frame.names[param.arg] = Unknown("an argument")
-        names = {p.arg for p in [*positional, *spec.kwonlyargs]}
-        extra = {k: v[0] for k, v in kwargs.items() if k not in names}
-        if spec.vararg is not None:
-            frame.names[spec.vararg.arg] = tuple(args[len(positional) :])
-        if spec.kwarg is not None:
-            frame.names[spec.kwarg.arg] = extra if not open_args else Unknown("** arguments")
-            self.origins[id(extra)] = (extra, {k: kwargs[k][1] for k in extra})
-        elif extra and not open_args:
-            key = next(iter(extra))
-            self.error(
-                "upstream-argument",
-                f"`{definition.name}()` has no parameter `{key}`: the call raises TypeError",
-                f"its parameters are {', '.join(sorted(names)) or 'none'}",
-                kwargs[key][1],
-            )
-        return True
-
-    def _followed(self, what: str | None, args: list, kwargs: dict, node: ast.Call) -> Any:
-        if what == "cast" and len(args) == 2:
-            return args[1]
-        if what == "copy" and len(args) == 1:
-            return copy.deepcopy(args[0])
-        if what == "replace" and args and isinstance(args[0], Obj):
-            made = copy.deepcopy(args[0])
-            for key, (value, at, source) in kwargs.items():
-                self._set_field(made, key, value, at, source, self.module)
-            return made
-        return self.unknown(node, f"`{_shown(node.func)}(...)` is not read statically")
-
-    def _builtin(self, name: str, args: list, node: ast.Call) -> Any:
-        if not all(plain(a) for a in args):
-            return Unknown(f"{name}() of an unknown value")
-        try:
-            if name == "len" and len(args) == 1:
-                return len(args[0])
-            if name in ("int", "float", "str", "bool", "abs", "round") and len(args) == 1:
-                if name == "str" and not isinstance(args[0], str | int | float | bool | None):
-                    return Unknown("str() of a container")
-                if name == "int" and isinstance(args[0], str) and len(args[0]) > 100:
-                    return Unknown("a long number")
-                return {
-                    "int": int,
-                    "float": float,
-                    "str": str,
-                    "bool": bool,
-                    "abs": abs,
-                    "round": round,
-                }[name](args[0])
-            if name in ("min", "max", "sum") and args:
-                values = args[0] if len(args) == 1 else args
-                if isinstance(values, list | tuple) and len(values) <= LONG:
-                    return {"min": min, "max": max, "sum": sum}[name](values)
-            if name in ("list", "tuple") and len(args) == 1 and isinstance(args[0], list | tuple):
-                return list(args[0]) if name == "list" else tuple(args[0])
-        except (TypeError, ValueError, OverflowError):
-            return Unknown(f"{name}() that raises")
-        return Unknown(f"{name}()")
-
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -1186,136 +698,6 @@ def _load(target: ast.expr) -> ast.expr:
     copied = copy.copy(target)
     copied.ctx = ast.Load()
     return copied
-
-
-def _at(node: ast.AST, length: int | None = None) -> At:
-    line = getattr(node, "lineno", 1) or 1
-    col = (getattr(node, "col_offset", 0) or 0) + 1
-    return At(line, col, col + length if length else None)
-
-
-def _keyword_at(keyword: ast.keyword) -> At:
-    return _at(keyword, len(keyword.arg) if keyword.arg else None)
-
-
-def _attr_at(node: ast.Attribute) -> At:
-    """The attribute's own name (``stpes`` of ``config.training.stpes``)."""
-    end_line = getattr(node, "end_lineno", None)
-    end_col = getattr(node, "end_col_offset", None)
-    if end_line is not None and end_col is not None and end_line == node.lineno:
-        return At(end_line, end_col - len(node.attr) + 1, end_col + 1)
-    return _at(node)
-
-
-def _alias_at(node: ast.ImportFrom, alias: ast.alias) -> At:
-    if getattr(alias, "lineno", None):
-        return _at(alias, len(alias.name))
-    return _at(node)
-
-
-def _shown(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _shown_value(value: Any) -> str:
-    text = repr(value) if plain(value) else f"a {type(value).__name__}"
-    if isinstance(value, Obj):
-        text = f"`{api.short(value.cls)}(...)`"
-    elif isinstance(value, Spec):
-        text = "a model spec"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, Obj):
-        return "a config object"
-    return type(value).__name__
-
-
-def _choice_hint(value: Any, allowed: tuple) -> str:
-    if isinstance(value, str):
-        close = [c for c in allowed if isinstance(c, str) and is_misspelling(value, c)]
-        if close:
-            return f"did you mean {close[0]!r}?"
-    return f"use one of {', '.join(repr(c) for c in allowed)}"
-
-
-def _guard_problem(field: dict, value: Any) -> str | None:
-    if "choices" in field and value not in field["choices"]:
-        return f"it must be one of {', '.join(repr(c) for c in field['choices'])}"
-    if value in field.get("not", ()):
-        return f"{_shown_value(value)} is refused"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        for key, test, words in (
-            ("ge", lambda v, b: v >= b, "at least"),
-            ("gt", lambda v, b: v > b, "greater than"),
-            ("le", lambda v, b: v <= b, "at most"),
-            ("lt", lambda v, b: v < b, "less than"),
-        ):
-            if key in field and not test(value, field[key]):
-                return f"it must be {words} {field[key]}"
-    return None
-
-
-def guard_hint(field: dict) -> str:
-    parts = []
-    if "choices" in field:
-        parts.append(f"one of {', '.join(repr(c) for c in field['choices'])}")
-    for key, words in (("ge", "at least"), ("gt", "above"), ("le", "at most"), ("lt", "below")):
-        if key in field:
-            parts.append(f"{words} {field[key]}")
-    if field.get("not"):
-        parts.append(f"not {', '.join(repr(v) for v in field['not'])}")
-    return f"use a value {' and '.join(parts)}" if parts else "use another value"
-
-
-def _first_fields(row: dict, count: int) -> str:
-    return ", ".join(f"{name}=..." for name in list(row)[:count])
-
-
-def _other_class_hint(key: str, path: str) -> str | None:
-    """Where a field of that name lives when it is not this class' (``warmup_steps`` of
-    ``TrainingConfig`` is ``LRSchedulersContainer.Config``'s)."""
-    owners = [p for p in api.field_owners().get(key, ()) if p != path]
-    if not owners:
-        return None
-    home = next((o for o in owners if api.trainer_home(o)), owners[0])
-    field = api.trainer_home(home)
-    where = f" (Trainer.Config's `{field}`)" if field else ""
-    return f"`{key}` is a field of `{api.short(home)}`{where}, not of `{api.short(path)}`"
-
-
-def _module_hint(name: str) -> str:
-    parent = name.rpartition(".")[0]
-    while parent and not api.is_module(parent):
-        parent = parent.rpartition(".")[0]
-    if not parent:
-        return "check the module path against the installed torchtitan"
-    leaf = name[len(parent) + 1 :].split(".")[0]
-    subs = [m.rpartition(".")[2] for m in _submodules(parent)]
-    close = [s for s in subs if is_misspelling(leaf, s)]
-    if close:
-        return f"did you mean `{parent}.{close[0]}`?"
-    return f"`{parent}` has {', '.join(sorted(subs)[:10])}" if subs else f"see `{parent}`"
-
-
-def _submodules(parent: str) -> Iterator[str]:
-    from titan.migrate.targets.upstream_api_030 import NAMES
-
-    for module in NAMES:
-        if module.rpartition(".")[0] == parent:
-            yield module
-
-
-def _elsewhere_hint(name: str, module: str) -> str:
-    from titan.migrate.targets.upstream_api_030 import EXPORTS
-
-    homes = sorted({k.partition(":")[0] for k in EXPORTS if k.partition(":")[2] == name})
-    if homes:
-        shortest = min(homes, key=len)
-        return f"`{name}` is in `{shortest}`"
-    return f"see what `{module}` defines"
 
 
 def _bound_names(tree: ast.Module) -> set[str]:

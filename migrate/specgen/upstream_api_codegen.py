@@ -26,7 +26,6 @@ and imports only the standard library, torchtitan and ``titan.migrate.specgen.cl
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import importlib
@@ -452,24 +451,9 @@ def generate() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m titan.migrate.specgen.upstream_api_codegen", description=__doc__
-    )
-    parser.add_argument(
-        "--out", type=Path, default=OUT, help="where to write (default: %(default)s)"
-    )
-    out = parser.parse_args(argv).out
-    try:
-        text = generate()
-    except ImportError as error:
-        print(f"upstream_api_codegen: {error}", file=sys.stderr)
-        return 1
-    except (UnwritableDefault, LookupError) as error:
-        print(f"upstream_api_codegen: {error}", file=sys.stderr)
-        return 1
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}")
-    return 0
+    from titan.migrate.specgen.upstream_codegen import run_generator
+
+    return run_generator(generate, out=OUT, name="upstream_api_codegen", doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -279,27 +279,35 @@ def generate() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run_generator(generate, out=OUT, name="upstream_codegen", doc=__doc__, argv=argv)
+
+
+def run_generator(
+    generate, *, out: Path, name: str, doc: str | None, argv: list[str] | None
+) -> int:
+    """The command line of a generator of an upstream table: ``--out FILE``, and a clear message
+    with status 1 (never a traceback) when this environment cannot read the release."""
     parser = argparse.ArgumentParser(
-        prog="python -m titan.migrate.specgen.upstream_codegen", description=__doc__
+        prog=f"python -m titan.migrate.specgen.{name}", description=doc
     )
     parser.add_argument(
-        "--out", type=Path, default=OUT, help="where to write (default: %(default)s)"
+        "--out", type=Path, default=out, help="where to write (default: %(default)s)"
     )
-    out = parser.parse_args(argv).out
+    target = parser.parse_args(argv).out
     try:
         text = generate()
     except ImportError as error:
         print(
-            f"upstream_codegen: {error}: this environment lacks a package of "
+            f"{name}: {error}: this environment lacks a package of "
             "requirements-upstream.txt (`make schema-upstream` runs in .venv-upstream)",
             file=sys.stderr,
         )
         return 1
     except (UnwritableDefault, LookupError) as error:
-        print(f"upstream_codegen: {error}", file=sys.stderr)
+        print(f"{name}: {error}", file=sys.stderr)
         return 1
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}")
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target}")
     return 0
 
 

@@ -47,10 +47,9 @@ BUILDS_ANYWAY = {None, "wrong-type", "literal"}
 
 
 @st.composite
-def modules(draw) -> tuple[str, str | None]:
+def modules(draw, mistake: str | None) -> tuple[str, str | None]:
     family = draw(st.sampled_from(sorted(FLAVORS)))
     flavor = draw(st.sampled_from(FLAVORS[family]))
-    mistake = draw(st.sampled_from(MISTAKES))
     training = {
         "steps": draw(st.integers(1, 10_000)),
         "local_batch_size": draw(st.integers(1, 16)),
@@ -120,22 +119,24 @@ def test_the_static_verdict_agrees_with_the_build(upstream_python: Path, tmp_pat
 
     cases: list[tuple[Path, str | None, list]] = []
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow],
-    )
-    @given(modules())
-    def collect(case: tuple[str, str | None]) -> None:
-        text, mistake = case
-        path = tmp_path / f"planted_{len(cases)}.py"
-        path.write_text(text, encoding="utf-8")
-        errors = [d for d in check_text(text, shown=path.name) if d.severity.value == "error"]
-        cases.append((path, mistake, errors))
+    for planted in MISTAKES:  # every kind, each with its share of the examples
 
-    collect()
+        @settings(
+            max_examples=max(4, EXAMPLES // len(MISTAKES)),
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        @given(modules(planted))
+        def collect(case: tuple[str, str | None]) -> None:
+            text, mistake = case
+            path = tmp_path / f"planted_{len(cases)}.py"
+            path.write_text(text, encoding="utf-8")
+            errors = [d for d in check_text(text, shown=path.name) if d.severity.value == "error"]
+            cases.append((path, mistake, errors))
+
+        collect()
     dumped = build(upstream_python, [p for p, _, _ in cases], tmp_path / "built.json", timeout=1800)
     problems = []
     kinds = set()
