@@ -33,6 +33,9 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     import subprocess
 
+_PF_EXITING = 0x4
+"""The flag Linux sets on a process (``/proc/PID/stat``, field 9) once it has begun to exit."""
+
 GRACE_S = 5.0
 """How long past its time limits titan waits for the worker's own report of where the code was
 before it stops the process without one (the report normally comes at the limit)."""
@@ -150,7 +153,7 @@ class Worker:
         deadline = time.monotonic() + self.limit
         ending: dict = {}
         while True:
-            events, gone = self._read(deadline)
+            events, gone = self._read(deadline, announced=bool(ending))
             for event in events:
                 kind = event.get("ev") if isinstance(event, dict) else None
                 if kind not in _SHAPES or not _SHAPES[kind](event):
@@ -207,9 +210,12 @@ class Worker:
         self.kill()
         return outcome
 
-    def _read(self, deadline: float) -> tuple[list, tuple[str, int | None] | None]:
+    def _read(
+        self, deadline: float, *, announced: bool = False
+    ) -> tuple[list, tuple[str, int | None] | None]:
         """Events that arrived before ``deadline`` (output copied on the way), and
-        ``(how, status)`` once the worker has ended or closed its pipe."""
+        ``(how, status)`` once the worker has ended or closed its pipe (``announced``: the
+        worker said its user code is ending the process)."""
         watched = [self.replies, self.output] + ([self.pidfd] if self.pidfd is not None else [])
         ready, _, _ = select.select(watched, [], [], max(0.0, deadline - time.monotonic()))
         if self.output in ready:
@@ -237,8 +243,32 @@ class Worker:
                 break
         if dead or closed:
             self._copy_output()
+            # A process that ends closes its pipe a moment before it can be waited for: the
+            # pipe closed by the module itself is told apart by the worker's own word that it
+            # is ending, or by the kernel's mark on a process that is exiting.
+            announced = announced or any(
+                isinstance(event, dict) and event.get("ev") == "ending" for event in events
+            )
+            if not dead and self.pidfd is not None and (announced or self._exiting()):
+                left = max(0.0, deadline - time.monotonic())
+                dead = bool(select.select([self.pidfd], [], [], left)[0])
             return events, self._status(wait_for_it=dead or self.pidfd is None)
         return events, None
+
+    def _exiting(self) -> bool:
+        """Whether the worker is on its way out (Linux marks such a process ``PF_EXITING``
+        before it closes its files)."""
+        assert self.process is not None
+        try:
+            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            return False
+        try:
+            state, flags = fields[0], int(fields[6])
+        except (IndexError, ValueError):
+            return False
+        return state in (b"Z", b"X", b"x") or bool(flags & _PF_EXITING)
 
     def _status(self, *, wait_for_it: bool) -> tuple[str, int | None]:
         """How the ended (or pipe-closing) worker ended, without reaping it (so that its
