@@ -97,6 +97,11 @@ def _main(args: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
     if args[0] in HELP_FLAGS or (legacy and set(args) & set(HELP_FLAGS)):
         write(USAGE, out=stdout)
         return 0
+    if args == ["--version"]:
+        from titan import __version__
+
+        write(f"titan-train {__version__}\n", out=stdout)
+        return 0
     from titan.cli.train_preflight import preflight, split_preflight
     from titan.training.errors import RunFailure
 
@@ -158,7 +163,13 @@ def run(config: Any, *, failure: RunFailure | None = None, findings_reported: bo
     were printed already (by ``titan-train``'s loading); otherwise the run logs them.
     """
     from titan.training.dump_lock import EVERY_RANK_STOPS
-    from titan.training.errors import USER_ERRORS, RunFailure, describe, terminal_safe
+    from titan.training.errors import (
+        USER_ERRORS,
+        RunFailure,
+        describe,
+        missing_extra,
+        terminal_safe,
+    )
     from titan.training.stopping import RunStopped
 
     global _agreed_end
@@ -187,6 +198,9 @@ def run(config: Any, *, failure: RunFailure | None = None, findings_reported: bo
             _agreed_end = True
         return 1
     except Exception as error:
+        if missing_extra(error) is not None:  # titan installed without its training extra
+            failure.report(missing_extra(error))
+            return 1
         if os.environ.get("TITAN_DEBUG"):
             raise
         failure.crash(error, dump_folder=str(getattr(config, "dump_folder", ".")))

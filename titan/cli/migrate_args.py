@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from titan import __version__
 from titan.cli import era_option, report
 from titan.cli.exits import EXIT_STATUS_HELP
 
@@ -122,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(never an input, nor a file titan-migrate did not write)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="report errors only")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
 

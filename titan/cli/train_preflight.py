@@ -119,7 +119,7 @@ def preflight(args: list[str], *, ngpu: int, stdout: TextIO, stderr: TextIO) -> 
     """
     from titan.cli.streams import write
     from titan.cli.train_config import load
-    from titan.training.errors import USER_ERRORS, RunFailure, describe
+    from titan.training.errors import USER_ERRORS, RunFailure, describe, missing_extra
 
     # One process speaking for itself: no launcher's error file, no peers to tell.
     failure = RunFailure(stderr=stderr)
@@ -136,6 +136,9 @@ def preflight(args: list[str], *, ngpu: int, stdout: TextIO, stderr: TextIO) -> 
         failure.report(describe(error))
         return FINDINGS
     except Exception as error:
+        if missing_extra(error) is not None:  # titan installed without its training extra
+            failure.report(missing_extra(error))
+            return FINDINGS
         if os.environ.get("TITAN_DEBUG"):
             raise
         # A run saves the traceback in its dump folder; pre-flight writes nothing.

@@ -50,6 +50,24 @@ def terminal_safe(text: str) -> str:
     return text.translate(_CONTROL)
 
 
+# The packages of the ``train`` extra (pyproject.toml): titan-validate and titan-migrate run
+# without them, a run cannot.
+TRAIN_EXTRA = ("torch", "numpy", "safetensors", "tokenizers")
+
+
+def missing_extra(error: BaseException) -> str | None:
+    """What to install when ``error`` is a package of the ``train`` extra this Python cannot
+    import; None for any other error."""
+    name = getattr(error, "name", None) or ""
+    if not isinstance(error, ModuleNotFoundError) or name.split(".")[0] not in TRAIN_EXTRA:
+        return None
+    return (
+        f"training needs `{name.split('.')[0]}`, which this Python cannot import ({error}): "
+        "install titan's training extra with pip install 'titan[train]' (titan-validate and "
+        "titan-migrate run without it)"
+    )
+
+
 def describe(error: BaseException) -> str:
     """The message of ``error``; a file error names its path, a full disk says so."""
     if isinstance(error, OSError) and error.errno in NO_ROOM:
