@@ -125,3 +125,98 @@ def test_a_push_killed_midway_leaves_the_previous_version(tmp_path, stage):
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
     assert leftovers == []
     assert torch.equal(snapshots.load(tmp_path, 1)["w"], torch.arange(1000, dtype=torch.float32))
+
+
+def _three_versions(folder):
+    """Versions 1, 2 and 3 pushed whole (keep 5); latest names 3."""
+    for version in (1, 2, 3):
+        snapshots.push(_weights(version), folder, version, keep=5)
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda d: (d / "v3" / "model.safetensors").unlink(), "model.safetensors is missing"),
+        (lambda d: (d / "v3" / ".titan-snapshot").unlink(), ".titan-snapshot is missing"),
+        (lambda d: (d / "v3" / "model.safetensors").write_bytes(b""), "cannot be read"),
+        (lambda d: (d / "v3" / "model.safetensors").write_bytes(b"\x10" * 64), "cannot be read"),
+    ],
+)
+def test_a_broken_latest_is_named_not_replaced_by_an_older_one(tmp_path, damage, words):
+    """latest names v3, whose files were damaged after the push: load raises naming version 3
+    and the file; only newest_readable=True reads v2, and says so."""
+    _three_versions(tmp_path)
+    damage(tmp_path)
+    with pytest.raises(SnapshotError, match=words) as raised:
+        snapshots.load(tmp_path)
+    assert "version 3" in str(raised.value) and "v3" in str(raised.value)
+    fallback = snapshots.load(tmp_path, newest_readable=True)
+    assert fallback.version == 2 and fallback.path == str(tmp_path / "v2")
+    assert torch.equal(fallback["a"], _weights(2)["a"])
+    with pytest.raises(SnapshotError, match="version 3"):
+        snapshots.load(tmp_path, 3)
+
+
+def test_load_says_which_version_it_read(tmp_path):
+    """The latest, a named version, and the highest complete one without a pointer."""
+    _three_versions(tmp_path)
+    assert snapshots.load(tmp_path).version == 3
+    assert snapshots.load(tmp_path, 1).version == 1
+    (tmp_path / "latest").unlink()
+    assert snapshots.load(tmp_path).version == 3
+    for bad in (-1, True, "3", 1.0):
+        with pytest.raises(SnapshotError, match="version must be an int"):
+            snapshots.load(tmp_path, bad)
+    with pytest.raises(SnapshotError, match="not both"):
+        snapshots.load(tmp_path, 1, newest_readable=True)
+
+
+def test_no_readable_version_at_all(tmp_path):
+    """Every version's weights torn: newest_readable raises naming each file."""
+    _three_versions(tmp_path)
+    for version in (1, 2, 3):
+        (tmp_path / f"v{version}" / "model.safetensors").write_bytes(b"\0" * 10)
+    with pytest.raises(SnapshotError, match="no version reads") as raised:
+        snapshots.load(tmp_path, newest_readable=True)
+    assert all(f"v{v}/model.safetensors" in str(raised.value) for v in (1, 2, 3))
+
+
+def _swap(path, kind, outside):
+    """Replace ``path`` by a FIFO, a folder or a symlink to a file outside the snapshots."""
+    if path.exists():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(outside)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "symlink"])
+@pytest.mark.parametrize("name", ["latest", "v2/model.safetensors", "v2/.titan-snapshot"])
+def test_non_regular_files_are_refused_without_blocking(tmp_path, kind, name):
+    """A FIFO, a folder or a symlink out of the folder where titan writes a regular file:
+    push and load refuse it naming it (a FIFO is never opened: opening it would block), and
+    nothing is written."""
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("v1\n")
+    folder = tmp_path / "weights"
+    for version in (1, 2):
+        snapshots.push(_weights(version), folder, version, keep=5)
+    _swap(folder / name, kind, outside)
+    words = {"fifo": "a FIFO", "folder": "a folder", "symlink": "a symlink"}[kind]
+    with pytest.raises(SnapshotError, match=words) as raised:
+        snapshots.load(folder) if name == "latest" else snapshots.load(folder, 2)
+    assert name.split("/")[-1] in str(raised.value)
+    if name == "latest":
+        with pytest.raises(SnapshotError, match=words):
+            snapshots.push(_weights(3), folder, 3)
+        assert not (folder / "v3").exists()
+        with pytest.raises(SnapshotError, match=words):
+            snapshots.latest_version(folder)
+    else:
+        with pytest.raises(SnapshotError, match=words):
+            snapshots.load(folder)
+        assert snapshots.load(folder, newest_readable=True).version == 1
+    assert outside.read_text() == "v1\n"

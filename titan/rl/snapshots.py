@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,8 +51,7 @@ def push(
     version's ``config.json``. ``SnapshotError`` for a version that exists, a bad version or
     ``keep``, a ``folder`` that is a file, or a ``latest`` that titan did not write.
     """
-    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 10**18:
-        raise SnapshotError(f"version must be an int from 0 to 10**18 - 1, not {version!r}")
+    _check_version(version)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise SnapshotError(f"keep must be an int >= 1, not {keep!r}")
     if not isinstance(state_dict, Mapping) or not state_dict:
@@ -84,30 +84,126 @@ def push(
     return final
 
 
+class Snapshot(dict):
+    """The tensors of one snapshot (name -> tensor, on the CPU), with the ``version`` they are
+    and the ``path`` of their folder."""
+
+    version: int
+    path: str
+
+    def __init__(self, tensors: Mapping[str, Any], *, version: int, path: str) -> None:
+        super().__init__(tensors)
+        self.version = version
+        self.path = path
+
+
 def latest_version(folder: str | os.PathLike[str]) -> int | None:
     """The newest complete version in ``folder``: the one ``latest`` names, or, when the
-    pointer is missing, the highest complete version folder; None when there is none."""
+    pointer is missing, the highest complete version folder; None when there is none.
+    ``SnapshotError`` when ``latest`` names a version that is not complete (it was damaged
+    after its push: ``load(folder, newest_readable=True)`` reads an older one)."""
     root = os.fspath(folder)
     if not os.path.isdir(root):
         return None
     pointed = _pointer(root)
-    if pointed is not None and _complete(root, pointed):
+    if pointed is not None:
+        _check_complete(root, pointed)
         return pointed
     versions = _versions(root)
     return versions[-1] if versions else None
 
 
-def load(folder: str | os.PathLike[str], version: int | None = None) -> dict[str, Any]:
-    """The tensors of ``version`` (None: the latest) in ``folder``, on the CPU."""
+def load(
+    folder: str | os.PathLike[str],
+    version: int | None = None,
+    *,
+    newest_readable: bool = False,
+) -> Snapshot:
+    """The tensors of ``version`` (None: the one ``latest`` names, else the highest complete
+    version) in ``folder``, on the CPU, as a ``Snapshot`` whose ``version`` says which.
+
+    A version that is incomplete, damaged or not made of regular files raises
+    ``SnapshotError`` naming it and the file; with ``newest_readable`` (and no ``version``)
+    the newest version that reads is returned instead, older than ``latest`` if need be."""
+    root = os.fspath(folder)
+    if version is not None:
+        _check_version(version)
+        if newest_readable:
+            raise SnapshotError("load takes a version or newest_readable, not both")
+        return _read(root, version)
+    if not os.path.isdir(root):
+        raise SnapshotError(f"{root} holds no complete weight snapshot")
+    pointed = _pointer(root)
+    older = [v for v in reversed(_versions(root)) if pointed is None or v < pointed]
+    candidates = ([] if pointed is None else [pointed]) + older
+    if not candidates:
+        raise SnapshotError(f"{root} holds no complete weight snapshot")
+    if not newest_readable:
+        return _read(root, candidates[0])
+    failures = []
+    for candidate in candidates:
+        try:
+            return _read(root, candidate)
+        except SnapshotError as error:
+            failures.append(str(error))
+    raise SnapshotError(f"{root}: no version reads: " + "; ".join(failures))
+
+
+def _read(root: str, version: int) -> Snapshot:
+    """The tensors of ``v<version>``; ``SnapshotError`` naming the file that is missing, not a
+    regular file, or not readable safetensors."""
     from safetensors.torch import load_file
 
-    root = os.fspath(folder)
-    chosen = latest_version(root) if version is None else version
-    if chosen is None:
-        raise SnapshotError(f"{root} holds no complete weight snapshot")
-    if not _complete(root, chosen):
-        raise SnapshotError(f"{root} holds no complete snapshot of version {chosen}")
-    return load_file(os.path.join(root, f"v{chosen}", WEIGHTS))
+    _check_complete(root, version)
+    path = os.path.join(root, f"v{version}", WEIGHTS)
+    try:
+        tensors = load_file(path)
+    except Exception as error:  # safetensors' own error type, OSError, a torn header
+        raise SnapshotError(
+            f"{path} (version {version}) cannot be read as safetensors: {error}"
+        ) from None
+    return Snapshot(tensors, version=version, path=os.path.dirname(path))
+
+
+def _check_version(version: Any) -> None:
+    """``SnapshotError`` unless ``version`` is an int from 0 to 10**18 - 1."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 10**18:
+        raise SnapshotError(f"version must be an int from 0 to 10**18 - 1, not {version!r}")
+
+
+def _check_complete(root: str, version: int) -> None:
+    """``SnapshotError`` unless ``v<version>`` holds titan's marker and its weights as
+    regular files (never opened here: a FIFO would block the open)."""
+    folder = os.path.join(root, f"v{version}")
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        raise SnapshotError(f"{root} holds no complete snapshot of version {version}")
+    for name in (MARKER, WEIGHTS):
+        path = os.path.join(folder, name)
+        kind = _kind(path)
+        if kind == "missing":
+            raise SnapshotError(
+                f"{root} holds no complete snapshot of version {version}: {path} is missing"
+            )
+        if kind != "file":
+            raise SnapshotError(
+                f"{path} (version {version}) is {kind}, not a regular file titan wrote; "
+                "it is not read"
+            )
+
+
+def _kind(path: str) -> str:
+    """What ``path`` is, without following a symlink or opening it: ``file``, ``missing``,
+    or a description (a FIFO, a folder, a symlink, ...)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:
+        return f"unreadable ({error.strerror})"
+    if stat.S_ISREG(mode):
+        return "file"
+    kinds = [(stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO")]
+    return next((word for test, word in kinds if test(mode)), "a special file")
 
 
 def _write_files(
@@ -141,30 +237,36 @@ def _point(root: str, version: int) -> None:
 
 def _pointer(root: str) -> int | None:
     """The version ``latest`` names; None without one; ``SnapshotError`` for a file titan
-    did not write (it is never overwritten)."""
+    did not write (it is never overwritten) or one that is not a regular file (a FIFO, a
+    folder, a symlink: never opened, as opening a FIFO would block)."""
     path = os.path.join(root, LATEST)
-    if not os.path.lexists(path):
+    kind = _kind(path)
+    if kind == "missing":
         return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(64).strip()
-    except (OSError, UnicodeDecodeError):
-        text = None
+    text = None
+    if kind == "file":
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read(64).strip()
+        except (OSError, UnicodeDecodeError):
+            text = None
     match = VERSION_NAME.match(text or "")
-    if not os.path.isfile(path) or os.path.islink(path) or match is None:
+    if match is None:
+        what = "" if kind == "file" else f" ({kind}, not a regular file)"
         raise SnapshotError(
-            f"{path} is not a snapshot pointer written by titan; move it away or push into "
-            "another folder"
+            f"{path}{what} is not a snapshot pointer written by titan; move it away or push "
+            "into another folder"
         )
     return int(match.group(1))
 
 
 def _complete(root: str, version: int) -> bool:
-    """Whether ``v<version>`` holds titan's marker and its weights."""
-    folder = os.path.join(root, f"v{version}")
-    return os.path.isfile(os.path.join(folder, MARKER)) and os.path.isfile(
-        os.path.join(folder, WEIGHTS)
-    )
+    """Whether ``v<version>`` holds titan's marker and its weights, as regular files."""
+    try:
+        _check_complete(root, version)
+    except SnapshotError:
+        return False
+    return True
 
 
 def _versions(root: str) -> list[int]:
@@ -235,4 +337,4 @@ def _fsync_dir(path: str) -> None:
         os.close(descriptor)
 
 
-__all__ = ["SnapshotError", "latest_version", "load", "push"]
+__all__ = ["Snapshot", "SnapshotError", "latest_version", "load", "push"]
