@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     modules.add_argument(
         "--timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long importing a registry module, or one registry function, may take before "
@@ -188,15 +188,29 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_seconds(text: str) -> float:
-    import argparse
+MAX_SECONDS = 86400.0
+"""The longest ``--timeout``: a day for one import or one registry function."""
 
+
+def seconds(text: str) -> float | None:
+    """``--timeout``: a positive, finite number of seconds up to :data:`MAX_SECONDS`, else
+    ``None`` (``inf``, ``nan``, ``0``, ``-1``, ``1e308`` and words are not)."""
     try:
         value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    except (ValueError, OverflowError):
+        return None
+    return value if 0 < value <= MAX_SECONDS else None
+
+
+def positive_seconds(text: str) -> float:
+    """argparse's type for ``--timeout`` (see :func:`seconds`)."""
+    import argparse
+
+    value = seconds(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds up to {MAX_SECONDS:g} (a day), got {text!r}"
+        )
     return value
 
 
@@ -209,7 +223,16 @@ def _memory_size(text: str) -> int:
     value = memory_bytes(text)
     if value is None:
         raise argparse.ArgumentTypeError(f"expected a size such as 4GiB or 512MiB, got {text!r}")
+    if value > MAX_MEMORY:
+        raise argparse.ArgumentTypeError(
+            f"{text} is more than any address space (at most {MAX_MEMORY // 1024**5} PiB); "
+            "leave --memory-limit out for no limit"
+        )
     return value
+
+
+MAX_MEMORY = 2**50 * 64
+"""The largest ``--memory-limit`` (64 PiB, beyond what a 64-bit address space gives)."""
 
 
 class Args:
@@ -306,17 +329,14 @@ def parse_common(argv: Sequence[str]) -> Args | None:
                 return None
             args.era = value.strip()
         elif name == "--timeout":
-            try:
-                args.timeout = float(value)
-            except ValueError:
-                return None
-            if not args.timeout > 0 or args.timeout == float("inf"):
+            args.timeout = seconds(value)
+            if args.timeout is None:
                 return None
         elif name == "--memory-limit":
             from titan.cli.registry_errors import memory_bytes
 
             args.memory_limit = memory_bytes(value)
-            if args.memory_limit is None:
+            if args.memory_limit is None or args.memory_limit > MAX_MEMORY:
                 return None
         elif name == "--target":
             from titan.migrate.targets.choice import UnknownTarget, resolve
