@@ -355,6 +355,7 @@ def _short(names: list[str]) -> list[str]:
         index = name.removeprefix("layers.")
         if (
             name.startswith("layers.")
+            and index.isascii()
             and index.isdigit()
             and (not run or int(index) == run[-1] + 1)
         ):
@@ -363,7 +364,7 @@ def _short(names: list[str]) -> list[str]:
         if run:
             out.append(f"layers.{run[0]}" if len(run) == 1 else f"layers.{run[0]}-{run[-1]}")
             run = []
-        if name.startswith("layers.") and index.isdigit():
+        if name.startswith("layers.") and index.isascii() and index.isdigit():
             run = [int(index)]
         elif name:
             out.append(name)

@@ -102,10 +102,10 @@ def _count(ngpu: str | None) -> int:
     source, text = (NGPU_FLAG, ngpu) if ngpu is not None else ("WORLD_SIZE", None)
     if text is None:
         text = os.environ.get("WORLD_SIZE", "1")
-    try:
-        count = int(text)
-    except ValueError:
-        raise UsageError(f"{source} must be a whole number of GPUs, got {text!r}") from None
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()):  # int() takes other scripts' digits too
+        raise UsageError(f"{source} must be a whole number of GPUs, got {text!r}")
+    count = int(digits)
     if count < 1:
         raise UsageError(f"{source} must be at least 1, got {count}")
     return count

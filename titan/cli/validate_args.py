@@ -176,13 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _ascii_whole(text: str) -> bool:
+    """Whether ``text`` is a whole number in the ASCII digits 0-9 (spaces around allowed)."""
+    digits = text.strip()
+    return digits.isascii() and digits.isdigit()
+
+
 def _positive_int(text: str) -> int:
     import argparse
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not _ascii_whole(text):  # int() would take other scripts' digits and `8_0` too
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -318,10 +323,9 @@ def parse_common(argv: Sequence[str]) -> Args | None:
                 return None
             setattr(args, name[2:], value)
         elif name == "--ngpu":
-            try:
-                args.ngpu = int(value)
-            except ValueError:
+            if not _ascii_whole(value):
                 return None
+            args.ngpu = int(value)
             if args.ngpu < 1:
                 return None
         elif name == "--era":
