@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from titan.training.step_api import IGNORE_INDEX, Microbatch, TrainerUsageError
+from titan.rl.batch_checks import check_policy_batch
+from titan.training.step_api import IGNORE_INDEX, Microbatch
 
 LOSS_MEANS = ("token", "sequence")
 """How the per-token losses are averaged."""
@@ -79,6 +80,10 @@ class GRPOLoss:
         # Without the generator's log-probabilities the samples are on-policy: the ratio is 1
         # and its gradient that of the log-probability.
         generator = logprobs.detach() if generator is None else generator
+        # A masked token's values are never read: not even a NaN there reaches the gradients
+        # (where() passes a zero gradient, but 0 * NaN is NaN).
+        generator = torch.where(valid, generator.float(), logprobs.detach())
+        advantages = torch.where(valid, advantages, 0.0)
         losses = per_token_loss(logprobs, generator, advantages, clip_eps=self.clip_eps)
         losses = torch.where(valid, losses, 0.0)
         if self.loss_mean == "token":
@@ -86,38 +91,6 @@ class GRPOLoss:
         counts = valid.sum(dim=1)
         per_sequence = losses.sum(dim=1) / counts.clamp(min=1)
         return per_sequence.sum() * self.scale
-
-
-def check_policy_batch(batch: Microbatch, index: int) -> None:
-    """``TrainerUsageError`` unless ``batch`` carries floating ``advantages`` per sequence or
-    per token and, when given (absent: on-policy samples), ``generator_logprobs`` of the
-    tokens' shape."""
-    shape = tuple(batch.token_ids.shape)
-    for name in ("generator_logprobs", "advantages"):
-        tensor = batch.extras.get(name)
-        if tensor is None and name == "generator_logprobs":
-            continue
-        if not isinstance(tensor, torch.Tensor):
-            raise TrainerUsageError(
-                f"microbatch {index}: the policy loss needs extras[{name!r}] (a float tensor); "
-                "build micro-batches with titan.rl.policy_microbatch"
-            )
-        if not tensor.dtype.is_floating_point:
-            raise TrainerUsageError(
-                f"microbatch {index}: extras[{name!r}] must be a floating tensor, not "
-                f"{tensor.dtype}"
-            )
-    logprobs, advantages = batch.extras.get("generator_logprobs"), batch.extras["advantages"]
-    if logprobs is not None and tuple(logprobs.shape) != shape:
-        raise TrainerUsageError(
-            f"microbatch {index}: generator_logprobs has shape {list(logprobs.shape)}, "
-            f"token_ids {list(shape)}; they must match"
-        )
-    if tuple(advantages.shape) not in (shape, shape[:1]):
-        raise TrainerUsageError(
-            f"microbatch {index}: advantages must be [batch] (one per sequence) or "
-            f"[batch, seq], not {list(advantages.shape)}"
-        )
 
 
 def policy_microbatch(

@@ -89,7 +89,7 @@ class PolicyTrainer(Trainer):
         divided by ``num_global_sequences``, the sequences (with a valid token) of the whole
         step over every data-parallel rank; left out, this call's own count. A ``loss_fn``
         given replaces the GRPO loss; ``cross_entropy_step`` runs the run's cross entropy."""
-        from titan.rl.grpo import GRPOLoss, check_policy_batch
+        from titan.rl.grpo import GRPOLoss
         from titan.training import step_api as api
 
         if loss_fn is not None:
@@ -101,16 +101,13 @@ class PolicyTrainer(Trainer):
         batches: list[Any] = []
         try:
             api.check_count("num_global_sequences", num_global_sequences)
-            api.check_microbatch_list(microbatches)
-            batches = [api.as_microbatch(item, index) for index, item in enumerate(microbatches)]
-            for index, batch in enumerate(batches):
-                check_policy_batch(batch, index)
+            batches = self._checked_policy(microbatches, policy=True)
         except api.TrainerUsageError as error:
             refused, batches = error, []
-        # One sum over the data-parallel ranks: the counts, and whether a rank refused (then
-        # every rank refuses before the forward's collectives rather than waiting in them).
-        tokens, sequences, refusals = self._global_counts(batches, refused=refused is not None)
-        api.raise_refusals(refused, refusals)
+        # Every rank learns every rank's micro-batch count and refusal first: then all refuse
+        # together before the forward's collectives rather than waiting in them.
+        self._agree("forward_backward", len(batches), refused)
+        tokens, sequences = self._global_counts(batches)
         if num_global_sequences is not None and num_global_sequences < sequences:
             raise api.TrainerUsageError(
                 f"num_global_sequences is {num_global_sequences}, but these micro-batches alone "
@@ -128,32 +125,88 @@ class PolicyTrainer(Trainer):
 
     def cross_entropy_step(self, microbatches: Sequence[Any], **kwargs: Any) -> Any:
         """``Trainer.forward_backward`` with the run's cross entropy (supervised warm-up, or
-        a loss-parity check)."""
+        a loss-parity check); token ids and labels outside the vocabulary, and ranks holding
+        different numbers of micro-batches, are refused on every rank first."""
+        from titan.training import step_api as api
+
+        self._usable("cross_entropy_step")
+        refused: api.TrainerUsageError | None = None
+        count = 0
+        try:
+            count = len(self._checked_policy(microbatches, policy=False))
+        except api.TrainerUsageError as error:
+            refused = error
+        self._agree("cross_entropy_step", count, refused)
         return Trainer.forward_backward(self, microbatches, **kwargs)
 
-    def _global_counts(self, batches: Sequence[Any], *, refused: bool) -> tuple[int, int, int]:
-        """Valid tokens, sequences with at least one, and refusing ranks, summed over the
-        data-parallel ranks."""
+    def _checked_policy(self, microbatches: Any, *, policy: bool) -> list[Any]:
+        """The micro-batches as checked ``Microbatch``es (``titan.rl.batch_checks``; with
+        ``policy``, the GRPO fields and a token whose loss counts too)."""
+        from titan.rl import batch_checks
+        from titan.training import step_api as api
+
+        api.check_microbatch_list(microbatches)
+        vocab = batch_checks.vocab_size_of(self.config)
+        batches = []
+        for index, item in enumerate(microbatches):
+            batch = api.as_microbatch(item, index)
+            if policy:
+                batch_checks.check_all(batch, index, vocab_size=vocab, policy=True)
+            else:
+                batch_checks.check_token_range(batch, index, vocab)
+            batches.append(batch)
+        return batches
+
+    def _agree(self, call: str, count: int, refused: Any) -> None:
+        """Every rank's micro-batch count and refusal, gathered over the job: this rank's own
+        refusal, the others', or different counts (each rank's named) raise on every rank, so
+        no rank waits in a collective the others never reach."""
         import torch
         import torch.distributed as dist
 
         from titan.training import step_api as api
 
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            api.raise_refusals(refused, 0)
+            return
+        mine = torch.tensor([count, int(refused is not None)], dtype=torch.int64)
+        mine = mine.to(self.parts.device)
+        every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+        dist.all_gather(every, mine)
+        counts, refusals = zip(*(tuple(int(x) for x in t.tolist()) for t in every), strict=True)
+        api.raise_refusals(refused, sum(refusals))
+        if len(set(counts)) > 1:
+            each = ", ".join(f"rank {r}: {n}" for r, n in enumerate(counts))
+            raise api.TrainerUsageError(
+                f"{call}: the ranks hold different numbers of micro-batches "
+                f"({each}); every rank must pass the same number in each call (their forwards "
+                "and backwards run collectives together); no rank ran this call"
+            )
+
+    def _global_counts(self, batches: Sequence[Any]) -> tuple[int, int]:
+        """Valid tokens and sequences with at least one, summed over the data-parallel
+        ranks."""
+        import torch
+        import torch.distributed as dist
+
+        from titan.rl.batch_checks import valid_tokens
+        from titan.training import step_api as api
+
         tokens = sequences = 0
         for batch in batches:
-            valid = batch.labels != api.IGNORE_INDEX
-            if batch.loss_mask is not None:
-                valid = valid & batch.loss_mask.to(valid.device)
+            valid = valid_tokens(batch)
             tokens += int(valid.sum())
             sequences += int(valid.any(dim=1).sum())
         mesh = api.loss_mesh(self.parts)
         if mesh is None:
-            return tokens, sequences, 0
-        flags = [float(tokens), float(sequences), float(refused)]
-        counts = torch.tensor(flags, dtype=torch.float64, device=self.parts.device)
+            return tokens, sequences
+        # float64: a float32 sum stops counting exactly past 2**24 tokens.
+        counts = torch.tensor(
+            [float(tokens), float(sequences)], dtype=torch.float64, device=self.parts.device
+        )
         dist.all_reduce(counts, group=mesh.get_group())
-        total_tokens, total_sequences, refusals = (int(x) for x in counts.tolist())
-        return total_tokens, total_sequences, refusals - int(refused)
+        total_tokens, total_sequences = (int(x) for x in counts.tolist())
+        return total_tokens, total_sequences
 
     def push_model_state_dict(
         self,
