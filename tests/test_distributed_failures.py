@@ -250,6 +250,28 @@ def test_a_rank_that_stalls_mid_run_is_named_after_the_training_timeout(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("stopped", "waiting"), [(1, 0), (0, 1)])
+def test_a_stopped_pipeline_stage_is_named_by_the_stage_left_waiting(tmp_path, stopped, waiting):
+    """Two pipeline stages; one stage's process is frozen by SIGSTOP at its third batch. The
+    other stage's receive fails after comm.train_timeout_seconds, as a stalled collective does,
+    and names the stopped rank; torchrun then ends the stopped one."""
+    code, output = torchrun(f"rank{stopped}_stops_mid_pipeline", tmp_path, timeouts=MID_RUN)
+    assert code == 1, output[-4000:]
+    assert f"titan-train rank {waiting}: error: a collective operation timed out: " in output, (
+        output[-4000:]
+    )
+    assert (
+        f"rank {stopped} reported no error within 5 s of this failure: stalled (a hung data read, "
+        "filesystem or debugger) or killed" in output
+    ), output[-4000:]
+    assert "comm.train_timeout_seconds" in output
+    assert_titan_explained_itself(output)
+    if stopped == 1:  # rank 0 logs the steps: the third never ended
+        steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").open()]
+        assert steps == [1, 2]
+
+
+@pytest.mark.slow
 def test_a_rank_that_crashes_mid_run_is_named_by_the_rank_left_waiting(tmp_path):
     codes, output = ranks("rank1_crashes_mid_training", tmp_path, timeouts=MID_RUN)
     assert codes == [1, 1], output[-4000:]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import time
 
 from titan.hf_datasets.text_datasets import HuggingFaceTextDataLoader
@@ -107,13 +108,16 @@ class MisbehavingLoader(HuggingFaceTextDataLoader):
         bad_rank: int = 1
         """The rank that misbehaves."""
         behaviour: str = "stall"
-        """'stall' (sleep forever) or 'raise' (an unexpected exception)."""
+        """'stall' (sleep forever), 'stop' (SIGSTOP itself: frozen, as under a debugger or a
+        stopped job) or 'raise' (an unexpected exception)."""
 
     def __iter__(self):
         for count, batch in enumerate(super().__iter__(), start=1):
             if count == BAD_BATCH and RANK == self.config.bad_rank:
                 if self.config.behaviour == "stall":
                     time.sleep(3600)
+                if self.config.behaviour == "stop":
+                    os.kill(os.getpid(), signal.SIGSTOP)
                 raise RuntimeError(f"shard of rank {RANK} is corrupt at batch {count}")
             yield batch
 
@@ -121,6 +125,22 @@ class MisbehavingLoader(HuggingFaceTextDataLoader):
 def rank1_stalls_mid_training() -> Trainer.Config:
     config = _small()
     config.dataloader = MisbehavingLoader.Config(behaviour="stall")
+    return config
+
+
+def rank1_stops_mid_pipeline() -> Trainer.Config:
+    """Two pipeline stages; the second stage's process is stopped (SIGSTOP) at its third batch."""
+    config = _small()
+    config.parallelism.pipeline_parallel_degree = 2
+    config.parallelism.pipeline_parallel_microbatch_size = 1
+    config.dataloader = MisbehavingLoader.Config(behaviour="stop")
+    return config
+
+
+def rank0_stops_mid_pipeline() -> Trainer.Config:
+    """Two pipeline stages; the first stage's process is stopped (SIGSTOP) at its third batch."""
+    config = rank1_stops_mid_pipeline()
+    config.dataloader = MisbehavingLoader.Config(behaviour="stop", bad_rank=0)
     return config
 
 

@@ -177,7 +177,10 @@ def build_pipeline(
     per-document masks has each stage build them from the token ids, ended at ``eos_id``."""
     from torch.distributed.pipelining import PipelineStage
 
+    from titan.distributed import pipeline_waits
     from titan.distributed.pipeline_masks import build_masks_from_input_batch, needs_input_batch
+
+    pipeline_waits.install()
 
     layout = layout_of(parallelism, n_layers=len(model.layers))
     pp_mesh = parallel_dims.mesh(world_mesh, "pp")

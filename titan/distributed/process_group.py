@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _set_pg_timeout
 
+from titan.distributed import pipeline_waits
 from titan.distributed.roll_call import joined, roll_call
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ def set_train_timeout(comm: CommConfig, *, world_mesh: DeviceMesh | None) -> Non
         groups += [flat.get_group() for flat in root._flatten_mapping.values()]
     for group in groups:
         _set_pg_timeout(timeout, group)
+    pipeline_waits.set_timeout(timeout)
     logger.info("collective timeout set to %s", timeout)
 
 
@@ -144,6 +146,7 @@ def _start_process_group(backend: str, *, comm: CommConfig) -> None:
     a missing rank is named within ``comm.init_timeout_seconds`` instead of gloo or NCCL waiting
     silently for it)."""
     timeout_s = comm.init_timeout_seconds
+    pipeline_waits.set_timeout(timedelta(seconds=timeout_s))
     ranks = roll_call(timeout_s=timeout_s)
     if ranks is None:  # WORLD_SIZE without a store address: torch's own env:// errors apply
         dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_s))
