@@ -55,8 +55,49 @@ def trainer_config(
     else:  # anything else is sections: one that is not a mapping is a finding
         plan = build_plan(name, sections=source, overrides=overrides, options=options)
     if plan.root is None or plan.errors():
-        raise LegacyConfigError(_report(plan), diagnostics=plan.diagnostics)
+        given = not isinstance(source, str | os.PathLike)
+        report = _sections_report(plan, name) if given else _report(plan)
+        raise LegacyConfigError(report, diagnostics=plan.diagnostics)
     return instantiate(plan)
+
+
+def _sections_report(plan: Any, name: str) -> str:
+    """The findings on sections given in code: each at its key path under ``name`` (a dict
+    has no file, lines or columns), then the count."""
+    from titan.schemas.diagnostics import Diagnostic, Severity
+
+    lines = []
+    findings = sorted(plan.diagnostics, key=Diagnostic.sort_key)
+    for d in findings:
+        where = f"{name}.{d.path}" if d.path else name
+        message, hint = _in_code(d)
+        lines.append(f"{where}: {d.severity.value}[{d.code}] {message}")
+        if hint:
+            lines.append(f"  = hint: {hint}")
+        lines.append("")
+    errors = sum(d.severity is Severity.ERROR for d in findings)
+    warnings = sum(d.severity is Severity.WARNING for d in findings)
+    plural = lambda n, word: f"{n} {word}{'s' if n != 1 else ''}"  # noqa: E731
+    lines.append(
+        f"Found {plural(errors, 'error')} and {plural(warnings, 'warning')} in the sections "
+        f"given as {name!r} in code."
+    )
+    return "\n".join(lines)
+
+
+def _in_code(finding: Diagnostic) -> tuple[str, str | None]:
+    """A finding's message and hint as they read for sections given in code: the undated
+    warning speaks of the sections, not of a file and its command line."""
+    if finding.code != "era-undated":
+        return finding.message, finding.hint
+    message = finding.message.replace("nothing in the file dates it", "nothing dates them")
+    for old, new in [
+        ("(its keys", "(their keys"),
+        ("so it is read", "so they are read"),
+        ("a file written earlier", "sections written earlier"),
+    ]:
+        message = message.replace(old, new)
+    return message, "sections given in code carry no date: they are read as v0.2.2"
 
 
 def _report(plan: Any) -> str:

@@ -139,3 +139,56 @@ def test_a_forge_app_yaml_path(tmp_path):
     with pytest.raises(LegacyConfigError) as raised:
         TitanTrainer(app)
     assert f"{app}:7:5" in str(raised.value) and "training.seq_len" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("sections", "where", "words"),
+    [
+        ({"model": "llama3"}, "trainer.model:", "`model` must be a table"),
+        ({"model": ["llama3"]}, "trainer.model:", "`model` must be a table"),
+        ({"model": None}, "trainer.model:", "`model` must be a table"),
+        ({"training": [1, 2]}, "trainer.training:", "`training` must be a table"),
+        ({"optimizer": 3}, "trainer.optimizer:", "`optimizer` must be a table"),
+        ([{"training": {}}], "trainer:", "must be a mapping of section names, not list"),
+        ({"training": {"stepz": 3}}, "trainer.training.stepz:", "did you mean `training.steps`"),
+    ],
+)
+def test_a_section_of_the_wrong_type_is_named(sections, where, words):
+    """A section that is not a dict (a string, list, None, number), sections that are not a
+    dict, a misspelt key: LegacyConfigError at the section's key path, in words that fit a
+    dict given in code (no file, line or column)."""
+    with pytest.raises(LegacyConfigError) as raised:
+        TitanTrainer(sections)
+    text = str(raised.value)
+    assert where in text and words in text, text
+    assert "file" not in text and ":1:1" not in text, text
+    assert "in the sections given as 'trainer' in code" in text
+
+
+@pytest.mark.parametrize(
+    ("tokens", "target", "words"),
+    [
+        (torch.zeros(2, 8), {"response": torch.zeros(2, 3, dtype=torch.long)}, "tokens must"),
+        (torch.zeros(2, 8, dtype=torch.long), {"response": torch.zeros(2, 3)}, "response must"),
+        (
+            torch.zeros(2, 8, dtype=torch.long),
+            {"response": torch.zeros(2, 3, dtype=torch.bool)},
+            "response must hold integer token ids",
+        ),
+        (
+            torch.zeros(2, 8, dtype=torch.long),
+            {
+                "response": torch.zeros(2, 3, dtype=torch.long),
+                "padding_mask": torch.full((2, 3), 0.5),
+            },
+            "padding_mask must be bool",
+        ),
+    ],
+)
+def test_grpo_targets_of_the_wrong_dtype(tokens, target, words):
+    """Float or bool token ids (which would be cast to integers without a word) and a padding
+    mask that is not 0 or 1 are refused."""
+    from titan.rl.forge_actor import _grpo_microbatch
+
+    with pytest.raises(TrainerUsageError, match=words):
+        _grpo_microbatch(tokens, {"advantages": torch.zeros(2), **target})

@@ -105,7 +105,9 @@ def build_plan(
         sections=sections,
     )
     document = check.document
-    model_name = (document or {}).get("model", {}).get("name", "llama3")
+    model = (document or {}).get("model")
+    # A `model` that is not a table is a finding of the check; the name then falls back.
+    model_name = model.get("name", "llama3") if isinstance(model, dict) else "llama3"
     plan = Plan(shown, function or function_name(path, model_name))
     plan.diagnostics = list(check.diagnostics)
     if function is None:

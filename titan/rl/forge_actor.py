@@ -162,6 +162,18 @@ def _grpo_microbatch(tokens: Any, target: Mapping[str, Any]) -> Any:
     response = target["response"]
     if not (isinstance(tokens, torch.Tensor) and isinstance(response, torch.Tensor)):
         raise TrainerUsageError("train_step: tokens and response must be tensors")
+    for name, tensor in (("tokens", tokens), ("response", response)):
+        if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
+            raise TrainerUsageError(
+                f"train_step: {name} must hold integer token ids, not {tensor.dtype}"
+            )
+    padding = target.get("padding_mask")
+    if isinstance(padding, torch.Tensor) and padding.dtype != torch.bool:
+        if bool(((padding != 0) & (padding != 1)).any()):
+            raise TrainerUsageError(
+                "train_step: padding_mask must be bool (or 0 and 1), not other values of "
+                f"{padding.dtype}"
+            )
     if tokens.dim() != 2 or response.dim() != 2 or response.shape[0] != tokens.shape[0]:
         raise TrainerUsageError(
             f"train_step: tokens {list(tokens.shape)} and response {list(response.shape)} "
