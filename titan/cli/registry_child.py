@@ -6,9 +6,12 @@ code prints is copied to titan's standard error as it comes. However it ends (an
 signal, ``os._exit``, running past ``--timeout`` or ``--memory-limit``, a closed or garbled pipe)
 becomes an :class:`Ended` that ``titan.cli.registry_endings`` turns into a finding.
 
-The worker runs in a session of its own, so a Ctrl-C at the terminal reaches titan only, and
-titan kills the whole process group when the worker is done with or stopped: processes the
-module started do not outlive the run.
+The worker runs in a session of its own, so a Ctrl-C at the terminal reaches titan only. It is
+the child subreaper of what its modules start, and titan is one too (``titan.cli.processes``):
+when the worker is done with or stopped, titan kills every process below it, those it adopted
+from a worker that ended first, and the worker's process group and session, then the worker, so
+no process a module started outlives the run (where Linux's ``/proc`` is missing, the process
+group alone).
 
 With ``python=`` the worker runs in another interpreter, one where upstream torchtitan is
 installed, and builds the module's configs there (``titan.cli.upstream_run``). That interpreter
@@ -102,6 +105,10 @@ class Worker:
             return
         import subprocess  # here: a run answered from the cache starts no process
 
+        from titan.cli import processes
+
+        processes.become_subreaper()  # what outlives a worker that ends is titan's to end
+
         requests_r, self.requests = os.pipe()
         self.replies, replies_w = os.pipe()
         self.output, output_w = os.pipe()
@@ -134,6 +141,9 @@ class Worker:
         finally:
             for fd in (requests_r, replies_w, output_w):
                 os.close(fd)
+        from titan.cli import processes
+
+        self.started = getattr(processes.stat(self.process.pid), "start", 0)
         try:
             self.pidfd: int | None = os.pidfd_open(self.process.pid)
         except (AttributeError, OSError):  # not Linux 5.3+: a closed pipe says it ended
@@ -325,19 +335,38 @@ class Worker:
         self.kill()
 
     def kill(self) -> None:
-        """End the worker and every process of its group; forget it."""
+        """End every process below the worker, the worker, and its group; forget it."""
+        from titan.cli import processes
+
         process, self.process = self.process, None
         if process is None:
             return
+        left = lambda: self._below(process.pid)  # noqa: E731
+        processes.end(left)  # first, while what it started still hangs below it
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except OSError:  # the group is gone already
             pass
         process.wait()
+        processes.end(left)  # what it started between the two, now titan's
         self._copy_output()
         for fd in (self.requests, self.replies, self.output, self.pidfd):
             if fd is not None:
                 os.close(fd)
+
+    def _below(self, worker: int) -> set[int]:
+        """The processes the worker started, wherever they are now: below it, in its process
+        group or session, or adopted by titan (started after the worker, once it ended)."""
+        from titan.cli import processes
+
+        procs = processes.table()
+        adopted = {
+            p.pid
+            for p in procs.values()
+            if p.ppid == os.getpid() and p.pid != worker and p.start >= self.started
+        }
+        found = processes.descendants({worker, *adopted}, procs, groups=[worker]) | adopted
+        return found - {worker}
 
 
 def interpreter(python: str | None) -> list[str]:

@@ -241,6 +241,9 @@ def serve(setup: dict) -> None:
     else:
         from titan.cli import registry_run as run  # titan's config tree, before any module needs it
 
+    from titan.cli import processes
+
+    processes.become_subreaper()  # what the modules start stays below this process
     _hooks(channel, atexits)
     watchdog = Watchdog(channel, setup["timeout"])
     _limit_memory(setup.get("memory_limit"))
@@ -259,8 +262,55 @@ def serve(setup: dict) -> None:
             _exit(0)
         _fresh_streams(output)
         request["memory_limit"] = setup.get("memory_limit")
-        run.ModuleRun(request, send=channel.send, watchdog=watchdog, atexits=atexits).run()
+        send = _ending_processes(channel, request["shown"])
+        run.ModuleRun(request, send=send, watchdog=watchdog, atexits=atexits).run()
         atexits.clear()
+
+
+def _ending_processes(channel: Channel, shown: str) -> Any:
+    """``channel.send``, which before a module's ``done`` ends the processes the module left
+    running and sends the finding that names them."""
+
+    def send(**event: Any) -> None:
+        if event.get("ev") == "done":
+            finding = _left_running(shown)
+            if finding is not None:
+                channel.send(ev="found", diagnostics=[finding], declared=[])
+                event["cacheable"] = False  # what runs may depend on more than the file
+        channel.send(**event)
+
+    return send
+
+
+def _left_running(shown: str) -> dict | None:
+    """The finding for the processes below the worker that still run once a module is done
+    (after killing them), ``None`` when there are none."""
+    from titan.cli import processes
+    from titan.cli.registry_errors import to_dict
+    from titan.schemas.diagnostics import Diagnostic, Severity, Span
+
+    def below() -> set[int]:
+        return processes.descendants([os.getpid()], processes.table())
+
+    procs = processes.table()
+    running = processes.alive(processes.descendants([os.getpid()], procs), procs)
+    if not running:
+        return None
+    named = processes.described(running)
+    processes.end(below)
+    return to_dict(
+        Diagnostic(
+            code="registry-error",
+            severity=Severity.ERROR,
+            path="",
+            message=f"{shown} left {len(running)} process(es) running once it was checked: "
+            f"{named}; titan killed them",
+            hint="a registry function only builds and returns its config: wait for the "
+            "processes the module starts (Popen.wait(), os.waitpid) before it returns, or do "
+            "not start any",
+            span=Span(file=shown, line=1, col=1),
+        )
+    )
 
 
 def main() -> None:
