@@ -134,6 +134,7 @@ def _full_function(rng: random.Random, name: str) -> str:
             cp = 1
     shard = WORLD // (replicate * tp * pp * cp)
     parallel = []
+    least_batch = 1  # a pipeline needs at least as many microbatches as stages
     if replicate > 1:
         parallel.append(f"data_parallel_replicate_degree={replicate}")
     if rng.random() < 0.15:
@@ -144,10 +145,12 @@ def _full_function(rng: random.Random, name: str) -> str:
         parallel.append(f"pipeline_parallel_degree={pp}")
         schedule = rng.choice(["1F1B", "Interleaved1F1B", "GPipe", "InterleavedZeroBubble"])
         parallel.append(f'pipeline_parallel_schedule="{schedule}"')
-        parallel.append(f"pipeline_parallel_microbatch_size={rng.choice((1, 2))}")
+        microbatch = rng.choice((1, 2))
+        parallel.append(f"pipeline_parallel_microbatch_size={microbatch}")
+        least_batch = pp * (2 if schedule.startswith("Interleaved") else 1) * microbatch
     if cp > 1:
         parallel.append(f"context_parallel_degree={cp}")
-        parallel.append(f'context_parallel_rotate_method="{rng.choice(["allgather", "alltoall"])}"')
+        parallel.append('context_parallel_rotate_method="allgather"')  # titan's only one
     if moe and rng.random() < 0.7:
         borrowed = cp * tp
         ep = borrowed * rng.choice([m for m in (1, 2, 4) if shard % m == 0])
@@ -156,8 +159,9 @@ def _full_function(rng: random.Random, name: str) -> str:
     if rng.random() < 0.2:
         parallel.append(f'fsdp_reshard_after_forward="{rng.choice(["always", "never"])}"')
     compile_on = not debug and rng.random() < 0.4
-    if compile_on and tp > 1 and rng.random() < 0.5:
-        parallel.append("enable_async_tensor_parallel=True")  # needs compile
+    async_tp = compile_on and tp > 1 and rng.random() < 0.5
+    if async_tp:
+        parallel.append("enable_async_tensor_parallel=True")  # needs the model compiled
     if parallel:
         fields.append(_section("parallelism", "ParallelismConfig", parallel))
     layout = " x ".join(
@@ -166,7 +170,7 @@ def _full_function(rng: random.Random, name: str) -> str:
 
     # Training.
     seq_len = rng.choice((2048, 4096) if debug else (2048, 4096, 8192))
-    batch = rng.choice((1, 2, 4, 8))
+    batch = max(least_batch, rng.choice((1, 2, 4, 8)))
     steps = rng.choice((10, 20, 100) if debug else (1000, 3000, 5000, 10000))
     training = [f"local_batch_size={batch}", f"seq_len={seq_len}", f"steps={steps}"]
     if rng.random() < 0.3:
@@ -230,7 +234,10 @@ def _full_function(rng: random.Random, name: str) -> str:
     else:
         fields.append(f'activation_checkpoint=ActivationCheckpointConfig(mode="{mode}")')
     if compile_on:
-        components = rng.choice(('["model", "loss"]', '["model"]', '["loss"]'))
+        components = rng.choice(
+            ('["model", "loss"]', '["model"]')
+            + ('["loss"]',) * (not async_tp and mode != "memory_budget")
+        )
         fields.append(f"compile=CompileConfig(enable=True, components={components})")
 
     if family == "llama3" and rng.random() < 0.35:
@@ -276,7 +283,7 @@ def _full_function(rng: random.Random, name: str) -> str:
             f"steps={rng.choice((-1, 10, 200))}",
         ]
         if rng.random() < 0.5:
-            validator.append(f"seq_len={rng.choice((2048, 4096))}")
+            validator.append(f"seq_len={rng.choice([n for n in (2048, 4096) if n <= seq_len])}")
         fields.append(_section("validator", "Validator.Config", validator))
     if rng.random() < 0.3:
         profiling = ["enable_profiling=True", f"profile_freq={rng.choice((10, 100))}"]
@@ -316,7 +323,7 @@ def _derived_function(rng: random.Random, name: str, base: str) -> str:
         f'config.dump_folder = "./outputs/{name}"',
         f"config.debug.seed = {rng.randrange(10000)}",
         "config.lr_scheduler.warmup_steps = 0",
-        "config.checkpoint.enable = False",
+        "config.checkpoint = CheckpointManager.Config(enable=False)",
         f'config.description = "{name.replace("_", " ")}"',
     ]
     chosen = rng.sample(edits, rng.choice((1, 1, 2, 3)))
