@@ -174,3 +174,19 @@ def test_cross_entropy_step_refuses_ids_outside_the_vocabulary(trainer, item, wo
     with pytest.raises(TrainerUsageError, match=words):
         trainer.cross_entropy_step([item])
     assert _same(_state(trainer), before)
+
+
+@pytest.mark.parametrize(
+    ("counts", "words"),
+    [
+        ({"num_global_valid_tokens": "24"}, "num_global_valid_tokens must be a positive int"),
+        ({"num_global_valid_tokens": [24]}, "num_global_valid_tokens must be a positive int"),
+        ({"num_global_valid_tokens": (24,)}, "num_global_valid_tokens must be a positive int"),
+    ],
+)
+def test_bad_global_counts_move_nothing(trainer, counts, words):
+    """A valid-token count that is not a number is refused, not a TypeError in the loss."""
+    before = _state(trainer)
+    with pytest.raises(TrainerUsageError, match=words):
+        trainer.forward_backward([_batch()], **counts)
+    assert _same(_state(trainer), before)

@@ -220,3 +220,29 @@ def test_non_regular_files_are_refused_without_blocking(tmp_path, kind, name):
             snapshots.load(folder)
         assert snapshots.load(folder, newest_readable=True).version == 1
     assert outside.read_text() == "v1\n"
+
+
+@pytest.mark.parametrize(
+    ("folder", "config_json", "words"),
+    [
+        (123, None, "folder must be a path, not int"),
+        (None, None, "folder must be a path, not NoneType"),
+        ("", None, "non-empty path"),
+        ("w", [("x", 1)], "config_json must be a mapping, not list"),
+        ("w", {"x": object()}, "cannot be written as JSON"),
+        ("w", {"x": float("nan"), "y": {1, 2}}, "cannot be written as JSON"),
+    ],
+)
+def test_push_refuses_a_bad_folder_or_config_json_before_writing(
+    tmp_path, monkeypatch, folder, config_json, words
+):
+    """Not a path, or a config.json that JSON cannot write: SnapshotError, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SnapshotError, match=words):
+        snapshots.push(_weights(1), folder, 1, config_json=config_json)
+    assert list(tmp_path.iterdir()) == []
+    if not isinstance(folder, str):
+        with pytest.raises(SnapshotError, match="must be a path"):
+            snapshots.load(folder)
+        with pytest.raises(SnapshotError, match="must be a path"):
+            snapshots.latest_version(folder)

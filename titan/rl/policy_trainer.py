@@ -101,6 +101,7 @@ class PolicyTrainer(Trainer):
         batches: list[Any] = []
         try:
             api.check_count("num_global_sequences", num_global_sequences)
+            api.check_count("num_global_valid_tokens", num_global_valid_tokens)
             batches = self._checked_policy(microbatches, policy=True)
         except api.TrainerUsageError as error:
             refused, batches = error, []

@@ -52,11 +52,12 @@ def push(
     ``keep``, a ``folder`` that is a file, or a ``latest`` that titan did not write.
     """
     _check_version(version)
+    root = _root(folder)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise SnapshotError(f"keep must be an int >= 1, not {keep!r}")
     if not isinstance(state_dict, Mapping) or not state_dict:
         raise SnapshotError("the state dict to push must be a non-empty mapping of tensors")
-    root = os.fspath(folder)
+    _check_config_json(config_json)
     if os.path.exists(root) and not os.path.isdir(root):
         raise SnapshotError(f"{root} is not a folder")
     os.makedirs(root, exist_ok=True)
@@ -102,7 +103,7 @@ def latest_version(folder: str | os.PathLike[str]) -> int | None:
     pointer is missing, the highest complete version folder; None when there is none.
     ``SnapshotError`` when ``latest`` names a version that is not complete (it was damaged
     after its push: ``load(folder, newest_readable=True)`` reads an older one)."""
-    root = os.fspath(folder)
+    root = _root(folder)
     if not os.path.isdir(root):
         return None
     pointed = _pointer(root)
@@ -125,7 +126,7 @@ def load(
     A version that is incomplete, damaged or not made of regular files raises
     ``SnapshotError`` naming it and the file; with ``newest_readable`` (and no ``version``)
     the newest version that reads is returned instead, older than ``latest`` if need be."""
-    root = os.fspath(folder)
+    root = _root(folder)
     if version is not None:
         _check_version(version)
         if newest_readable:
@@ -163,6 +164,28 @@ def _read(root: str, version: int) -> Snapshot:
             f"{path} (version {version}) cannot be read as safetensors: {error}"
         ) from None
     return Snapshot(tensors, version=version, path=os.path.dirname(path))
+
+
+def _root(folder: Any) -> str:
+    """``folder`` as a path; ``SnapshotError`` for anything that is not one."""
+    if not isinstance(folder, str | os.PathLike):
+        raise SnapshotError(f"the snapshot folder must be a path, not {type(folder).__name__}")
+    root = os.fspath(folder)
+    if not isinstance(root, str) or not root:
+        raise SnapshotError(f"the snapshot folder must be a non-empty path, not {root!r}")
+    return root
+
+
+def _check_config_json(config_json: Any) -> None:
+    """``SnapshotError`` unless ``config_json`` is None or a mapping JSON can write."""
+    if config_json is None:
+        return
+    if not isinstance(config_json, Mapping):
+        raise SnapshotError(f"config_json must be a mapping, not {type(config_json).__name__}")
+    try:
+        json.dumps(dict(config_json))
+    except (TypeError, ValueError) as error:
+        raise SnapshotError(f"config_json cannot be written as JSON: {error}") from None
 
 
 def _check_version(version: Any) -> None:
