@@ -26,7 +26,7 @@ from titan.components.checkpoint.checks import (
     check_start,
     load_when_disabled,
 )
-from titan.components.checkpoint.errors import CheckpointError, DamagedCheckpoint
+from titan.components.checkpoint.errors import CheckpointError, DamagedCheckpoint, UnsafeCheckpoint
 from titan.config.configurable import Configurable, NotBuildableError
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "CheckpointManager",
     "DamagedCheckpoint",
     "ModelState",
+    "UnsafeCheckpoint",
     "check_folder",
     "check_settings",
     "check_start",
@@ -290,7 +291,7 @@ class CheckpointManager(Configurable):
 
     def _load_own(self, point: Any) -> str:
         """Load step ``point.step`` of the run's own folder; a damaged one names the way back."""
-        from titan.components.checkpoint.resume import damaged_hint
+        from titan.components.checkpoint.resume import damaged_hint, unsafe_hint
         from titan.components.checkpoint.state import load_dcp
 
         path = self.folders.step_path(point.step)
@@ -308,6 +309,8 @@ class CheckpointManager(Configurable):
             )
         except DamagedCheckpoint as error:
             raise DamagedCheckpoint(f"{error}{damaged_hint(self.folders, point)}") from None
+        except UnsafeCheckpoint as error:
+            raise UnsafeCheckpoint(f"{error}{unsafe_hint(self.folders, point)}") from None
         return path
 
     def _save_last_step(self, step: int) -> str:

@@ -10,3 +10,7 @@ class CheckpointError(ValueError):
 
 class DamagedCheckpoint(CheckpointError):
     """A checkpoint whose files exist but cannot be read back (truncated, corrupted)."""
+
+
+class UnsafeCheckpoint(CheckpointError):
+    """A checkpoint file that asks for more than plain data when unpickled (it could run code)."""

@@ -78,6 +78,19 @@ def damaged_hint(folders: CheckpointFolders, point: ResumePoint) -> str:
     )
 
 
+def unsafe_hint(folders: CheckpointFolders, point: ResumePoint) -> str:
+    """What to do when the chosen checkpoint asks to run code: it is left as it is."""
+    path = folders.step_path(point.step or 0)
+    advice = f". Nothing of it was loaded and titan leaves {path} as it is; move it out of {folders.root}"
+    if not point.earlier:
+        return f"{advice} to start this run from scratch"
+    step = point.earlier[-1]
+    return (
+        f"{advice}, or resume from the newest earlier checkpoint, {folders.step_path(step)}, "
+        f"with checkpoint.load_step = {step} (--checkpoint.load_step {step}) if you made it"
+    )
+
+
 def not_folders(folders: CheckpointFolders, paths: list[str]) -> str:
     """The refusal of entries named like step folders that are not folders."""
     from titan.components.run_files import what_is

@@ -30,6 +30,8 @@ from torch.distributed.checkpoint.state_dict import (
 
 from titan.components.checkpoint.errors import CheckpointError, DamagedCheckpoint
 from titan.components.checkpoint.folders import COMPLETE_NAME, DCP_METADATA
+from titan.components.checkpoint.layout import DATALOADER, data_layout_change
+from titan.components.checkpoint.safe_read import SafePlanner, SafeReader, read_metadata_file
 
 log = logging.getLogger("titan")
 
@@ -142,8 +144,10 @@ def load_dcp(
 ) -> None:
     """Load the DCP checkpoint in folder ``path`` into ``states`` (everything but ``exclude``).
 
-    The checkpoint's index is checked first, so that a wrong path, another model's checkpoint
-    or a model-only checkpoint fails with a ``CheckpointError`` that says so.
+    The checkpoint's index is checked first, so that a wrong path, another model's checkpoint,
+    a model-only checkpoint or one saved with another data-parallel layout fails with a
+    ``CheckpointError`` that says so. Nothing read runs code (``safe_read``): an index or entry
+    that asks for more than plain data is an ``UnsafeCheckpoint``.
     """
     saved = _read_metadata(path)
     to_load: dict[str, Any] = {}
@@ -163,11 +167,19 @@ def load_dcp(
                     f"export checkpoint) and cannot resume training{hint}"
                 )
             to_load[key] = value
+        if DATALOADER in to_load:
+            problem = data_layout_change(
+                path, saved, to_load[DATALOADER].state_dict(), world_size=_world_size()
+            )
+            if problem is not None:
+                raise CheckpointError(problem)
         rng = _rng_to_load(saved)
         if rng is not None:
             to_load[RNG] = rng
     with translated_errors(f"loading {path}", error=DamagedCheckpoint):
-        dcp.load(to_load, checkpoint_id=path)
+        dcp.load(
+            to_load, checkpoint_id=path, storage_reader=SafeReader(path), planner=SafePlanner(path)
+        )
     if model_keys:
         states[MODEL].load_state_dict({key: to_load[key] for key in model_keys})
 
@@ -212,6 +224,12 @@ def translated_errors(
         for failure, _ in exc.failures.values():
             if not isinstance(failure, Exception):
                 raise failure from None
+        # titan's own refusals (an unsafe or mismatched entry) keep their type and words.
+        own = [
+            failure for failure, _ in exc.failures.values() if isinstance(failure, CheckpointError)
+        ]
+        if own:
+            raise type(own[0])("; ".join(sorted({str(failure) for failure in own}))) from None
         raise error(f"{action} failed: {failure_reasons(exc)}") from None
 
 
@@ -226,13 +244,7 @@ def _read_metadata(path: str) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint folder {path} does not exist")
     if not os.path.isfile(os.path.join(path, DCP_METADATA)):
         raise CheckpointError(f"{path} is not a DCP checkpoint folder ({_what_is_there(path)})")
-    try:
-        metadata = dcp.FileSystemReader(path).read_metadata()
-    except Exception as exc:
-        raise DamagedCheckpoint(
-            f"{path}/{DCP_METADATA} cannot be read ({type(exc).__name__}: {exc}); the checkpoint "
-            "is damaged or was written by an incompatible torch"
-        ) from None
+    metadata = read_metadata_file(os.path.join(path, DCP_METADATA))
     return dict(metadata.state_dict_metadata)
 
 
@@ -275,3 +287,7 @@ def _distributed() -> bool:
 
 def _rank() -> int:
     return dist.get_rank() if _distributed() else 0
+
+
+def _world_size() -> int:
+    return dist.get_world_size() if _distributed() else 1
