@@ -1,10 +1,12 @@
 """Checkpoints of a pipelined run (torchrun, gloo): every stage's weights and optimizer state
 are saved under the model's own names, so a run killed after its step-5 save resumes with the
 same bits as a run never interrupted, and the same checkpoint continues on one process and on
-another pipeline degree."""
+another pipeline degree; resumed with another data-parallel degree, it is named a layout change
+(with what to do), not damage."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -113,3 +115,82 @@ def test_a_killed_pipeline_resumes_bit_for_bit_and_loads_into_other_layouts(tmp_
         assert run.losses[0] == pytest.approx(after[0]["loss"], rel=1e-6)
         assert run.losses == pytest.approx([m["loss"] for m in after], rel=LOSS_RTOL)
         assert [m["lr"] for m in run.metrics if "lr" in m] == [m["lr"] for m in after]
+
+
+LAYOUT = [
+    "--config",
+    "llama3_debugmodel",
+    "--training.seq_len",
+    "64",
+    "--training.local_batch_size",
+    "4",
+    *SEED,
+    "--checkpoint.enable",
+    "--checkpoint.interval",
+    "1",
+    "--checkpoint.keep_latest_k",
+    "0",
+]
+FSDP2 = ["--parallelism.data_parallel_shard_degree", "2"]
+
+
+def _files(folder) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_data_parallel_layout_change_is_named_not_called_damage(tmp_path):
+    """PP 2 (one data-parallel rank) resumed as FSDP 2, and FSDP 2 resumed on one process: the
+    run says what changed and what to do, never that the checkpoints are damaged; without the
+    data position the same checkpoint resumes."""
+    pp, fsdp = titan_trains(
+        [
+            Launch([*LAYOUT, "--training.steps", "2", *PIPELINE], tmp_path / "pp", nproc=2),
+            Launch([*LAYOUT, "--training.steps", "2", *FSDP2], tmp_path / "fsdp", nproc=2),
+        ],
+        timeout=600,
+    )
+    pp.check()
+    fsdp.check()
+    for name, source in (("pp_as_fsdp", "pp"), ("pp_fresh_data", "pp"), ("fsdp_as_one", "fsdp")):
+        shutil.copytree(tmp_path / source / "checkpoint", tmp_path / name / "checkpoint")
+    before = {
+        name: _files(tmp_path / name / "checkpoint") for name in ("pp_as_fsdp", "fsdp_as_one")
+    }
+    resume = [*LAYOUT, "--training.steps", "4"]
+    pp_as_fsdp, pp_fresh_data, fsdp_as_one = titan_trains(
+        [
+            Launch([*resume, *FSDP2], tmp_path / "pp_as_fsdp", nproc=2),
+            Launch(
+                [*resume, *FSDP2, "--checkpoint.exclude_from_loading", "dataloader"],
+                tmp_path / "pp_fresh_data",
+                nproc=2,
+            ),
+            Launch(resume, tmp_path / "fsdp_as_one"),
+        ],
+        timeout=600,
+    )
+    saved = [
+        (
+            pp_as_fsdp,
+            "saved by 2 processes with 1 data-parallel rank (dp_rank_0), and this run has 2 "
+            "data-parallel ranks on 2 processes",
+        ),
+        (
+            fsdp_as_one,
+            "saved by 2 processes with 2 data-parallel ranks (dp_rank_0, dp_rank_1), and this "
+            "run has 1 data-parallel rank on 1 process",
+        ),
+    ]
+    for run, what in saved:
+        assert run.returncode != 0, run.stderr[-3000:]
+        step = run.dump_folder / "checkpoint" / "step-2"
+        assert f"error: {step} was {what}" in run.stderr, run.stderr[-3000:]
+        assert "only the data-parallel layout changed" in run.stderr
+        assert "--checkpoint.exclude_from_loading dataloader" in run.stderr
+        assert "damaged" not in run.stderr and not re.search(r"\bmove\b", run.stderr)
+        assert _files(run.dump_folder / "checkpoint") == before[run.dump_folder.name]
+        assert run.losses == []  # nothing trained
+    pp_fresh_data.check()
+    step = tmp_path / "pp_fresh_data" / "checkpoint" / "step-2"
+    assert f"loaded checkpoint from {step}" in pp_fresh_data.stderr
+    assert [m["step"] for m in pp_fresh_data.metrics if "loss" in m] == [3, 4]
