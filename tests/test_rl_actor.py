@@ -192,3 +192,22 @@ def test_grpo_targets_of_the_wrong_dtype(tokens, target, words):
 
     with pytest.raises(TrainerUsageError, match=words):
         _grpo_microbatch(tokens, {"advantages": torch.zeros(2), **target})
+
+
+@pytest.mark.parametrize(
+    ("keywords", "words"),
+    [
+        ({"clip_eps": -1}, "`clip_eps` is -1; it must be a finite number > 0"),
+        ({"clip_eps": "big"}, "`clip_eps` is 'big'"),
+        ({"loss_mean": "mean"}, "`loss_mean` is 'mean'"),
+        ({"generator_dtype": "fp8"}, "generator_dtype = 'fp8' is not a floating dtype"),
+        ({"keep_weights": 0}, "`keep_weights` is 0; it must be ≥ 1"),
+        ({"weights_folder": 3}, "weights_folder must be a path, not int"),
+    ],
+)
+def test_bad_policy_keywords_are_refused_by_the_constructor(tmp_path, keywords, words):
+    """The policy keywords are checked when the actor is made, not at setup(), naming the
+    keyword as the caller wrote it."""
+    with pytest.raises(TrainerUsageError, match=words.replace("(", r"\(")) as raised:
+        TitanTrainer(_sections(tmp_path), **keywords)
+    assert str(raised.value).startswith("TitanTrainer: ")

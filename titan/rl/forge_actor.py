@@ -64,6 +64,7 @@ class TitanTrainer:
             generator_dtype=generator_dtype,
             keep_snapshots=keep_weights,
         )
+        _check_keywords(self.config, world, weights_folder)
         folder = weights_folder or os.path.join(base.dump_folder, "weights")
         self.weights_folder = os.fspath(folder)
         self.trainer: Any = None
@@ -144,6 +145,34 @@ class TitanTrainer:
         if self.trainer is None:
             raise TrainerUsageError(f"{call}: call setup() first")
         return self.trainer
+
+
+POLICY_KEYWORDS = {
+    "clip_eps": "clip_eps",
+    "loss_mean": "loss_mean",
+    "generator_dtype": "generator_dtype",
+    "keep_snapshots": "keep_weights",
+}
+"""The policy config's fields -> the ``TitanTrainer`` keyword that sets each."""
+
+
+def _check_keywords(config: Any, world: int, weights_folder: Any) -> None:
+    """``TrainerUsageError`` for a policy keyword the config's checks refuse (a ``clip_eps``
+    out of range, an unknown ``loss_mean``, ...) or a ``weights_folder`` that is not a path,
+    at the constructor rather than at ``setup()``."""
+    from titan.config.check import check_config
+    from titan.training.step_api import TrainerUsageError
+
+    if weights_folder is not None and not isinstance(weights_folder, str | os.PathLike):
+        raise TrainerUsageError(
+            f"TitanTrainer: weights_folder must be a path, not {type(weights_folder).__name__}"
+        )
+    for finding in check_config(config, ngpu=world, locate=lambda path: None):
+        keyword = POLICY_KEYWORDS.get(finding.path)
+        if keyword is not None and finding.severity.value == "error":
+            message = finding.message.replace(f"`{finding.path}`", f"`{keyword}`")
+            hint = f" ({finding.hint})" if finding.hint else ""
+            raise TrainerUsageError(f"TitanTrainer: {message}{hint}")
 
 
 def _grpo_microbatch(tokens: Any, target: Mapping[str, Any]) -> Any:
