@@ -7,7 +7,9 @@ and median of ``--repeat`` runs after one warm-up, with warm bytecode caches:
 - ``app.yaml``: the same sections under ``trainer:`` of a GRPO-shaped app config (policy,
   services, ``${...}`` interpolations; ``tests/data/forge/grpo_qwen3.yaml``'s other keys);
 - ``bomb.yaml``: an alias bomb (10^9 nodes expanded) before the same ``trainer:``: refused after
-  counting, never expanded.
+  counting, never expanded;
+- ``large.yaml``: the same ``trainer:`` and 10 MB of plain keys (no anchors): refused by its size
+  before PyYAML's parser reads it (it took minutes, then was called an alias bomb).
 
 Printed: each file's times and its ratio to the baseline (the YAML pays for PyYAML's pure-Python
 parser, which Forge's OmegaConf loader uses too).
@@ -50,8 +52,13 @@ def _times(path: Path, repeat: int, env: dict[str, str]) -> list[float]:
     return found
 
 
+def _large(trainer: str) -> str:
+    """10 MB of plain keys after ``trainer``: no anchors, no aliases."""
+    return trainer + "extra:\n" + "".join(f"  key_{i}: value number {i}\n" for i in range(330_000))
+
+
 def main() -> None:
-    """Write the two YAML files, time the three checks, print the ratios."""
+    """Write the three YAML files, time the three checks, print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
@@ -60,14 +67,16 @@ def main() -> None:
     rest = yaml.safe_load(APP.read_text())
     rest["trainer"] = sections
     with tempfile.TemporaryDirectory() as tmp:
-        app, bomb = Path(tmp) / "app.yaml", Path(tmp) / "bomb.yaml"
+        app, bomb, large = (Path(tmp) / f"{n}.yaml" for n in ("app", "bomb", "large"))
         app.write_text(yaml.safe_dump(rest, sort_keys=False))
         bomb.write_text(BOMB + yaml.safe_dump({"trainer": sections}))
+        large.write_text(_large(yaml.safe_dump({"trainer": sections})))
         env = {**os.environ, "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")}
         env["PYTHONPATH"] = str(REPO)
         base = _times(TOML, args.repeat, env)
         print(f"{'file':<20} {'best':>9} {'median':>9} {'ratio (best)':>13}")
-        for name, path in (("debug_model.toml", TOML), ("app.yaml", app), ("bomb.yaml", bomb)):
+        files = (("debug_model.toml", TOML), ("app.yaml", app), ("bomb.yaml", bomb))
+        for name, path in (*files, ("large.yaml (10 MB)", large)):
             found = base if path == TOML else _times(path, args.repeat, env)
             print(
                 f"{name:<20} {min(found) * 1e3:8.1f}ms {statistics.median(found) * 1e3:8.1f}ms "

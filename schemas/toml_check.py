@@ -176,7 +176,8 @@ def check_file(
 ) -> FileCheck:
     """Read and check one file; unreadable files become a diagnostic, not an exception."""
     shown = shown or str(path)
-    text, problem = read_text(path, shown=shown)
+    form: SourceForm = "yaml" if is_app_config(path) else "toml"
+    text, problem = read_text(path, shown=shown, form=form)
     if text is None:
         return FileCheck(file=shown, diagnostics=[problem])
 
@@ -187,7 +188,6 @@ def check_file(
 
     # The project is the one the file is named in (its folder as given, links not followed).
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    form: SourceForm = "yaml" if is_app_config(path) else "toml"
     return _check_text(text, shown, base_dir, options, adjust, folder=folder, form=form)
 
 

@@ -91,10 +91,13 @@ def read_toml(path: str | os.PathLike[str], *, shown: str) -> TomlSource:
     return TomlSource(problem=problem) if text is None else parse(text, file=shown)
 
 
-def read_text(path: str | os.PathLike[str], *, shown: str) -> tuple[str | None, Diagnostic | None]:
-    """The file's text, or None and why it could not be read or decoded."""
+def read_text(
+    path: str | os.PathLike[str], *, shown: str, form: str = "toml"
+) -> tuple[str | None, Diagnostic | None]:
+    """The file's text, or None and why it could not be read or decoded; ``form`` (``toml`` or
+    ``yaml``, a Forge app config) says which kind of file the findings speak of."""
     raw, problem = read_bytes(path, shown=shown)
-    return (None, problem) if raw is None else decode(raw, shown=shown)
+    return (None, problem) if raw is None else decode(raw, shown=shown, form=form)
 
 
 def read_bytes(path: str | os.PathLike[str], *, shown: str) -> tuple[bytes | None, Diagnostic]:
@@ -180,13 +183,23 @@ def _read_at_most(fd: int, *, limit: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def decode(raw: bytes, *, shown: str) -> tuple[str | None, Diagnostic | None]:
-    """The text of a UTF-8 file, or None and a finding at the first byte that is not UTF-8."""
+def decode(raw: bytes, *, shown: str, form: str = "toml") -> tuple[str | None, Diagnostic | None]:
+    """The text of a UTF-8 file, or None and a finding at the first byte that is not UTF-8
+    (in a Forge app config's words when ``form`` is ``yaml``)."""
     try:
         return raw.decode("utf-8"), None
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
         col = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
+        if form == "yaml":
+            from titan.schemas import yaml_messages
+
+            return None, _error(
+                "yaml-syntax",
+                span=Span(file=shown, line=line, col=col),
+                message=yaml_messages.not_utf8(raw[error.start]),
+                hint=yaml_messages.NOT_UTF8_HINT,
+            )
         return None, _error(
             "toml-syntax",
             span=Span(file=shown, line=line, col=col),

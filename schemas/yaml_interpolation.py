@@ -2,8 +2,12 @@
 
 A whole-value reference (``${local_batch_size}``) takes the target's value and type; a reference
 inside a string (``hf://${model}``) its text; ``${sum:${a},${b}}`` calls the resolver Forge
-registers itself (``forge/util/config.py``). Anything else (``${oc.env:USER}``, a key given on
-Forge's command line) is left unresolved: the caller says so and does not check the value.
+registers itself (``forge/util/config.py``). Anything else (``${oc.env:USER}``, a key whose value is
+``???``, given on Forge's command line, a block taken whole that holds interpolations of its own)
+is left unresolved: the caller says so and does not
+check the value. A reference to a key the file does not have, or one that leads back to itself
+(``${a}`` → ``${b}`` → ``${a}``), is :class:`BrokenReference`: OmegaConf refuses it when the app
+reads the value, so the caller reports it as an error.
 """
 
 from __future__ import annotations
@@ -17,39 +21,61 @@ _REFERENCE = re.compile(r"\$\{([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\}")
 # Resolvers Forge registers itself (forge/util/config.py): their arguments must be numbers.
 _RESOLVERS = {"sum": lambda *args: sum(args)}
 _CALL = re.compile(r"\$\{([A-Za-z_]\w*):((?:[^{}]|\$\{[\w.\-]+\})*)\}")
+MISSING = "???"
+"""OmegaConf's mandatory value: the key is there, its value given later (Forge's command line)."""
 _MAX_HOPS = 32  # interpolations that lead to interpolations, as far as a real file goes
 
 
+class BrokenReference(Exception):
+    """A reference OmegaConf refuses: to a key the file does not have (``missing``), or one
+    that leads back to a key it came from (``cycle``). ``chain`` is the references followed,
+    as written (``("a", "b", "a")``)."""
+
+    def __init__(self, kind: str, chain: tuple[str, ...]) -> None:
+        super().__init__(kind)
+        self.kind, self.chain = kind, chain
+
+
+Unresolved = tuple[tuple, str, "BrokenReference | None"]
+"""A value left unresolved: its path, the value as written, and why when OmegaConf would
+refuse it (``None``: only Forge can compute it)."""
+
+
 def resolve(value: Any, whole: dict) -> tuple[Any, bool]:
-    """``value`` with its interpolations resolved from ``whole`` (the file), and whether all were."""
-    return _resolve(value, whole, hops=0)
+    """``value`` with its interpolations resolved from ``whole`` (the file), and whether all
+    were; :class:`BrokenReference` when one names no key or leads back to itself."""
+    return _resolve(value, whole, chain=())
 
 
-def resolve_tree(tree: dict | list, whole: dict, path: tuple = ()) -> list[tuple[tuple, str]]:
+def resolve_tree(tree: dict | list, whole: dict, path: tuple = ()) -> list[Unresolved]:
     """Resolve the interpolations of every string in ``tree`` from ``whole``, in place; each
     value that cannot be resolved is taken out of a mapping (left in a list) and returned with
-    its path, in order."""
-    unresolved = []
+    its path and, for a broken reference, why (:data:`Unresolved`), in order."""
+    unresolved: list[Unresolved] = []
     items = tree.items() if isinstance(tree, dict) else enumerate(tree)
     for key, value in list(items):
         here = (*path, key)
         if isinstance(value, dict | list):
             unresolved += resolve_tree(value, whole, here)
         elif isinstance(value, str) and "${" in value:
-            resolved, ok = resolve(value, whole)
+            try:
+                resolved, ok = resolve(value, whole)
+                broken = None
+            except BrokenReference as error:
+                ok, broken = False, error
             if ok:
                 tree[key] = resolved
                 continue
-            unresolved.append((here, value))
+            unresolved.append((here, value, broken))
             if isinstance(tree, dict):
                 del tree[key]
     return unresolved
 
 
-def _resolve(value: Any, whole: dict, *, hops: int) -> tuple[Any, bool]:
+def _resolve(value: Any, whole: dict, *, chain: tuple[str, ...]) -> tuple[Any, bool]:
     """``value`` with its ``${a.b}`` references replaced as OmegaConf does (a whole-string
     reference keeps the target's type, one inside a string becomes its text); False when a
-    reference is not a plain path to a value of this file."""
+    reference is one only Forge computes. ``chain``: the references followed to get here."""
     if isinstance(value, dict | list):
         # A block taken whole (``model: ${shared_model}``): a copy, when nothing in it is to be
         # resolved in turn (which could refer back to the block itself).
@@ -57,25 +83,37 @@ def _resolve(value: Any, whole: dict, *, hops: int) -> tuple[Any, bool]:
         return (copy.deepcopy(value), True) if not held else (value, False)
     if not isinstance(value, str) or "${" not in value:
         return value, True
-    if hops > _MAX_HOPS:
+    if len(chain) > _MAX_HOPS:
         return value, False
     call = _CALL.fullmatch(value)
     if call and call.group(1) in _RESOLVERS:
-        return _call(call.group(1), call.group(2), whole, hops=hops)
+        return _call(call.group(1), call.group(2), whole, chain=chain)
     whole_match = _REFERENCE.fullmatch(value)
     if whole_match:
-        target, ok = _lookup(whole, whole_match.group(1))
-        return _resolve(target, whole, hops=hops + 1) if ok else (value, False)
+        return _follow(whole_match.group(1), whole, chain=chain)
     parts, last = [], 0
     for match in _REFERENCE.finditer(value):
-        target, ok = _lookup(whole, match.group(1))
-        target, ok = _resolve(target, whole, hops=hops + 1) if ok else (target, False)
+        target, ok = _follow(match.group(1), whole, chain=chain)
         if not ok or isinstance(target, dict | list):
             return value, False
         parts += [value[last : match.start()], str(target)]
         last = match.end()
     text = "".join(parts) + value[last:]
     return (text, True) if "${" not in text else (value, False)
+
+
+def _follow(dotted: str, whole: dict, *, chain: tuple[str, ...]) -> tuple[Any, bool]:
+    """The resolved value of the key ``dotted`` names; :class:`BrokenReference` when the file
+    has no such key or the key is one the chain came through."""
+    here = (*chain, dotted)
+    if dotted in chain:
+        raise BrokenReference("cycle", here)
+    target, ok = _lookup(whole, dotted)
+    if not ok:
+        raise BrokenReference("missing", here)
+    if target == MISSING:  # a value the app's command line gives: only Forge knows it
+        return target, False
+    return _resolve(target, whole, chain=here)
 
 
 def holds_string(tree: Any, test: Callable[[str], bool]) -> bool:
@@ -93,13 +131,13 @@ def holds_string(tree: Any, test: Callable[[str], bool]) -> bool:
     return False
 
 
-def _call(name: str, arguments: str, whole: dict, *, hops: int) -> tuple[Any, bool]:
+def _call(name: str, arguments: str, whole: dict, *, chain: tuple[str, ...]) -> tuple[Any, bool]:
     """A resolver Forge registers, over arguments that are numbers or plain references."""
     values = []
     for argument in arguments.split(","):
         argument = argument.strip()
         if _REFERENCE.fullmatch(argument):
-            value, ok = _resolve(argument, whole, hops=hops + 1)
+            value, ok = _resolve(argument, whole, chain=chain)
         else:
             value, ok = _number(argument)
         if not ok or isinstance(value, bool) or not isinstance(value, int | float):

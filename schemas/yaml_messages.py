@@ -8,6 +8,10 @@ from typing import Any
 MAX_NODES = 100_000
 """The most nodes a file may expand to once aliases are followed (an app config has hundreds)."""
 
+MAX_BYTES = 256 * 1024
+"""The largest app config read: 256 KiB, fifty times a real one (PyYAML's pure-Python parser,
+which Forge's loader uses too, takes seconds per MiB)."""
+
 SYNTAX = "fix the YAML at this position (indentation, a missing `:` or closing bracket)"
 DEEP = "an app config nests a few levels; flatten the value"
 TOO_DEEP = "the YAML nests deeper than titan reads"
@@ -15,6 +19,8 @@ BOMB = (
     f"aliases make this YAML expand to more than {MAX_NODES:,} nodes (an alias bomb): "
     "titan does not read it, and Forge's loader would not finish"
 )
+TOO_LARGE_HINT = "an app config is a few kilobytes: name the app's YAML itself, not a data file"
+NOT_UTF8_HINT = "Forge reads an app config as UTF-8 text: save the file as UTF-8"
 CYCLE = "the anchor of this value is used inside the value itself: it has no end"
 BOMB_HINT = "write the values out, or use anchors only for small shared blocks"
 NO_DOCUMENT = "the file holds no YAML document"
@@ -25,6 +31,27 @@ NO_TRAINER = (
 )
 PLAIN_HINT = "write a value of the tag's type, or drop the tag"
 UNRESOLVED_HINT = "write the value itself, or refer to a plain value of this file (${a.b})"
+
+
+def too_large(size: int) -> str:
+    """The message for a file over :data:`MAX_BYTES`, with its size."""
+    return (
+        f"the app config is {size / 1024:,.0f} KiB ({size:,} bytes), larger than "
+        f"{MAX_BYTES // 1024} KiB, the most titan reads of an app config"
+    )
+
+
+def too_many_nodes(count: int) -> str:
+    """The message for a file of more than :data:`MAX_NODES` nodes written out (no aliases)."""
+    return (
+        f"the app config holds {count:,} YAML values, more than the {MAX_NODES:,} titan reads "
+        "(an app config has hundreds)"
+    )
+
+
+def not_utf8(byte: int) -> str:
+    """The message for an app config that does not decode."""
+    return f"the app config is not valid UTF-8 text (byte 0x{byte:02x})"
 
 
 def syntax_message(error: Any) -> str:
@@ -51,11 +78,45 @@ def duplicate(name: str, *, first_line: int) -> tuple[str, str]:
     )
 
 
-def foreign(dotted: str, tag: str) -> tuple[str, str]:
-    """Message and hint for a tagged value (date, binary, set) among the legacy sections."""
+# What a tagged YAML value holds, in the user's words.
+_HOLDS = {
+    "binary": "binary data",
+    "timestamp": "a date or time",
+    "set": "a set",
+    "omap": "an ordered mapping",
+    "pairs": "a list of pairs",
+}
+
+
+def foreign(dotted: str, tag: str, *, expected: str | None) -> tuple[str, str]:
+    """Message and hint for a tagged value (date, binary, set) among the legacy sections;
+    ``expected`` is the type the setting takes, when it is a known one."""
+    holds = _HOLDS.get(tag, f"a `!!{tag}` value")
+    if expected is None:
+        message = f"`{dotted}` holds {holds} (a YAML `!!{tag}` value), which no legacy JobConfig setting holds"
+        return message, "write the value as a plain string, number, boolean, list or mapping"
     return (
-        f"`{dotted}` is a YAML `!!{tag}` value, which no legacy JobConfig setting holds",
-        "write the value as a plain string, number, boolean, list or mapping",
+        f"`{dotted}` holds {holds} (a YAML `!!{tag}` value), but it takes {expected}",
+        f"write {expected} without the `!!{tag}` tag",
+    )
+
+
+def broken(dotted: str, value: str, *, kind: str, chain: tuple[str, ...]) -> tuple[str, str]:
+    """Message and hint for a reference OmegaConf refuses: to a key the file does not have
+    (``missing``), or round in a circle (``cycle``); ``chain`` is the references followed."""
+    path = " → ".join(f"${{{name}}}" for name in chain)
+    if kind == "cycle":
+        return (
+            f"`{dotted}` is `{value}`, whose references lead back to themselves ({path}): "
+            "OmegaConf cannot resolve it and Forge stops when the app reads it",
+            f"write the value itself in one of {', '.join(f'`{n}`' for n in dict.fromkeys(chain))}",
+        )
+    via = f" (followed {path})" if len(chain) > 1 else ""
+    return (
+        f"`{dotted}` is `{value}`, but the file has no key `{chain[-1]}`{via}: OmegaConf "
+        "cannot resolve it and Forge stops when the app reads it",
+        f"add `{chain[-1]}` to the file (`{chain[-1]}: ???` when Forge's command line gives "
+        "it), or refer to a key that is there",
     )
 
 
@@ -76,3 +137,21 @@ def no_trainer(kind: str | None) -> str:
             "top-level sections (model, training, ...)"
         )
     return f"`trainer:` holds a {kind}, not a mapping of legacy JobConfig sections"
+
+
+def setting_type(path: tuple) -> str | None:
+    """The type the legacy setting at ``path`` takes, in words; None when ``path`` names no
+    setting of the legacy schema (an extension's, an unknown key, a list item)."""
+    from titan.schemas.legacy_spec import LEGACY_SPEC
+    from titan.schemas.spec import SectionSpec
+    from titan.schemas.typecheck import type_name
+
+    spec: Any = LEGACY_SPEC
+    for part in path:
+        field = (
+            spec.field(part) if isinstance(spec, SectionSpec) and isinstance(part, str) else None
+        )
+        if field is None:
+            return None
+        spec = field.annotation
+    return None if isinstance(spec, SectionSpec) else type_name(spec)

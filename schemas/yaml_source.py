@@ -16,7 +16,9 @@ resolves them; one titan cannot resolve (a resolver such as ``${oc.env:USER}``) 
 unchecked, with a warning.
 
 What a YAML file can do that a job config never needs becomes a finding, never a hang or an
-object: anchors and aliases expanding past :data:`MAX_NODES` nodes (an alias bomb) or into
+object: a file over :data:`~titan.schemas.yaml_messages.MAX_BYTES` or of more than
+:data:`MAX_NODES` values written out (too large: refused before PyYAML's slow parser reads it),
+anchors and aliases expanding past :data:`MAX_NODES` nodes (an alias bomb) or into
 themselves, nesting too deep for the parser, and tags (``!!python/...``, ``!!binary``,
 ``!!timestamp``, ``!!set``) — nothing but plain scalars, mappings and sequences is constructed.
 """
@@ -105,6 +107,18 @@ class YamlSource:
 
 def parse(text: str, *, file: str) -> YamlSource:
     """Read an app config's text; every problem is a finding at the YAML's line and column."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > words.MAX_BYTES:
+        span = Span(file=file, line=1, col=1)
+        problem = Diagnostic(
+            code="unreadable-file",
+            severity=Severity.ERROR,
+            path="",
+            message=words.too_large(size),
+            hint=words.TOO_LARGE_HINT,
+            span=span,
+        )
+        return YamlSource(text=text, document=None, spans={}, problems=[problem])
     reader = _Reader(text, file)
     document = reader.run()
     return YamlSource(
@@ -123,6 +137,7 @@ class _Reader:
     def __init__(self, text: str, file: str) -> None:
         self.text, self.file = text, file
         self.spans: dict[tuple, KeySpan] = {}
+        self.values: dict[tuple, Any] = {}  # where each value of the sections starts
         self.found: list[Diagnostic] = []
         self.loader = _ForgeLoader(text)
         self.app: dict[str, Any] | None = None
@@ -146,6 +161,9 @@ class _Reader:
             self.sizes: dict[int, int] = {}
             self.active: set[int] = set()
             if self.expanded(root) > MAX_NODES:
+                if len(self.sizes) > MAX_NODES:  # as many values written out: a large file
+                    message = words.too_many_nodes(len(self.sizes))
+                    return self.fail("unreadable-file", None, message, words.TOO_LARGE_HINT)
                 return self.fail("yaml-syntax", root.start_mark, words.BOMB, words.BOMB_HINT)
         except _Cycle as cycle:
             return self.fail("yaml-syntax", cycle.mark, words.CYCLE, words.BOMB_HINT)
@@ -280,6 +298,7 @@ class _Reader:
             for index, item in enumerate(node.value):
                 if path is not None:
                     self.spans[(*path, index)] = _key_span(item, item)
+                    self.values[(*path, index)] = _value_mark(item)
                 items.append(self.value(item, None if path is None else (*path, index)))
             return items
         if node.tag not in _PLAIN:
@@ -328,23 +347,40 @@ class _Reader:
                 )
                 continue
             self.spans[(*path, key)] = _key_span(key_node, value_node)
-            result[key] = self.value(value_node, (*path, key))
+            self.values[(*path, key)] = _value_mark(value_node)
+            value = self.value(value_node, (*path, key))
+            if value is _DROPPED:  # a tagged value of a known setting: reported as such
+                continue
+            result[key] = value
         return result
 
-    def foreign(self, node: Any, path: tuple | None) -> None:
-        """A tagged value (date, binary, set, ...) a legacy JobConfig cannot hold."""
-        if path is not None:
-            name = node.tag.removeprefix(_PREFIX)
-            message, hint = words.foreign(_dot(path), name)
-            self.found.append(
-                self.finding("yaml-type", node.start_mark, message, hint, path=_dot(path))
-            )
-        return None
+    def foreign(self, node: Any, path: tuple | None) -> Any:
+        """A tagged value (date, binary, set, ...) a legacy JobConfig cannot hold: None, or
+        :data:`_DROPPED` when it stands for a known setting, whose type the finding names (the
+        checker would only see a None there)."""
+        if path is None:
+            return None
+        name = node.tag.removeprefix(_PREFIX)
+        expected = words.setting_type(path)
+        message, hint = words.foreign(_dot(path), name, expected=expected)
+        self.found.append(
+            self.finding("yaml-type", node.start_mark, message, hint, path=_dot(path))
+        )
+        return None if expected is None else _DROPPED
 
     def interpolate(self, document: dict[str, Any], whole: dict) -> None:
         """Resolve ``${...}`` in the sections' strings from the whole file, in place; a key whose
         value titan cannot resolve is taken out of the check, with a warning."""
-        for here, value in resolve_tree(document, whole):
+        for here, value, broken in resolve_tree(document, whole):
+            if broken is not None:  # OmegaConf refuses it: at the reference itself
+                message, hint = words.broken(
+                    _dot(here), value, kind=broken.kind, chain=broken.chain
+                )
+                mark = self.values.get(here) or self.at(here)
+                self.found.append(
+                    self.finding("broken-interpolation", mark, message, hint, path=_dot(here))
+                )
+                continue
             message = words.unresolved(_dot(here), value)
             self.found.append(
                 self.finding(
@@ -361,6 +397,10 @@ class _Reader:
         """The mark of a key of the sections, from its recorded span."""
         span = self.spans.get(path)
         return _Mark(span.line - 1, span.col - 1, end=span.end_col) if span else None
+
+
+_DROPPED = object()
+"""A value left out of the sections because its finding says all there is to say."""
 
 
 class _Cycle(Exception):
@@ -387,6 +427,12 @@ def _key_span(key: Any, value: Any) -> KeySpan:
     end_col = key.end_mark.column + 1 if same_line else col + 1
     value_line = None if isinstance(value, yaml.MappingNode) else value.start_mark.line + 1
     return KeySpan(line, col, end_col, value_line)
+
+
+def _value_mark(node: Any) -> _Mark:
+    """Where a value is written; the caret covers it when it is on one line."""
+    start, end = node.start_mark, node.end_mark
+    return _Mark(start.line, start.column, end=end.column + 1 if end.line == start.line else None)
 
 
 def _dot(path: tuple) -> str:

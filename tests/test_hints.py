@@ -271,6 +271,10 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ("bool key", _y("trainer:\n  training:\n    yes: 1\n")),
     ],
     "interpolation": [("env", _y("trainer:\n  job:\n    dump_folder: ${oc.env:HOME}\n"))],
+    "broken-interpolation": [
+        ("missing", _y("trainer:\n  job:\n    dump_folder: ${out}\n")),
+        ("cycle", _y("a: ${b}\nb: ${a}\ntrainer:\n  training:\n    steps: ${a}\n")),
+    ],
     "forge-app": [
         ("actor argument", _y("trainer:\n  learning_rate: 1e-5\n  model: {name: llama3}\n")),
         ("spawner block", _y("trainer:\n  service: {procs_per_replica: 1}\n")),
@@ -418,6 +422,10 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
         ("load", _v("[checkpoint]\ninitial_load_in_hf = true\ninitial_load_model_only = false\n")),
         ("save", _v("[checkpoint]\nlast_save_in_hf = true\nlast_save_model_only = false\n")),
         ("quantized", _v("[checkpoint]\ninitial_load_in_hf_quantized = true\n")),
+    ],
+    "initial-load-disabled": [
+        ("dcp", _v('[checkpoint]\ninitial_load_path = "/weights"\n')),
+        ("hf", _v("[checkpoint]\nenable = false\ninitial_load_in_hf = true\n")),
     ],
     "unknown-converter": [
         ("stale", _v('[model]\nconverters = ["float8"]\n')),
