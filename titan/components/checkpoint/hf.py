@@ -9,7 +9,6 @@ the import reads on each rank its own stages' tensors (``titan.components.checkp
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from typing import Any
@@ -18,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from titan.components.checkpoint.errors import CheckpointError
+from titan.components.checkpoint.hf_files import Origins, check_floating, shard_files
 from titan.components.checkpoint.hf_stages import gathered_state_dict, load_own_stages, stage_keys
 from titan.components.checkpoint.state import ModelState, cast, check_model_keys
 from titan.components.run_files import open_run_file
@@ -103,18 +103,16 @@ def _read(path: str, model_state: ModelState, *, sd_adapter: Any) -> dict[str, A
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
-    if not files:
-        raise CheckpointError(
-            f"{path} holds no *.safetensors files; checkpoint.initial_load_in_hf is set, turn it "
-            "off to load a DCP checkpoint"
-        )
     hf: dict[str, Any] = {}
-    for file in files:
+    origins = Origins()
+    for file in shard_files(path):
         try:
-            hf.update(load_file(file))
+            tensors = load_file(file)
         except (SafetensorError, OSError) as exc:
             raise CheckpointError(f"{file} is not a readable safetensors file: {exc}") from None
+        for key, value in tensors.items():
+            origins.add(key, file=file, dtype=value.dtype)
+        hf.update(tensors)
     try:
         state = sd_adapter.from_hf(hf)
     except (KeyError, ValueError) as exc:
@@ -126,6 +124,7 @@ def _read(path: str, model_state: ModelState, *, sd_adapter: Any) -> dict[str, A
         raise CheckpointError(
             f"{path} has {len(unexpected)} tensors this model lacks, e.g. {unexpected[:3]}"
         )
+    check_floating(model, state, origins=origins, sd_adapter=sd_adapter)
     return state
 
 

@@ -14,8 +14,6 @@ weight is loaded, so a wrong folder is one clear error everywhere instead of a h
 from __future__ import annotations
 
 import dataclasses
-import glob
-import os
 from typing import Any
 
 import torch
@@ -23,6 +21,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from titan.components.checkpoint.errors import CheckpointError
+from titan.components.checkpoint.hf_files import Origins, check_floating, shard_files
 from titan.components.checkpoint.state import ModelState, check_model_keys
 
 
@@ -100,12 +99,7 @@ def _read_own(
     tensor the whole model lacks."""
     from safetensors import SafetensorError, safe_open
 
-    files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
-    if not files:
-        raise CheckpointError(
-            f"{path} holds no *.safetensors files; checkpoint.initial_load_in_hf is set, turn it "
-            "off to load a DCP checkpoint"
-        )
+    files = shard_files(path)
     own = model_state.state_dict()
     try:
         needed = set(sd_adapter.to_hf({key: _meta(value) for key, value in own.items()}))
@@ -113,11 +107,13 @@ def _read_own(
         raise CheckpointError(f"the state-dict adapter cannot import this model: {exc}") from None
     headers: dict[str, torch.Tensor] = {}
     hf: dict[str, Any] = {}
+    origins = Origins()
     for file in files:
         try:
             with safe_open(file, framework="pt") as reader:
                 for key in reader.keys():
                     piece = reader.get_slice(key)
+                    origins.add(key, file=file, dtype=piece.get_dtype())
                     headers[key] = torch.empty(
                         piece.get_shape(), dtype=_DTYPES.get(piece.get_dtype()), device="meta"
                     )
@@ -142,6 +138,7 @@ def _read_own(
         raise CheckpointError(
             f"{path} has {len(unexpected)} tensors this model lacks, e.g. {unexpected[:3]}"
         )
+    check_floating(own, state, origins=origins, sd_adapter=sd_adapter)
     return {key: value for key, value in state.items() if key in own}
 
 

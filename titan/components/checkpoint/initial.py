@@ -8,11 +8,13 @@ from typing import Any
 
 from titan.components.checkpoint.errors import CheckpointError
 from titan.components.checkpoint.hf import load_hf
+from titan.components.checkpoint.hf_files import shard_files
 from titan.components.checkpoint.state import load_dcp
 
 
 def check_initial_source(config: Any, *, sd_adapter: Any) -> str:
-    """The folder the initial load reads; ``CheckpointError`` when it is not a folder."""
+    """The folder the initial load reads; ``CheckpointError`` when it is not a folder (or, for
+    Hugging Face weights, when its shards are not files it can read without blocking)."""
     if config.initial_load_in_hf:
         path = config.initial_load_path or getattr(sd_adapter, "hf_assets_path", None)
         if not path or not os.path.isdir(path):
@@ -20,6 +22,7 @@ def check_initial_source(config: Any, *, sd_adapter: Any) -> str:
                 f"checkpoint.initial_load_in_hf: {path!r} is not a folder of safetensors; "
                 "set checkpoint.initial_load_path to one"
             )
+        shard_files(path)  # its shards are files, and its index names only files it holds
         return path
     path = config.initial_load_path
     assert path is not None
