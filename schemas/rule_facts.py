@@ -78,6 +78,8 @@ SHARED_FACT_PATHS: dict[str, str] = {
     "global_batch_size": "training.global_batch_size",
     "seq_len": "training.seq_len",
     "keep_latest_k": "checkpoint.keep_latest_k",
+    "checkpoint_enable": "checkpoint.enable",
+    "initial_load_path": "checkpoint.initial_load_path",
     "initial_load_in_hf": "checkpoint.initial_load_in_hf",
     "initial_load_model_only": "checkpoint.initial_load_model_only",
     "initial_load_in_hf_quantized": "checkpoint.initial_load_in_hf_quantized",
@@ -119,6 +121,8 @@ class ConfigFacts(Frozen):
         "global_batch_size",
         "seq_len",
         "keep_latest_k",
+        "checkpoint_enable",
+        "initial_load_path",
         "initial_load_in_hf",
         "initial_load_model_only",
         "initial_load_in_hf_quantized",
@@ -179,6 +183,10 @@ class ConfigFacts(Frozen):
     global_batch_size: Setting
     seq_len: Setting
     keep_latest_k: Setting
+    checkpoint_enable: Setting | None
+    """Whether checkpointing is on (which the initial load needs); ``None`` skips that rule."""
+    initial_load_path: Setting | None
+    """The initial load's folder (``None``: unknown, which skips that rule)."""
     initial_load_in_hf: Setting
     initial_load_model_only: Setting
     initial_load_in_hf_quantized: Setting
@@ -265,6 +273,8 @@ class ConfigFacts(Frozen):
         global_batch_size: Setting,
         seq_len: Setting,
         keep_latest_k: Setting,
+        checkpoint_enable: Setting | None = None,
+        initial_load_path: Setting | None = None,
         initial_load_in_hf: Setting,
         initial_load_model_only: Setting,
         initial_load_in_hf_quantized: Setting,
@@ -322,6 +332,8 @@ class ConfigFacts(Frozen):
         _set(self, "global_batch_size", global_batch_size)
         _set(self, "seq_len", seq_len)
         _set(self, "keep_latest_k", keep_latest_k)
+        _set(self, "checkpoint_enable", checkpoint_enable)
+        _set(self, "initial_load_path", initial_load_path)
         _set(self, "initial_load_in_hf", initial_load_in_hf)
         _set(self, "initial_load_model_only", initial_load_model_only)
         _set(self, "initial_load_in_hf_quantized", initial_load_in_hf_quantized)

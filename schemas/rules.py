@@ -81,6 +81,29 @@ def hf_model_only(facts: ConfigFacts) -> Iterator[Diagnostic]:
         )
 
 
+def initial_load_disabled(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """An initial load with checkpointing off: torchtitan v0.2.2 (and titan-train) read
+    ``initial_load_path`` only when checkpointing is on, so the run silently starts from random
+    weights; a warning, since v0.2.2 accepted the config."""
+    enable, path = facts.checkpoint_enable, facts.initial_load_path
+    if enable is None or path is None or enable.value is not False:
+        return
+    hf = facts.initial_load_in_hf
+    if not (isinstance(path.value, str) and path.value) and hf.value is not True:
+        return
+    source = f"`{path.value}`" if isinstance(path.value, str) and path.value else "hf_assets_path"
+    what = "Hugging Face weights" if hf.value is True else "initial checkpoint"
+    yield diag(
+        "initial-load-disabled",
+        blame(path, hf),
+        f"the {what} in {source} are NOT loaded: checkpoint.enable is false, and the initial "
+        "load only happens with checkpointing on, so the run starts from random weights",
+        "turn checkpointing on (`--checkpoint.enable`, or `enable = true` under [checkpoint]) "
+        "to start from these weights, or remove the initial-load settings",
+        severity=Severity.WARNING,
+    )
+
+
 HUB = "hf://"
 """The prefix of a Hugging Face Hub path, which Forge's config parser downloads when the app
 starts (``forge.util.config.resolve_hf_hub_paths``, d55de5b8, 2025-09-18)."""
@@ -330,6 +353,7 @@ RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     pipeline_layout_rule,
     checkpoint_keep,
     hf_model_only,
+    initial_load_disabled,
     hub_paths,
     converters,
     float8_options,

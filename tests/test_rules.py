@@ -99,6 +99,7 @@ CASES = {
         [model]
         hf_assets_path = "hf://Qwen/Qwen3-0.6B"  # warning[hub-path] model.hf_assets_path: `model.hf_assets_path` is the Hugging Face Hub path `hf://Qwen/Qwen3-0.6B`: Forge downloads it when the app starts, but titan-train reads a local folder there and has no resolver for hf:// paths, so the run would not find it
         [checkpoint]
+        enable = true
         initial_load_path = "hf:/one/slash"
     """,
     # world_size
@@ -218,6 +219,7 @@ CASES = {
     # hf_model_only
     "hf-not-model-only": """
         [checkpoint]
+        enable = true
         initial_load_in_hf = true  # error[hf-model-only] checkpoint.initial_load_in_hf: an initial load in HF format restores the model only, but initial_load_model_only is false
         initial_load_model_only = false
         last_save_in_hf = true  # error[hf-model-only] checkpoint.last_save_in_hf: a last save in HF format holds the model only, but last_save_model_only is false
@@ -227,7 +229,18 @@ CASES = {
         [checkpoint]
         initial_load_in_hf_quantized = true  # error[hf-model-only] checkpoint.initial_load_in_hf_quantized: a quantized HF initial load needs initial_load_in_hf
     """,
-    "hf-model-only-fine": "[checkpoint]\ninitial_load_in_hf = true\ninitial_load_in_hf_quantized = true\nlast_save_in_hf = true\n",
+    "hf-model-only-fine": "[checkpoint]\nenable = true\ninitial_load_in_hf = true\ninitial_load_in_hf_quantized = true\nlast_save_in_hf = true\n",
+    # initial_load_disabled
+    "initial-load-disabled": """
+        [checkpoint]
+        initial_load_path = "/weights"  # warning[initial-load-disabled] checkpoint.initial_load_path: the initial checkpoint in `/weights` are NOT loaded: checkpoint.enable is false, and the initial load only happens with checkpointing on, so the run starts from random weights
+    """,
+    "initial-load-disabled-hf": """
+        [checkpoint]
+        enable = false
+        initial_load_in_hf = true  # warning[initial-load-disabled] checkpoint.initial_load_in_hf: the Hugging Face weights in hf_assets_path are NOT loaded: checkpoint.enable is false, and the initial load only happens with checkpointing on, so the run starts from random weights
+    """,
+    "initial-load-enabled": '[checkpoint]\nenable = true\ninitial_load_path = "/weights"\n',
     # converters
     "unknown-converter": """
         [model]
@@ -523,7 +536,7 @@ def test_every_code_the_rules_emit_has_a_case():
     covered = {e[0] for case in CASES for e in expected(source(case))}
     # A TOML names a flavor, whose routing is fixed: moe-routing is a registry function's
     # finding (tests/test_moe_checks.py).
-    assert len(emitted) == 23 and emitted - {"moe-routing"} <= covered
+    assert len(emitted) == 24 and emitted - {"moe-routing"} <= covered
 
 
 @pytest.mark.parametrize(
