@@ -115,6 +115,20 @@ def descendants(
     return found
 
 
+def started_by(worker: int, *, since: int) -> set[int]:
+    """The processes a child ``worker`` of this process (which started at tick ``since``)
+    started, wherever they are now: below it, in its process group or session, or adopted by
+    this process once the worker ended (its children that started later). Not the worker."""
+    procs = table()
+    adopted = {
+        p.pid
+        for p in procs.values()
+        if p.ppid == os.getpid() and p.pid != worker and p.start >= since
+    }
+    found = descendants({worker, *adopted}, procs, groups=[worker]) | adopted
+    return found - {worker}
+
+
 def alive(pids: Iterable[int], procs: dict[int, Proc]) -> list[int]:
     """Those of ``pids`` that still run (not zombies), in order."""
     return sorted(pid for pid in pids if pid in procs and procs[pid].alive)

@@ -341,7 +341,7 @@ class Worker:
         process, self.process = self.process, None
         if process is None:
             return
-        left = lambda: self._below(process.pid)  # noqa: E731
+        left = lambda: processes.started_by(process.pid, since=self.started)  # noqa: E731
         processes.end(left)  # first, while what it started still hangs below it
         try:
             os.killpg(process.pid, signal.SIGKILL)
@@ -353,20 +353,6 @@ class Worker:
         for fd in (self.requests, self.replies, self.output, self.pidfd):
             if fd is not None:
                 os.close(fd)
-
-    def _below(self, worker: int) -> set[int]:
-        """The processes the worker started, wherever they are now: below it, in its process
-        group or session, or adopted by titan (started after the worker, once it ended)."""
-        from titan.cli import processes
-
-        procs = processes.table()
-        adopted = {
-            p.pid
-            for p in procs.values()
-            if p.ppid == os.getpid() and p.pid != worker and p.start >= self.started
-        }
-        found = processes.descendants({worker, *adopted}, procs, groups=[worker]) | adopted
-        return found - {worker}
 
 
 def interpreter(python: str | None) -> list[str]:
