@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Sequence
 from typing import TextIO
 
-from titan.cli import registry, report
+from titan.cli import in_process, registry, report
 from titan.cli.exits import UsageError, findings_code
+from titan.cli.validate_args import positive_seconds
 from titan.schemas.diagnostics import Diagnostic, Severity, Span
 
 PROG = "titan-validate"
@@ -40,8 +42,46 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--color", choices=report.COLORS, default="auto")
     parser.add_argument("--module-path", action="append", default=[], metavar="DIR")
     parser.add_argument("--python", default=None, metavar="PATH")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
+    parser.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS")
     return parser
+
+
+FILE_OPTIONS = frozenset(
+    "--select --memory-limit --no-cache --era --allow-import --extension --export-json-schema "
+    "--fix --diff --as-registry --target --version".split()
+)
+"""titan-validate's options for files and folders, which ``--config`` mode does not take."""
+
+_NUMBER = re.compile(r"-\d[\d_]*(\.\d*)?([eE][-+]?\d+)?|-\.\d+|-inf|-nan", re.IGNORECASE)
+"""A negative number: a value of the override before it, not an option."""
+
+
+def refuse_options(parser: argparse.ArgumentParser, overrides: Sequence[str]) -> None:
+    """What argparse left is ``--section.field VALUE...`` overrides for tyro (or ``--help``):
+    anything else is refused now, before any registry code runs (``parser.error``: the
+    usage and what is wrong, exit 2)."""
+    flag = None
+    for arg in overrides:
+        if arg in ("-h", "--help") or _NUMBER.fullmatch(arg):
+            continue
+        name = arg.partition("=")[0]
+        if name.startswith("--") and "." in name.strip("-"):
+            flag = name
+        elif name in FILE_OPTIONS:
+            parser.error(
+                f"{name} is for checking files and folders; --config NAME checks one registry "
+                "function and does not take it"
+            )
+        elif arg.startswith("-"):
+            parser.error(
+                f"unrecognized option {name}: --config NAME takes the options above and "
+                "--section.field VALUE overrides (with a dot; --config NAME --help lists them)"
+            )
+        elif flag is None:
+            parser.error(
+                f"unexpected argument {arg!r}: --config NAME checks one registry function; "
+                "to check files or folders, give them without --config"
+            )
 
 
 def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
@@ -50,8 +90,10 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     from titan.config.check import check_config
 
     wanted = registry.split(argv)
+    parser = build_parser()
     try:
-        options, overrides = build_parser().parse_known_args(wanted.rest)
+        options, overrides = parser.parse_known_args(wanted.rest)
+        refuse_options(parser, overrides)
     except SystemExit as exit_:  # argparse already printed what is wrong
         return 0 if exit_.code in (0, None) else 2
     if wanted.config is None:
@@ -67,28 +109,41 @@ def run(argv: Sequence[str], *, stdout: TextIO, stderr: TextIO) -> int:
     user_code.start(prog=PROG, stream=None if options.format == "json" else stderr)
 
     sources: dict[str, str] = {}
-    with importable(options.module_path):  # the registry and the modules it imports
-        loaded = registry.load(
-            wanted,
-            argv=argv,
-            overrides=overrides,
-            prog=f"{PROG} --config NAME",
-            sources=sources,
-            stdout=stdout,
-            stderr=stderr,
-        )
-    if loaded.exit_code is not None:
-        return loaded.exit_code
-    if loaded.finding is not None:
-        diagnostics = [loaded.finding]
-    else:
-        refuse_inputs({"-o": options.output}, inputs=loaded.inputs)
-        if _is_upstream(loaded.config):  # never judged against titan's own classes
-            return _publish_upstream(
-                _module_file(loaded.function), wanted.config, options, stdout=stdout, stderr=stderr
+    with in_process.contained() as contained:
+        with importable(options.module_path), in_process.no_stdin():
+            loaded = registry.load(
+                wanted,
+                argv=argv,
+                overrides=overrides,
+                prog=f"{PROG} --config NAME",
+                sources=sources,
+                stdout=stdout,
+                stderr=stderr,
             )
-        diagnostics = check_config(loaded.config, ngpu=options.ngpu, locate=loaded.locate)
-        diagnostics += _migration_todos(loaded.function)
+        if loaded.exit_code is not None:
+            return loaded.exit_code
+        if loaded.finding is not None:
+            diagnostics = [loaded.finding]
+        else:
+            refuse_inputs({"-o": options.output}, inputs=loaded.inputs)
+            if _is_upstream(loaded.config):  # never judged against titan's own classes
+                contained.end()  # what titan's run of the function left
+                return _publish_upstream(
+                    _module_file(loaded.function),
+                    wanted.config,
+                    options,
+                    stdout=stdout,
+                    stderr=stderr,
+                )
+            with in_process.no_stdin():  # the config's values may be user objects with code
+                diagnostics = check_config(loaded.config, ngpu=options.ngpu, locate=loaded.locate)
+            diagnostics += _migration_todos(loaded.function)
+        span = registry.definition(loaded.function) if loaded.function is not None else None
+        left = contained.left(
+            doing=f"{wanted.config}() was built",
+            span=span or registry.command_line_spans(argv, sources=sources).get("config"),
+        )
+        diagnostics += [left] if left is not None else []
     diagnostics = sorted((_relative(d) for d in diagnostics), key=Diagnostic.sort_key)
     report.publish(
         diagnostics,
