@@ -3,11 +3,12 @@
 ``CheckpointManager`` decides when to save and what to load. The work is done by the modules of
 this package, imported only when a manager is built, so reading configs stays torch-free. Imports
 go one way: ``errors`` (the error types) <- ``folders`` (the on-disk layout and atomic
-publishing) <- ``resume`` (which step a run resumes from) and ``state`` (what a checkpoint holds,
-``ModelState``, loading with clear errors) <- ``writer`` (foreground and background DCP saves)
-and ``hf`` (Hugging Face safetensors) <- ``initial`` (a new run's starting weights) <- ``checks``
-(the refusals a run meets before its first step, shared with ``titan-train --preflight``) <-
-this module.
+publishing) <- ``resume`` (which step a run resumes from), ``layout`` (the data-parallel layout
+a checkpoint was saved with) and ``safe_read`` (reading DCP's pickles without running code) <-
+``state`` (what a checkpoint holds, ``ModelState``, loading with clear errors) <- ``writer``
+(foreground and background DCP saves) and ``hf`` (Hugging Face safetensors) <- ``initial`` (a
+new run's starting weights) <- ``checks`` (the refusals a run meets before its first step,
+shared with ``titan-train --preflight``) <- this module.
 """
 
 from __future__ import annotations
