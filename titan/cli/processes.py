@@ -59,6 +59,18 @@ def become_subreaper() -> bool:
         return False
 
 
+def has_children() -> bool:
+    """Whether this process has a child, running or not (a subreaper without one has nothing
+    below it: no need to walk ``/proc``)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    except (AttributeError, OSError):  # no waitid here: say yes, and let /proc answer
+        pass
+    return True
+
+
 def stat(pid: int) -> Proc | None:
     """The process ``pid`` as ``/proc`` shows it now, ``None`` once it is gone (or no /proc)."""
     try:

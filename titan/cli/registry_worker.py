@@ -292,6 +292,8 @@ def _left_running(shown: str) -> dict | None:
     def below() -> set[int]:
         return processes.descendants([os.getpid()], processes.table())
 
+    if not processes.has_children():  # the usual case, without reading /proc
+        return None
     procs = processes.table()
     running = processes.alive(processes.descendants([os.getpid()], procs), procs)
     if not running:
