@@ -140,6 +140,8 @@ def sequence_length(facts: ConfigFacts) -> Iterator[Diagnostic]:
     tp, cp = facts.tp, facts.cp
     if not ints(tp, cp) or (tp.value <= 1 and cp.value <= 1) or tp.value < 1 or cp.value < 1:
         return
+    if facts.ngpu is not None and facts.ngpu % (tp.value * cp.value):
+        return  # the degrees cannot run on these GPUs (world_size says so): fix them first
     unit = tp.value * 2 * cp.value
     lengths = [facts.seq_len]
     validation = facts.validation_seq_len

@@ -165,6 +165,29 @@ CASES = {
         [training]
         seq_len = 2050  # error[seq-len] training.seq_len: sequence length 2050 is not divisible by tp × 2·cp = 4
     """,
+    # a tp × cp the GPUs cannot hold is the world size's finding alone (the length would fit
+    # other degrees); one the GPUs hold keeps its length finding beside a world-size one
+    "cp-does-not-fit-the-gpus": """
+        # flags: --ngpu 2
+        [parallelism]
+        context_parallel_degree = 3  # error[world-size] parallelism.context_parallel_degree: 2 GPUs cannot be split by context_parallel_degree=3: 2 is not divisible by 3
+    """,
+    "tp-cp-do-not-fit-the-gpus": """
+        # flags: --ngpu 6
+        [parallelism]
+        tensor_parallel_degree = 2  # error[world-size] parallelism.tensor_parallel_degree: 6 GPUs cannot be split by tensor_parallel_degree=2 × context_parallel_degree=2 = 4: 6 is not divisible by 4
+        context_parallel_degree = 2
+        [training]
+        seq_len = 2050
+    """,
+    "cp-fits-the-gpus-not-the-shard": """
+        # flags: --ngpu 4
+        [parallelism]
+        data_parallel_shard_degree = 3  # error[world-size] parallelism.data_parallel_shard_degree: the parallel degrees multiply to 6 (context_parallel_degree=2 × dp_shard=3) but --ngpu is 4
+        context_parallel_degree = 2
+        [training]
+        seq_len = 2050  # error[seq-len] training.seq_len: sequence length 2050 is not divisible by tp × 2·cp = 4
+    """,
     "cp-rotate-method": """
         [parallelism]
         context_parallel_rotate_method = "alltoall"  # warning[no-effect] parallelism.context_parallel_rotate_method: context_parallel_rotate_method = 'alltoall' has no effect in titan-train: context parallel all-gathers the keys and values along the sequence (it has no ring to rotate)
@@ -513,14 +536,12 @@ def test_rules_check_reports_the_paths_it_is_given():
     facts = ConfigFacts(ngpu=8, n_heads=16, n_kv_heads=16, moe=False, **settings)
     diagnostics = rules.check(facts)
     assert [(d.code, d.path, d.span) for d in diagnostics] == [
-        ("world-size", "parallelism.tensor_parallel_degree", None),
-        ("seq-len", "trainer.training.seq_len", None),  # nothing has a span: the first is blamed
+        ("world-size", "parallelism.tensor_parallel_degree", None),  # no seq-len: tp=3 cannot run
         ("tp-heads", "parallelism.tensor_parallel_degree", None),
         ("keep-latest-k", "registry.keep_latest_k", None),
     ]
     assert [d.message for d in diagnostics] == [
         "8 GPUs cannot be split by tensor_parallel_degree=3: 8 is not divisible by 3",
-        "sequence length 2048 is not divisible by tp × 2·cp = 6",
         "tensor parallel degree 3 does not divide the 16 attention heads of `llama3` flavor `debugmodel`",
         "keep_latest_k = 1 is not allowed",
     ]
