@@ -5,7 +5,8 @@
 
 The arguments are ``titan-train``'s (either config form, the same overrides). The run's model is
 built as for training and loads the newest checkpoint of ``checkpoint.folder`` (or
-``checkpoint.load_step``; without a checkpoint the freshly initialised weights draw). Prompts are
+``checkpoint.load_step``, or the initial load); without a checkpoint it draws nothing and says
+which folder it looked in, since random weights draw noise. Prompts are
 shared round robin over the ranks, ``inference.local_batch_size`` at a time, drawn at
 ``inference.img_size`` with ``validation.denoising_steps`` Euler steps and the validation's
 classifier-free guidance; each image is ``image_prompt<N>_rank<R>.png`` in
@@ -44,6 +45,23 @@ def read_prompts(path: str) -> list[str]:
     return prompts
 
 
+def no_checkpoint(config: Any, *, folder: str | None) -> str:
+    """Why there are no trained weights to draw with: checkpointing is off, or ``folder`` (the
+    run's checkpoint folder) holds no checkpoint and no initial load is set."""
+    if not config.checkpoint.enable:
+        return (
+            "checkpoint.enable is false, so no checkpoint is loaded and the images would be "
+            "drawn by random weights; add --checkpoint.enable and point --dump_folder (and "
+            "--checkpoint.folder) at a trained run, or --checkpoint.initial_load_path at a "
+            "checkpoint"
+        )
+    return (
+        f"no checkpoint in {folder}, so the images would be drawn by random weights; point "
+        "--dump_folder (and --checkpoint.folder) at a trained run, or "
+        "--checkpoint.initial_load_path at a checkpoint"
+    )
+
+
 def generate(trainer: Any) -> list[str]:
     """Every image of ``trainer``'s prompts file this rank draws; the paths it wrote."""
     import torch
@@ -73,7 +91,8 @@ def generate(trainer: Any) -> list[str]:
             f"inference.prompts_path has {len(prompts)} prompt(s) for {ranks} data-parallel "
             "ranks; every rank needs at least one"
         )
-    parts.checkpointer.load(step=config.checkpoint.load_step)
+    if not parts.checkpointer.load(step=config.checkpoint.load_step):
+        raise ValueError(no_checkpoint(config, folder=parts.checkpointer.folders.root))
     mine = list(range(rank, len(prompts), ranks))
     mesh = dims.mesh(parts.world_mesh, "dp_cp") if parts.world_mesh is not None else None
     # Sharded forwards are collective: every rank runs as many batches, the last ones empty-
@@ -132,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not isinstance(loaded.config, FluxTrainer.Config):
             raise ValueError(f"{PROG} draws Flux images; this config trains another model")
         read_prompts(loaded.config.inference.prompts_path)  # refused before the model is built
+        if not loaded.config.checkpoint.enable:
+            raise ValueError(no_checkpoint(loaded.config, folder=None))
         trainer = loaded.config.build(findings_reported=True)
         written = generate(trainer)
         trainer.finished = True

@@ -20,7 +20,7 @@ import random
 import tarfile
 from typing import Any
 
-from titan.models.flux.image_sources import CAPTION_EXTENSION, Group
+from titan.models.flux.image_sources import CAPTION_EXTENSION, Group, OutsideFolder
 from titan.models.flux.tokenizer import FluxTokenizers
 
 SKIP_REASONS = {
@@ -30,6 +30,7 @@ SKIP_REASONS = {
     "no_image": "the caption has no image beside it",
     "no_caption": "the image has no .txt caption beside it",
     "unreadable_file": "a file of the sample cannot be read",
+    "outside_folder": "a file of the sample is a link to a file outside the dataset folder",
     "unreadable_shard": "a shard is not a tar archive or breaks off (the rest of it is skipped)",
 }
 """Why a sample can be skipped -> what the loader's report says about it."""
@@ -109,6 +110,8 @@ def prepare_sample(
         raise SkippedSample("no_caption", f"{group.origin}.{extension} has no .txt caption")
     try:
         image_bytes, caption_bytes = group.read(extension), group.read(CAPTION_EXTENSION)
+    except OutsideFolder as error:
+        raise SkippedSample("outside_folder", str(error)) from None
     except (OSError, tarfile.TarError) as error:
         raise SkippedSample("unreadable_file", f"{group.origin}: {error}") from None
     try:

@@ -71,6 +71,9 @@ class Group:
     """Extension -> the file's path, or its member of ``archive``."""
     archive: tarfile.TarFile | None = None
     """The open tar shard the members are read from; None for folder files."""
+    root: Path | None = None
+    """The dataset folder a folder group's files must lie in (links are followed only inside
+    it); None for shard members."""
 
     def image_extension(self) -> str | None:
         """The first image file's extension, None when the group has no image."""
@@ -80,12 +83,27 @@ class Group:
         """The bytes of this group's ``extension`` file; ``OSError`` or ``tarfile.TarError``."""
         where = self.files[extension]
         if isinstance(where, Path):
+            if self.root is not None:
+                check_inside(where, root=self.root)
             return where.read_bytes()
         assert self.archive is not None
         member = self.archive.extractfile(where)
         if member is None:
             raise tarfile.TarError(f"{where.name} is not a regular file")
         return member.read()
+
+
+class OutsideFolder(OSError):
+    """A dataset file that is a link to a file outside the dataset folder."""
+
+
+def check_inside(path: Path, *, root: Path) -> None:
+    """``OutsideFolder`` when ``path`` resolves outside ``root`` (a link to another file)."""
+    target = path.resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise OutsideFolder(
+            f"{path} is a link to {target}, outside the dataset folder {root}; it is not read"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +161,7 @@ def _folder_groups(folder: Path) -> Iterator[Group]:
         if current is None or key != current.key:
             if current is not None:
                 yield current
-            current = Group(key=key, origin=str(folder / key))
+            current = Group(key=key, origin=str(folder / key), root=folder)
         current.files[extension] = path
     if current is not None:
         yield current
