@@ -52,8 +52,11 @@ def project(tmp_path: Path) -> Path:
         (["--memory-limit", "1GiB"], "--memory-limit is for checking files and folders"),
         (["--select", "job"], "--select is for checking files and folders"),
         (["--no-cache"], "--no-cache is for checking files and folders"),
-        (["--bogus"], "unrecognized option --bogus"),
-        (["--bogus=3", "--training.steps", "5"], "unrecognized option --bogus"),
+        (["--fix"], "--fix is for checking files and folders"),
+        (["-x"], "unrecognized option -x"),
+        (["--training.steps", "5", "-q", "3"], "unrecognized option -q"),
+        (["--bad!name=3"], "unrecognized option --bad!name"),
+        (["---training.steps", "5"], "unrecognized option ---training.steps"),
         (["stray.toml"], "unexpected argument 'stray.toml'"),
         (["--timeout", "0"], "argument --timeout"),
         (["--timeout", "inf"], "argument --timeout"),
@@ -73,9 +76,18 @@ def test_a_bad_option_is_refused_before_the_registry_runs(
     assert not (project / "imported.marker").exists()
 
 
-def test_overrides_with_negative_values_still_reach_the_function(project: Path) -> None:
-    """What the refusal lets through: ``--section.field VALUE`` overrides, negative too."""
-    done = validate("--config", "job", "--training.steps", "5", "--debug.seed", "-1", cwd=project)
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["--training.steps", "5", "--debug.seed", "-1"],
+        ["--training.steps=5"],
+        ["--dump-folder", "out", "--hf_assets_path", "assets"],  # top-level fields
+    ],
+)
+def test_overrides_still_reach_the_function(project: Path, overrides: list[str]) -> None:
+    """What the refusal lets through: ``--section.field VALUE`` overrides (negative values
+    too) and top-level fields (a Trainer subclass's config may have its own)."""
+    done = validate("--config", "job", *overrides, cwd=project)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (project / "imported.marker").exists()
 

@@ -55,27 +55,32 @@ FILE_OPTIONS = frozenset(
 _NUMBER = re.compile(r"-\d[\d_]*(\.\d*)?([eE][-+]?\d+)?|-\.\d+|-inf|-nan", re.IGNORECASE)
 """A negative number: a value of the override before it, not an option."""
 
+_FIELD = re.compile(r"--[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*")
+"""What can name a config field for tyro: ``--section.field``, or a top-level ``--field`` (the
+config a function returns may be a Trainer subclass's, with fields of its own)."""
+
 
 def refuse_options(parser: argparse.ArgumentParser, overrides: Sequence[str]) -> None:
     """What argparse left is ``--section.field VALUE...`` overrides for tyro (or ``--help``):
-    anything else is refused now, before any registry code runs (``parser.error``: the
-    usage and what is wrong, exit 2)."""
+    what can be none is refused now, before any registry code runs (``parser.error``: the
+    usage and what is wrong, exit 2). Which fields exist is known once the config is built:
+    tyro judges the names then."""
     flag = None
     for arg in overrides:
         if arg in ("-h", "--help") or _NUMBER.fullmatch(arg):
             continue
         name = arg.partition("=")[0]
-        if name.startswith("--") and "." in name.strip("-"):
-            flag = name
-        elif name in FILE_OPTIONS:
+        if name in FILE_OPTIONS:
             parser.error(
                 f"{name} is for checking files and folders; --config NAME checks one registry "
                 "function and does not take it"
             )
+        elif _FIELD.fullmatch(name):
+            flag = name
         elif arg.startswith("-"):
             parser.error(
                 f"unrecognized option {name}: --config NAME takes the options above and "
-                "--section.field VALUE overrides (with a dot; --config NAME --help lists them)"
+                "--section.field VALUE overrides (--config NAME --help lists them)"
             )
         elif flag is None:
             parser.error(
