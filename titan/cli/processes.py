@@ -55,7 +55,7 @@ def become_subreaper() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError, ImportError):
+    except (OSError, AttributeError, ImportError, TypeError):  # no prctl: not Linux
         return False
 
 
