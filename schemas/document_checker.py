@@ -356,16 +356,31 @@ def _literal_choices(annotation: Any) -> tuple:
 
 
 def _element_detail(value: Any, annotation: Any) -> str:
-    """For a list with one bad element, say which (the list itself had the right shape)."""
-    if not isinstance(value, list):
+    """For a list with one bad element, say which (the list itself had the right shape): in a
+    list of lists, the element inside the inner list (``element [0][1] is integer 5``)."""
+    found = _bad_element(value, annotation)
+    if found is None:
         return ""
+    where, item = found
+    position = str(where[0]) if len(where) == 1 else "".join(f"[{i}]" for i in where)
+    return f": element {position} is {typecheck.value_name(item)}"
+
+
+def _bad_element(value: Any, annotation: Any) -> tuple[tuple[int, ...], Any] | None:
+    """The position and value of the first element of ``value`` (a list, or a list of lists)
+    that does not match ``annotation``'s element type; None when there is none."""
+    if not isinstance(value, list):
+        return None
     for arg in [annotation, *typing.get_args(annotation)]:
         if typing.get_origin(arg) is list and typing.get_args(arg):
             inner = typing.get_args(arg)[0]
             for index, item in enumerate(value):
                 if not typecheck.matches(item, inner):
-                    return f": element {index} is {typecheck.value_name(item)}"
-    return ""
+                    deeper = _bad_element(item, inner)
+                    if deeper is not None:
+                        return (index, *deeper[0]), deeper[1]
+                    return (index,), item
+    return None
 
 
 def _table_hint(dotted: str, value: Any) -> str:

@@ -12,6 +12,7 @@ is about.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 
 from titan.schemas.diagnostics import Diagnostic, Severity
@@ -92,13 +93,18 @@ def pipeline_layout_rule(facts: ConfigFacts) -> Iterator[Diagnostic]:
             layers_per_stage=facts.pp_layers_per_stage.value,
             first_stage_less_layers=facts.pp_first_less.value,
             last_stage_less_layers=facts.pp_last_less.value,
-            module_fqns_per_model_part=fqns.value or None,
+            module_fqns_per_model_part=fqns.value,  # [] is refused by the run, not unset
             csv=csv,
             head=_HEAD,
         )
     except PipelineSplitError as error:
         yield _finding(_setting_of(facts, error.key), error.message, error.hint)
         return
+    if csv:
+        not_a_file = _not_a_file(facts.pp_schedule_csv)
+        if not_a_file is not None:
+            yield not_a_file
+            return
     problems = list(
         _batches(facts, schedule=None if csv else layout.schedule.name, stages=layout.stages)
     )
@@ -122,6 +128,35 @@ def _schedule_csv(
         read_schedule_csv(setting.value, rank_stages=rank_stages, microbatches=microbatches)
     except ScheduleCsvError as error:
         yield _finding(setting, error.message, error.hint)
+
+
+# What a path is when it is not a regular file, in the user's words (told by ``stat``: a FIFO is
+# never opened, which would wait for a writer).
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_a_file(setting: Setting) -> Diagnostic | None:
+    """The run's refusal of a schedule CSV path that names something other than a file (a
+    folder, a FIFO); None for a file, or a path not there (the machine that trains may have
+    it)."""
+    try:
+        mode = os.stat(setting.value).st_mode
+    except (OSError, ValueError):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), None)
+    if kind is None:
+        return None
+    return _finding(
+        setting,
+        f"{setting.path} {setting.value!r} is {kind}, not a file: the run refuses it",
+        "give the path of the schedule's CSV file, or leave it empty to run the named schedule",
+    )
 
 
 def _batches(facts: ConfigFacts, *, schedule: str | None, stages: int) -> Iterator[Diagnostic]:

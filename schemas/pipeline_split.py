@@ -237,9 +237,19 @@ def check_module_fqns(
     order = model_modules(n_layers, head=head)
     everything = ", ".join(_short(order))
     if len(parts) != stages:
+        empty = f"{key} is an empty list, which gives the {stages} stages no modules"
         raise PipelineSplitError(
-            f"{key} has {len(parts)} parts but the pipeline has {stages} stages",
+            empty
+            if not parts
+            else f"{key} has {len(parts)} parts but the pipeline has {stages} stages",
             hint=f"write {stages} lists, one per stage, or leave {key} unset to split evenly",
+            key=key,
+        )
+    empty = [index for index, part in enumerate(parts) if not part]
+    if empty:  # before the modules it leaves out: they are the ones meant for it
+        raise PipelineSplitError(
+            f"{key} leaves stage {empty[0]} empty (part {empty[0]} is [])",
+            hint="give every stage at least one module",
             key=key,
         )
     names = [name for part in parts for name in part]
@@ -264,13 +274,6 @@ def check_module_fqns(
         raise PipelineSplitError(
             f"{key} leaves out {', '.join(_short(missing))}; a stage would run without them",
             hint="give every module of the model to one stage",
-            key=key,
-        )
-    empty = [index for index, part in enumerate(parts) if not part]
-    if empty:
-        raise PipelineSplitError(
-            f"{key} leaves stage {empty[0]} empty",
-            hint="give every stage at least one module",
             key=key,
         )
     if names != order:

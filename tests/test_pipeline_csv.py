@@ -9,6 +9,7 @@ is ``test_pipeline_train``'s torchrun check (scenario ``comms_csv``).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -242,6 +243,45 @@ def test_titan_validate_points_at_the_schedule_and_the_csv_line(tmp_path, form):
     assert finding["line"] == 11  # the key's line in the job file
     column = ROW1.index("3F2") + 1
     assert finding["message"].startswith(f"{bad}:2:{column}: 2F2 is in the row of pipeline rank 1")
+
+
+def _fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "fifo.csv"
+    os.mkfifo(path)
+    return path
+
+
+def _folder(tmp_path: Path) -> Path:
+    path = tmp_path / "folder.csv"
+    path.mkdir()
+    return path
+
+
+def _link_to_a_folder(tmp_path: Path) -> Path:
+    path = tmp_path / "link.csv"
+    path.symlink_to(_folder(tmp_path))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [(_fifo, "a FIFO (named pipe)"), (_folder, "a folder"), (_link_to_a_folder, "a folder")],
+)
+@pytest.mark.parametrize("form", ["toml", "as-registry"])
+def test_a_csv_path_that_is_no_file_is_the_runs_refusal_in_validate(tmp_path, make, kind, form):
+    # The run refuses it (``titan.distributed.pipeline_parallel``); a FIFO is stat-ed, never
+    # opened (opening one waits for a writer).
+    csv = make(tmp_path)
+    args = ["--format", "json", "--ngpu", "2"] + (["--as-registry"] if form != "toml" else [])
+    result = validate(*args, _job(tmp_path, csv))
+    assert result.code == 1, result.out + result.err
+    (finding,) = result.json()["diagnostics"]
+    assert (finding["code"], finding["path"], finding["line"]) == (
+        "pipeline-layout",
+        "parallelism.pipeline_parallel_schedule_csv",
+        11,
+    )
+    assert f"is {kind}, not a file" in finding["message"]
 
 
 @pytest.mark.slow  # a titan-train process

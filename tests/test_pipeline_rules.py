@@ -197,6 +197,31 @@ BAD = [
         "module_fqns_per_model_part",
         "has 2 parts but the pipeline has 8 stages",
     ),
+    # the run refuses an empty list (not the same as leaving the key unset) and an empty part
+    (
+        "fqns-empty-list",
+        "[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = []\n",
+        "debugmodel",
+        "module_fqns_per_model_part",
+        "is an empty list, which gives the 2 stages no modules",
+    ),
+    (
+        "fqns-last-part-empty",
+        "[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = ["
+        '["tok_embeddings", "layers.0", "layers.1", "layers.2", "layers.3", "layers.4", '
+        '"layers.5", "norm", "output"], []]\n',
+        "debugmodel",
+        "module_fqns_per_model_part",
+        "leaves stage 1 empty (part 1 is [])",
+    ),
+    (
+        "fqns-first-part-empty-and-its-modules-left-out",
+        "[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = ["
+        '[], ["layers.3", "layers.4", "layers.5", "norm", "output"]]\n',
+        "debugmodel",
+        "module_fqns_per_model_part",
+        "leaves stage 0 empty (part 0 is [])",
+    ),
 ]
 
 
@@ -217,6 +242,22 @@ def test_bad_layout_is_one_finding_at_its_key(tmp_path, body, flavor, key, phras
     assert phrase in finding["message"]
     assert (finding["message"], finding["hint"]) == (expected.message, expected.hint)
     assert finding["path"] == f"parallelism.{key}"
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        ('[["tok_embeddings", 5, "layers.0"], ["norm"]]', "element [0][1] is integer 5"),
+        ('[["tok_embeddings"], ["norm", true]]', "element [1][1] is boolean true"),
+        ('[["tok_embeddings"], "norm"]', 'element 1 is string "norm"'),
+    ],
+)
+def test_a_module_name_that_is_no_string_is_named_with_its_position(tmp_path, value, where):
+    body = f"[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = {value}\n"
+    path = _toml(tmp_path, body)
+    (finding,) = _findings("--ngpu", "2", path)
+    assert finding["code"] == "wrong-type"
+    assert finding["message"].endswith(where), finding["message"]
 
 
 # Valid layouts, schedules spelled in any letter case ([parallelism] body, flavor, --ngpu).
