@@ -113,7 +113,8 @@ def _read_own(
             with safe_open(file, framework="pt") as reader:
                 for key in reader.keys():
                     piece = reader.get_slice(key)
-                    origins.add(key, file=file, dtype=piece.get_dtype())
+                    dtype = piece.get_dtype()
+                    origins.add(key, file=file, dtype=_DTYPES.get(dtype, dtype))
                     headers[key] = torch.empty(
                         piece.get_shape(), dtype=_DTYPES.get(piece.get_dtype()), device="meta"
                     )
