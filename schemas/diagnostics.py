@@ -113,6 +113,7 @@ CODES: dict[str, str] = {
     "forge-app": "A part of a Forge app config that is Forge's own, not a JobConfig setting: its trainer actor's arguments, its spawner's options, where its engine kept checkpoints.",
     "yaml-type": "A YAML value no legacy setting holds (a date, binary, a Python tag) or a key that is not a name.",
     "interpolation": "A ${...} value of a Forge app config that titan cannot resolve (left unchecked).",
+    "unknown-optimizer": "An optimizer name titan-train does not build (it builds Adam and AdamW).",
     "broken-interpolation": "A ${...} reference of a Forge app config to a key the file does not have, or one leading back to itself: OmegaConf refuses it.",
     "hub-path": "A Hugging Face Hub path (hf://...) that Forge downloads when it starts, which titan-train cannot read: it needs a local folder.",
     "unknown-key": "A key or section that the schema does not have.",

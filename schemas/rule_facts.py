@@ -100,6 +100,7 @@ SHARED_FACT_PATHS: dict[str, str] = {
     "pp_last_less": "parallelism.pipeline_parallel_last_stage_less_layers",
     "pp_module_fqns": "parallelism.module_fqns_per_model_part",
     "pp_microbatch_size": "parallelism.pipeline_parallel_microbatch_size",
+    "optimizer_name": "optimizer.name",
 }
 """Facts read from the same dotted path in a legacy TOML and in a ``Trainer.Config``; each side
 builds the remaining facts (converters, optimizer, validation, model) in its own words."""
@@ -122,6 +123,7 @@ class ConfigFacts(Frozen):
         "seq_len",
         "keep_latest_k",
         "checkpoint_enable",
+        "optimizer_name",
         "initial_load_path",
         "initial_load_in_hf",
         "initial_load_model_only",
@@ -185,6 +187,9 @@ class ConfigFacts(Frozen):
     keep_latest_k: Setting
     checkpoint_enable: Setting | None
     """Whether checkpointing is on (which the initial load needs); ``None`` skips that rule."""
+    optimizer_name: Setting | None
+    """The optimizer class the trainer is asked to build (``None``: unknown, which skips that
+    rule)."""
     initial_load_path: Setting | None
     """The initial load's folder (``None``: unknown, which skips that rule)."""
     initial_load_in_hf: Setting
@@ -319,6 +324,7 @@ class ConfigFacts(Frozen):
         n_layers: int | None = None,
         max_seq_len: int | None = None,
         asset_paths: tuple[Setting, ...] = (),
+        optimizer_name: Setting | None = None,
     ) -> None:
         _set(self, "ngpu", ngpu)
         _set(self, "dp_replicate", dp_replicate)
@@ -333,6 +339,7 @@ class ConfigFacts(Frozen):
         _set(self, "seq_len", seq_len)
         _set(self, "keep_latest_k", keep_latest_k)
         _set(self, "checkpoint_enable", checkpoint_enable)
+        _set(self, "optimizer_name", optimizer_name)
         _set(self, "initial_load_path", initial_load_path)
         _set(self, "initial_load_in_hf", initial_load_in_hf)
         _set(self, "initial_load_model_only", initial_load_model_only)

@@ -10,6 +10,10 @@ from titan.schemas.diagnostics import Diagnostic, Severity
 from titan.schemas.ranges import is_int64
 from titan.schemas.rule_facts import ConfigFacts, Setting
 
+OPTIMIZER_NAMES = ("Adam", "AdamW")
+"""The ``torch.optim`` classes titan-train builds (torchtitan v0.2.2 accepts the same two): the
+trainer's list (``titan.components.optimizer``) and the rule's."""
+
 CANDIDATES = 10_000
 """How many numbers a hint's example is looked for among: a hostile count may be near 2**63,
 where counting down to the answer would never end."""

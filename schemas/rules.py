@@ -29,7 +29,7 @@ from titan.schemas.layout_rules import (
 from titan.schemas.moved_keys import STALE_CONVERTER_NAMES  # re-exported: one table, read here
 from titan.schemas.pipeline_rules import pipeline_layout_rule
 from titan.schemas.rule_facts import ConfigFacts
-from titan.schemas.rule_helpers import blame, diag, ints
+from titan.schemas.rule_helpers import OPTIMIZER_NAMES, blame, diag, ints
 
 CONVERTER_NAMES = (
     "quantize.linear.float8",
@@ -224,6 +224,28 @@ def float8_options(facts: ConfigFacts) -> Iterator[Diagnostic]:
         )
 
 
+def optimizer_name(facts: ConfigFacts) -> Iterator[Diagnostic]:
+    """The optimizer is one titan-train builds (Adam or AdamW): the trainer refuses any other
+    name when it builds the optimizer, after the model."""
+    name = facts.optimizer_name
+    if name is None or not isinstance(name.value, str) or name.value in OPTIMIZER_NAMES:
+        return
+    known = " or ".join(OPTIMIZER_NAMES)
+    meant = next((n for n in OPTIMIZER_NAMES if n.lower() == name.value.strip().lower()), None)
+    hint = (
+        f"did you mean `{meant}`? the name is case-sensitive"
+        if meant is not None
+        else f"use {known}; another optimizer needs a trainer that builds it"
+    )
+    yield diag(
+        "unknown-optimizer",
+        name,
+        f"optimizer {name.value!r} is not one titan-train builds: it builds {known} "
+        "(torch.optim), and refuses any other name when the run starts",
+        hint,
+    )
+
+
 def optimizer_in_backward(facts: ConfigFacts) -> Iterator[Diagnostic]:
     """Stepping the optimizer inside backward does not work with EP, PP or fault tolerance."""
     if facts.early_step_in_backward.value is not True:
@@ -357,6 +379,7 @@ RULES: tuple[Callable[[ConfigFacts], Iterator[Diagnostic]], ...] = (
     hub_paths,
     converters,
     float8_options,
+    optimizer_name,
     optimizer_in_backward,
     activation_checkpointing,
     async_tensor_parallel,

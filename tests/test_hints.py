@@ -456,6 +456,10 @@ CASES: dict[str, list[tuple[str, Callable[[Path], list[Finding]]]]] = {
             ),
         ),
     ],
+    "unknown-optimizer": [
+        ("another optimizer", _v('[optimizer]\nname = "Muon"\n')),
+        ("letter case", _v('[optimizer]\nname = "adamw"\n')),
+    ],
     "optimizer-in-backward": [
         (
             "pp",

@@ -28,6 +28,7 @@ BLOCKING_CODES = frozenset(
         "out-of-range",
         "moved-key",
         "ignored-key",
+        "unknown-optimizer",  # the trainer would refuse it: reported, not written
     }
 )
 """Findings on a key that make its value impossible to carry (it is reported instead)."""

@@ -12,11 +12,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Literal
 
 from titan.config.configurable import Configurable
+from titan.schemas.rule_helpers import OPTIMIZER_NAMES
 
 log = logging.getLogger(__name__)
 
-OPTIMIZER_NAMES = ("Adam", "AdamW")
-"""The ``torch.optim`` classes the trainer builds (torchtitan v0.2.2 accepts the same two)."""
 
 KERNEL_FLAGS: dict[str, dict[str, bool]] = {
     "fused": {"fused": True, "foreach": False},
