@@ -196,3 +196,32 @@ def _waited():
         done = validate(*args(), cwd=project, tmp_path=tmp_path)
         assert "process(es) running" not in done.stdout, done.stdout
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_titan_as_a_library_stops_adopting_orphans_when_its_check_is_done(
+    project: Path, tmp_path: Path, mode: str
+) -> None:
+    """``titan.cli.validate.run`` in a longer-lived process (a test runner, a service): the
+    processes a module started are killed, and the caller is no child subreaper afterwards
+    (else every orphan below it, from anywhere, would be left to it as a zombie)."""
+    code = "import sys\nfrom titan.cli import processes\nfrom titan.cli.validate import run\n"
+    code += "print('before', processes.is_subreaper())\n"
+    code += f"print('exit', run({MODES[mode]()!r}, stdout=sys.stderr, stderr=sys.stderr))\n"
+    code += "print('after', processes.is_subreaper())\n"
+    (project / "config_registry.py").write_text(HEAD + FUNCTION.format(starts="_fork"))
+    env = dict(os.environ, TITAN_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=SAFETY_S,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["before", "False", "exit", "1", "after", "False"], (
+        done.stdout + done.stderr
+    )
+    assert [pid for pid in pids(project, ["forked"]) if running(pid)] == []

@@ -46,8 +46,10 @@ class Contained:
         )
 
     def end(self) -> None:
-        """Kill every process started since, and wait until they are gone."""
+        """Kill every process started since, wait until they are gone, and stop adopting
+        orphans (titan may be a library in a longer-lived process)."""
         processes.end(self.started.find)
+        self.started.release()
 
 
 @contextlib.contextmanager

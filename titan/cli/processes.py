@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 
 WAIT_S = 5.0
 """How long :func:`end` waits for killed processes to be gone (SIGKILL normally takes
@@ -57,6 +58,31 @@ def become_subreaper() -> bool:
         return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError, ImportError, TypeError):  # no prctl: not Linux
         return False
+
+
+def is_subreaper() -> bool | None:
+    """Whether this process is a child subreaper now; ``None`` where that cannot be asked."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+            return None
+        return bool(flag.value)
+    except (OSError, AttributeError, ImportError, TypeError):
+        return None
+
+
+def stop_subreaping() -> None:
+    """This process no longer adopts the orphans below it (they go to init again), for a
+    process that runs on after its check (titan's own, when called as a library)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    except (OSError, AttributeError, ImportError, TypeError):
+        pass
 
 
 def has_children() -> bool:
@@ -246,6 +272,7 @@ class Started:
     their subreaper): its children that were not there before, and all below them."""
 
     def __init__(self) -> None:
+        self.was_subreaper = is_subreaper()
         become_subreaper()
         self.before = {(p.pid, p.start) for p in table().values() if p.ppid == os.getpid()}
 
@@ -264,3 +291,9 @@ class Started:
             p.pid for p in procs.values() if p.ppid == me and (p.pid, p.start) not in self.before
         }
         return descendants(roots, procs) | roots
+
+    def release(self) -> None:
+        """Stop being their subreaper, unless this process was one before (call once they are
+        all ended)."""
+        if self.was_subreaper is False:
+            stop_subreaping()

@@ -107,6 +107,7 @@ class Worker:
 
         from titan.cli import processes
 
+        self.was_subreaper = processes.is_subreaper()
         processes.become_subreaper()  # what outlives a worker that ends is titan's to end
 
         requests_r, self.requests = os.pipe()
@@ -349,6 +350,8 @@ class Worker:
             pass
         process.wait()
         processes.end(left)  # what it started between the two, now titan's
+        if self.was_subreaper is False:  # titan as a library: a longer-lived process's again
+            processes.stop_subreaping()
         self._copy_output()
         for fd in (self.requests, self.replies, self.output, self.pidfd):
             if fd is not None:
