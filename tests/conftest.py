@@ -63,6 +63,7 @@ MULTI_PROCESS_MODULES = frozenset(
         "test_pipeline_hf_seed.py",
         "test_pipeline_train.py",
         "test_qwen3_train.py",
+        "test_rl_distributed.py",
         "test_rl_example.py",
         "test_run_files_safety.py",
         "test_run_safety.py",

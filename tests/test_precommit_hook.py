@@ -31,8 +31,9 @@ TIMEOUT_S = 600
 """Per subprocess: the environment install downloads titan's base dependencies."""
 
 HOOK_REPO_FILES = ("pyproject.toml", "setup.py", "README.md", ".pre-commit-hooks.yaml")
-HOOK_REPO_DIRS = ("schemas", "migrate", "titan")
-"""What ``pip install .`` of this repository needs."""
+HOOK_REPO_DIRS = ("schemas", "migrate", "titan", "tests/assets")
+"""What ``pip install .`` of this repository needs (the wheel ships ``tests/assets`` as
+``titan.assets``), as pre-commit's clone of the hook repository has it."""
 
 REGISTRY_HOOK = "titan-validate-registry"
 TOML_HOOK = "titan-validate"
