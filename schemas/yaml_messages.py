@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from titan.schemas.yaml_interpolation import MAX_TEXT
+
 MAX_NODES = 100_000
 """The most nodes a file may expand to once aliases are followed (an app config has hundreds)."""
 
@@ -103,8 +105,16 @@ def foreign(dotted: str, tag: str, *, expected: str | None) -> tuple[str, str]:
 
 def broken(dotted: str, value: str, *, kind: str, chain: tuple[str, ...]) -> tuple[str, str]:
     """Message and hint for a reference OmegaConf refuses: to a key the file does not have
-    (``missing``), or round in a circle (``cycle``); ``chain`` is the references followed."""
+    (``missing``), or round in a circle (``cycle``); or one whose text would grow past
+    ``MAX_TEXT`` characters (``too-long``); ``chain`` is the references followed."""
     path = " → ".join(f"${{{name}}}" for name in chain)
+    if kind == "too-long":
+        return (
+            f"`{dotted}` is `{value}`, whose references would build a text of more than "
+            f"{MAX_TEXT:,} characters ({path}): titan does not build it, and no setting "
+            "takes such a value",
+            f"write the value itself instead of `{chain[-1]}`'s repeated references",
+        )
     if kind == "cycle":
         return (
             f"`{dotted}` is `{value}`, whose references lead back to themselves ({path}): "

@@ -6,6 +6,7 @@ called that, in a YAML's words (never a TOML's, never an alias bomb)."""
 from __future__ import annotations
 
 import pytest
+from titan.schemas.yaml_interpolation import MAX_TEXT
 from titan.schemas.yaml_messages import MAX_BYTES, MAX_NODES
 
 from tests.helpers import write
@@ -139,3 +140,51 @@ def test_yaml_of_many_values_is_too_large_with_its_count(tmp_path, count):
     assert finding["code"] == "unreadable-file"
     assert f"holds {count + 9:,} YAML values" in finding["message"]
     assert "alias" not in finding["message"] + finding["hint"]
+
+
+def doubling(depth: int, leaf: str) -> str:
+    """An app config whose ``job.description`` doubles ``leaf`` ``depth`` times: ``a0: ${a1}${a1}``,
+    ``a1: ${a2}${a2}``, ..."""
+    keys = "".join(f"a{i}: ${{a{i + 1}}}${{a{i + 1}}}\n" for i in range(depth))
+    return f"trainer:\n  job:\n    description: ${{a0}}\n{keys}a{depth}: '{leaf}'\n"
+
+
+def test_references_that_double_their_text_are_refused_before_it_is_built(tmp_path):
+    # 2**31 characters if built; refused once the text passes MAX_TEXT, at the reference.
+    code, found, _ = check(write(tmp_path, "app.yaml", doubling(30, "xx")))
+    assert code == 1
+    assert errors(found) == [("broken-interpolation", "job.description", 3, 18)]
+    (finding,) = found
+    assert f"more than {MAX_TEXT:,} characters" in finding["message"]
+    assert finding["message"].count("→") < 20  # the chain up to the key that passed the limit
+    assert "repeated references" in finding["hint"]
+
+
+@pytest.mark.parametrize(("depth", "leaf", "length"), [(30, "", 0), (12, "ab", 2 * 2**12)])
+def test_references_that_repeat_references_resolve_each_key_once(tmp_path, depth, leaf, length):
+    # Resolved by following every reference, ${a0} would take 2**30 steps: each key is resolved
+    # once, so the file checks at once and the text is what OmegaConf gives.
+    from titan.schemas.yaml_interpolation import resolve
+
+    whole = {"a0": "${a1}${a1}"} | {f"a{i}": f"${{a{i + 1}}}${{a{i + 1}}}" for i in range(1, depth)}
+    whole[f"a{depth}"] = leaf
+    assert resolve("${a0}", whole) == (leaf * 2**depth, True)
+    assert len(leaf * 2**depth) == length
+    code, found, _ = check(write(tmp_path, "app.yaml", doubling(depth, leaf)))
+    assert (code, errors(found)) == (0, [])
+
+
+def test_a_key_resolved_once_serves_every_reference_to_it(tmp_path):
+    text = (
+        "lbs: 4\nbatch: ${lbs}\nname: run-${batch}\n"
+        "trainer:\n  training:\n    local_batch_size: ${batch}\n    global_batch_size: ${lbs}\n"
+        "  job:\n    description: ${name}/${batch}\n"
+    )
+    code, found, _ = check(write(tmp_path, "app.yaml", text))
+    assert (code, found) == (0, [])
+    from titan.schemas.yaml_interpolation import resolve_tree
+
+    tree = {"a": "${batch}", "b": ["${name}", "${batch}x"], "c": "${lbs}"}
+    whole = {"lbs": 4, "batch": "${lbs}", "name": "run-${batch}"}
+    assert resolve_tree(tree, whole) == []
+    assert tree == {"a": 4, "b": ["run-4", "4x"], "c": 4}
