@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+import unicodedata
 
 NULLS = frozenset({"None", "none", "null", "Null", "NULL", "nil", "~"})
 BOOLEANS = {"True": "true", "False": "false", "TRUE": "true", "FALSE": "false"}
@@ -81,6 +82,9 @@ def value(raw: str) -> str | None:
         return raw.replace(".", "0.", 1)
     if re.fullmatch(r"[+-]?\d+\.", raw):
         return raw + "0"
+    plain = None if raw.isascii() else ascii_number(raw)
+    if plain is not None:
+        return plain
     try:
         tomllib.loads(f"v = {raw}")
     except tomllib.TOMLDecodeError:
@@ -135,8 +139,25 @@ def inline_table(raw: str) -> str | None:
     return "".join(out)
 
 
+def ascii_number(raw: str) -> str | None:
+    """``raw``, a number written with full-width or other non-ASCII digits or signs (``１０``,
+    ``８e－4``), in ASCII, when that is a TOML number; else ``None``."""
+    plain = unicodedata.normalize("NFKC", raw).replace("\u2212", "-")  # NFKC keeps the minus sign
+    plain = "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in plain)
+    if not plain.isascii() or not re.fullmatch(r"[+-]?[\d_.eE+-]+|[+-]?0[xob][\dA-Fa-f_]+", plain):
+        return None
+    try:
+        parsed = tomllib.loads(f"v = {plain}")["v"]
+    except tomllib.TOMLDecodeError:
+        return None
+    return plain if isinstance(parsed, int | float) else None
+
+
 def why(raw: str) -> str:
     """What was wrong with a value :func:`statement` respelt."""
+    items = [item.strip() for item in raw.strip("[](){}").split(",")]
+    if any(not item.isascii() and ascii_number(item) for item in items):
+        return "a TOML number is written in ASCII digits"
     if raw.startswith("{"):
         return "inside an inline table too, a key and its value are separated by `=`"
     if any(item.strip() in BOOLEANS for item in raw.strip("[]()").split(",")):

@@ -258,6 +258,9 @@ def _after_value(here: str, **_: object) -> str | None:
         fixed = rewrites.offer(f"{key} = {raw}0")
         if fixed is not None:
             return f"use `{fixed}`: a float needs a digit after the point"
+    plain = None if raw.isascii() else rewrites.ascii_number(raw)
+    if plain is not None and rewrites.offer(f"{key} = {plain}") is not None:  # `1０`
+        return f"use `{key} = {plain}`: {rewrites.why(raw)}"
     if raw.startswith('"') and raw.count('"') > 2:
         return "escape a quote inside a string as \\\", or use a 'single-quoted' string"
     if rewrites.DATE_LIKE.fullmatch(raw):

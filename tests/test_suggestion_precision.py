@@ -239,6 +239,15 @@ def test_a_misspelt_declared_or_registered_dataset_is_still_named(tmp_path):
             "separate the pairs of an inline table with `,`",
         ),
         ("[parallelism]\nmesh_shape = [2 4]\n", "separate the items of an array with `,`"),
+        # numbers typed with an IME's full-width (or other non-ASCII) digits and signs
+        ("[training]\nsteps = \uff11\uff10\n", {"training": {"steps": 10}}),
+        ("[training]\nsteps = 1\uff10\n", {"training": {"steps": 10}}),
+        ("[optimizer]\nlr = \uff18e\uff0d4\n", {"optimizer": {"lr": 8e-4}}),
+        ("[optimizer]\nlr = 0.\uff10\uff15\n", {"optimizer": {"lr": 0.05}}),
+        ("[training]\nseed = \u2212\u0663\n", {"training": {"seed": -3}}),
+        ("[parallelism]\nmesh = [\uff12, \uff14]\n", {"parallelism": {"mesh": [2, 4]}}),
+        ("[model]\nname = llama\uff13\n", {"model": {"name": "llama\uff13"}}),
+        ("[model]\nflavor = \uff14\uff10\uff15B\n", {"model": {"flavor": "\uff14\uff10\uff15B"}}),
     ],
 )
 def test_a_syntax_hint_rewrites_a_line_only_to_what_it_meant(text, meant):
@@ -299,6 +308,10 @@ _BROKEN_LINES = (
     "x = ./out dir",
     "x = None",
     "x: ~",
+    "x = \uff11\uff10",
+    "x = [\uff11, y]",
+    "x = {a: \uff11}",
+    "x = \uff11,\uff10\uff10\uff10",
 )
 
 
