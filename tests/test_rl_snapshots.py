@@ -205,7 +205,7 @@ def test_non_regular_files_are_refused_without_blocking(tmp_path, kind, name):
     for version in (1, 2):
         snapshots.push(_weights(version), folder, version, keep=5)
     _swap(folder / name, kind, outside)
-    words = {"fifo": "a FIFO", "folder": "a folder", "symlink": "a symlink"}[kind]
+    words = {"fifo": r"a named pipe \(FIFO\)", "folder": "a folder", "symlink": "a symlink"}[kind]
     with pytest.raises(SnapshotError, match=words) as raised:
         snapshots.load(folder) if name == "latest" else snapshots.load(folder, 2)
     assert name.split("/")[-1] in str(raised.value)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
-from typing import Any
 
+from titan.components import asset_files
 from titan.config.configurable import Configurable
 
 # Tried in order when tokenizer_config.json does not name the token (Llama 3, Llama 2, GPT-2).
@@ -39,7 +38,13 @@ class HuggingFaceTokenizer(BaseTokenizer):
         self.config = config
         self.path = Path(tokenizer_path)
         tokenizer_file = self.path / "tokenizer.json"
-        if not tokenizer_file.is_file():
+        found = asset_files.kind(tokenizer_file)
+        if found not in (asset_files.FILE, asset_files.MISSING):  # a FIFO would block the read
+            raise asset_files.AssetFileError(
+                f"{tokenizer_file} is {found}, not a file; hint: point hf_assets_path at a "
+                "folder with Hugging Face's tokenizer.json"
+            )
+        if found == asset_files.MISSING:
             where = "folder does not exist" if not self.path.is_dir() else "has no tokenizer.json"
             raise TokenizerNotFoundError(
                 f"no tokenizer at {str(self.path)!r} ({self.path.resolve()}): the {where}. "
@@ -99,14 +104,13 @@ class HuggingFaceTokenizer(BaseTokenizer):
 
 def _special_tokens(config_file: Path) -> dict[str, str]:
     """``bos_token``/``eos_token`` of a tokenizer_config.json; empty when there is no file."""
-    if not config_file.is_file():
+    settings = asset_files.read_json(config_file, what="the tokenizer's special tokens")
+    if settings is None:
         return {}
-    try:
-        settings: dict[str, Any] = json.loads(config_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{config_file} is not valid JSON: {error}") from None
-    except OSError as error:
-        raise ValueError(f"cannot read {config_file}: {error.strerror or error}") from None
+    if not isinstance(settings, dict):
+        raise asset_files.AssetFileError(
+            f"{config_file} holds {type(settings).__name__} JSON, not an object of settings"
+        )
     found = {}
     for key in ("bos_token", "eos_token"):
         value = settings.get(key)

@@ -17,9 +17,10 @@ import json
 import os
 import re
 import shutil
-import stat
 from collections.abc import Mapping
 from typing import Any
+
+from titan.components import asset_files
 
 MARKER = ".titan-snapshot"
 """Written last into a version folder: its presence says titan wrote it and it is complete."""
@@ -217,16 +218,7 @@ def _check_complete(root: str, version: int) -> None:
 def _kind(path: str) -> str:
     """What ``path`` is, without following a symlink or opening it: ``file``, ``missing``,
     or a description (a FIFO, a folder, a symlink, ...)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return "missing"
-    except OSError as error:
-        return f"unreadable ({error.strerror})"
-    if stat.S_ISREG(mode):
-        return "file"
-    kinds = [(stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO")]
-    return next((word for test, word in kinds if test(mode)), "a special file")
+    return asset_files.kind(path, follow_symlinks=False)
 
 
 def _write_files(

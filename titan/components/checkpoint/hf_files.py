@@ -19,11 +19,11 @@ from __future__ import annotations
 import glob
 import json
 import os
-import stat
 from typing import Any
 
 import torch
 
+from titan.components import asset_files
 from titan.components.checkpoint.errors import CheckpointError
 
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -49,19 +49,14 @@ def shard_files(path: str) -> list[str]:
 
 def not_regular(file: str) -> str | None:
     """Why ``file`` cannot be read as a file without opening it (never blocks), else None."""
-    try:
-        mode = os.stat(file).st_mode
-    except FileNotFoundError:
-        return "is a link to a file that does not exist"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror})"
-    if stat.S_ISREG(mode):
+    found = asset_files.kind(file)
+    if found == asset_files.FILE:
         return None
-    if stat.S_ISDIR(mode):
-        return "is a folder, not a safetensors file"
-    if stat.S_ISFIFO(mode):
-        return "is a named pipe (FIFO), not a safetensors file"
-    return "is not a regular file"
+    if found == asset_files.MISSING:
+        return "is a link to a file that does not exist"
+    if found.startswith("unreadable"):
+        return f"cannot be read{found.removeprefix('unreadable')}"
+    return f"is {found}, not a safetensors file"
 
 
 def _check_index(index: str, files: list[str]) -> None:

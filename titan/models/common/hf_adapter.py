@@ -11,13 +11,14 @@ the conversions only call tensor methods.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
+
+from titan.components import asset_files
 
 logger = logging.getLogger(__name__)
 
@@ -56,12 +57,18 @@ def read_shard_index(
     if not hf_assets_path:
         return None
     index_path = os.path.join(hf_assets_path, index_file)
-    try:
-        with open(index_path) as f:
-            weight_map = json.load(f)["weight_map"]
-    except FileNotFoundError:
+    index = asset_files.read_json(index_path, what="the safetensors shard index")
+    if index is None:
         logger.debug("%s not found: an HF export is saved as one safetensors file", index_path)
         return None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(file, str) and re.search(r"\d+", file) for file in weight_map.values()
+    ):
+        raise asset_files.AssetFileError(
+            f"{index_path} has no weight_map of keys to numbered shard files "
+            "(model-00001-of-00004.safetensors)"
+        )
     # Shard files are named like model-00001-of-00004.safetensors; the first number is the index.
     return {key: int(re.search(r"\d+", file).group(0)) for key, file in weight_map.items()}
 

@@ -18,11 +18,11 @@ Importing this module does not import torch: the conversions only call tensor me
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any
 
+from titan.components import asset_files
 from titan.models.common.hf_adapter import (
     HF_LAYER,
     TOP_LEVEL_KEYS,
@@ -271,11 +271,14 @@ def _read_rope_interleave(hf_assets_path: str | None) -> bool:
     """``rope_interleave`` of the ``config.json`` in ``hf_assets_path``; True without one."""
     if not hf_assets_path:
         return True
-    try:
-        with open(os.path.join(hf_assets_path, "config.json")) as f:
-            config = json.load(f)
-    except FileNotFoundError:
+    path = os.path.join(hf_assets_path, "config.json")
+    config = asset_files.read_json(path, what="the Hugging Face model config")
+    if config is None:
         return True
+    if not isinstance(config, dict):
+        raise asset_files.AssetFileError(
+            f"{path} holds {type(config).__name__} JSON, not an object"
+        )
     return bool(config.get("rope_interleave", True))
 
 

@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from titan.components import asset_files
 from titan.models.common.hf_adapter import (
     HFStateDictAdapter,
     inverted,
@@ -139,8 +140,16 @@ def swap_halves(value: Any) -> Any:
 def transformer_folder(hf_assets_path: str | None) -> str | None:
     """The folder holding the transformer's weights: ``transformer/`` of a whole diffusers
     pipeline (which has ``model_index.json``), else ``hf_assets_path`` itself."""
-    if hf_assets_path and os.path.isfile(os.path.join(hf_assets_path, "model_index.json")):
+    if not hf_assets_path:
+        return hf_assets_path
+    index = os.path.join(hf_assets_path, "model_index.json")
+    found = asset_files.kind(index)
+    if found == asset_files.FILE:
         return os.path.join(hf_assets_path, "transformer")
+    if found != asset_files.MISSING:
+        raise asset_files.AssetFileError(
+            f"{index} (a diffusers pipeline's index) is {found}, not a file"
+        )
     return hf_assets_path
 
 
