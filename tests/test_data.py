@@ -134,7 +134,10 @@ def test_an_unreadable_tokenizer_json_is_a_value_error_naming_the_file(tmp_path,
 def test_a_tokenizer_config_that_is_not_utf8_json_is_a_value_error(tmp_path):
     (tmp_path / "tokenizer.json").write_bytes((ASSETS / "tokenizer/tokenizer.json").read_bytes())
     (tmp_path / "tokenizer_config.json").write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(ValueError, match=r"tokenizer_config.json \(the tokenizer.s special tokens\) is not valid JSON"):
+    with pytest.raises(
+        ValueError,
+        match=r"tokenizer_config.json \(the tokenizer.s special tokens\) is not valid JSON",
+    ):
         HuggingFaceTokenizer.Config().build(tokenizer_path=str(tmp_path))
 
 
