@@ -193,7 +193,8 @@ def shrunk(name: str, folder: Path) -> Path:
     - the flavor becomes the family's debug flavor (``debugmodel``; qwen3's MoE file keeps
       ``debugmodel_moe``), with the test tokenizer and the bundled ``c4_test`` set;
     - every parallel degree > 1 becomes 2, the others keep 1 or -1 (the ranks left over);
-    - sequence 64, local batch 2 (global batch unset), 2 steps, 1 warm-up step, a loss every step;
+    - sequence 64, local batch 2 (global batch unset), 2 steps, 1 warm-up step, a loss every step,
+      float32 mixed precision (a CPU without bfloat16 instructions emulates it, many times slower);
     - no checkpoint, no compile (so no async tensor parallel, which needs it), no validation, no
       TensorBoard/W&B, and no model converters (the corpus names only float8, which these files
       do not need to train).
@@ -214,6 +215,7 @@ def shrunk(name: str, folder: Path) -> Path:
         parallelism["enable_async_tensor_parallel"] = False
     training = document.setdefault("training", {})
     training.update(seq_len=64, local_batch_size=2, steps=2, dataset="c4_test")
+    training["mixed_precision_param"] = "float32"
     training.pop("dataset_path", None)
     training.pop("global_batch_size", None)
     document.setdefault("lr_scheduler", {})["warmup_steps"] = 1

@@ -70,7 +70,7 @@ def test_both_forms_train_with_identical_losses_that_fall(migrated_registry, tmp
     assert sum(toml.losses[-5:]) / 5 < toml.losses[0] - 3.0
 
 
-# The debug registry config with a narrow gpt_oss, three steps, seed 7, sequence 64.
+# The debug registry config with a narrow gpt_oss, three steps, seed 7, sequence 64, float32.
 NARROW_REGISTRY = """\
 from titan.models.gpt_oss.config_registry import gpt_oss_debugmodel
 
@@ -84,6 +84,7 @@ def narrow_gpt_oss():
     attention.n_heads, attention.n_kv_heads, attention.head_dim = 4, 2, 16
     attention.sliding_window_size = 16  # shorter than the sequence: the window matters
     config.training.steps, config.training.seq_len, config.training.local_batch_size = 3, 64, 2
+    config.training.mixed_precision_param = "float32"
     config.debug.seed = 7
     return config
 """

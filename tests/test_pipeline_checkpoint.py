@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.training_runs import REPO, SEED, Launch, child_env, loss_bits, titan_trains
+from tests.training_runs import FLOAT32, REPO, SEED, Launch, child_env, loss_bits, titan_trains
 
 pytestmark = pytest.mark.slow  # every test here launches torchrun
 
@@ -24,6 +24,7 @@ ARGS = [
     "64",
     "--training.local_batch_size",
     "4",
+    *FLOAT32,
     *SEED,
     "--training.steps",
     "10",
@@ -124,6 +125,7 @@ LAYOUT = [
     "64",
     "--training.local_batch_size",
     "4",
+    *FLOAT32,
     *SEED,
     "--checkpoint.enable",
     "--checkpoint.interval",

@@ -16,12 +16,12 @@ import re
 
 import pytest
 
-from tests.training_runs import SEED, Launch, titan_trains
+from tests.training_runs import FLOAT32, SEED, Launch, titan_trains
 
 pytestmark = pytest.mark.slow  # every test here launches torchrun
 
 LOSS_RTOL, NORM_RTOL = 5e-4, 1e-3
-SMALL = ["--training.seq_len", "32", "--training.local_batch_size", "2", *SEED]
+SMALL = ["--training.seq_len", "32", "--training.local_batch_size", "2", *FLOAT32, *SEED]
 STEPS = ["--training.steps", "2"]
 PIPELINE = [
     "--parallelism.pipeline_parallel_degree",

@@ -10,12 +10,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from tests.training_runs import REPO, SEED, Launch, titan_trains
+from tests.training_runs import FLOAT32, REPO, SEED, Launch, titan_trains
 
 pytestmark = pytest.mark.slow  # every test here launches torchrun
 
 DEBUG_TOML = str(REPO / "legacy_configs" / "llama3" / "debug_model.toml")
-BATCH = ["--training.seq_len", "64", "--training.local_batch_size", "4", *SEED]
+BATCH = ["--training.seq_len", "64", "--training.local_batch_size", "4", *FLOAT32, *SEED]
 INTERLEAVED = [
     "--parallelism.pipeline_parallel_degree",
     "2",
@@ -161,7 +161,7 @@ def test_a_pipelined_config_makes_the_seed_its_pipeline_exports_and_imports_in_h
 
 # 4 rows of 256 tokens: the first batch already packs several documents, so its first loss,
 # computed on the same weights by every run, shows the masks.
-BLOCK_CAUSAL = ["--job.config_file", DEBUG_TOML, *SEED, "--training.steps", "1"]
+BLOCK_CAUSAL = ["--job.config_file", DEBUG_TOML, *FLOAT32, *SEED, "--training.steps", "1"]
 BLOCK_CAUSAL += ["--training.seq_len", "256", "--training.local_batch_size", "4"]
 VALIDATION = ["--validation.enable", "--validation.freq", "1", "--validation.steps", "1"]
 VALIDATION += ["--validation.dataset", "c4_test_validation", "--validation.seq_len", "256"]

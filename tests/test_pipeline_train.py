@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from tests.training_runs import (
+    FLOAT32,
     REPO,
     SEED,
     Launch,
@@ -31,7 +32,7 @@ LOSS_RTOL, NORM_RTOL = 2e-4, 2e-3
 FIRST_RTOL = 3e-7
 """How far a first loss on the same weights may be from one process's: two float32 ulps."""
 
-SHAPE = ["--training.seq_len", "64", "--training.steps", "10", *SEED]
+SHAPE = ["--training.seq_len", "64", "--training.steps", "10", *FLOAT32, *SEED]
 PIPELINE = ["--parallelism.pipeline_parallel_degree", "2"]
 VALIDATION = [
     "--validator.enable",

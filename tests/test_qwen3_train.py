@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from tests.training_runs import (
+    FLOAT32,
     REPO,
     SEED,
     Launch,
@@ -32,7 +33,7 @@ TOMLS = {
 }
 # The runs not about the debug TOML: sequence 32 (and the registry shrinks the model), so each
 # takes seconds instead of the debug MoE's minutes (315M parameters in 64 experts).
-TINY = ["--training.seq_len", "32", "--training.local_batch_size", "2"]
+TINY = ["--training.seq_len", "32", "--training.local_batch_size", "2", *FLOAT32]
 
 
 @pytest.mark.parametrize(

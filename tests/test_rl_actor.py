@@ -24,6 +24,7 @@ def _sections(tmp_path) -> dict:
     with open(DEBUG_TOML, "rb") as handle:
         sections = tomllib.load(handle)
     sections["training"].update(seq_len=64, local_batch_size=2, steps=STEPS)
+    sections["training"]["mixed_precision_param"] = "float32"
     sections["job"]["dump_folder"] = str(tmp_path / "actor")
     sections["debug"] = {"seed": 7}
     return sections

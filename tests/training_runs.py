@@ -23,8 +23,13 @@ from tests import warm_start
 REPO = Path(__file__).resolve().parents[1]
 DEBUG_TOML = REPO / "legacy_configs" / "llama3" / "debug_model.toml"
 
+# Float32 forward passes. The files and configs default to bfloat16 mixed precision, which a CPU
+# without AVX512-BF16/AMX (CI's, most of them) emulates 6-14x slower than float32 (measured on the
+# deepseek_v3 debug model: 13 against 178 tokens/s). Runs that are not about bfloat16 take these
+# flags; the tests of mixed precision itself name bfloat16 after them.
+FLOAT32 = ["--training.mixed_precision_param", "float32"]
 # The same small shape for both forms: the flag names are the legacy ones where they differ.
-SMALL = ["--training.seq_len", "64", "--training.local_batch_size", "2"]
+SMALL = ["--training.seq_len", "64", "--training.local_batch_size", "2", *FLOAT32]
 # Without a seed torch seeds itself randomly and no two runs agree (as in torchtitan).
 SEED = ["--debug.seed", "7"]
 HANG_SECONDS = 600.0
@@ -388,16 +393,19 @@ def compiled():
 """
 
 
-def compiled_and_eager_loop(base_source: str, tmp_path: Path, *, steps: int = 3) -> tuple[Run, Run]:
+def compiled_and_eager_loop(
+    base_source: str, tmp_path: Path, *, steps: int = 3, precision: str = "float32"
+) -> tuple[Run, Run]:
     """``steps`` steps of the MoE model of ``base_source``'s ``base()``, compiled and eager (the
-    experts' loop, which a compiled float32 MoE on CPU runs too); both must succeed."""
+    experts' loop, which a compiled float32 MoE on CPU runs too), with ``precision`` as
+    ``training.mixed_precision_param``; both must succeed."""
     registry = tmp_path / "config_registry.py"
     registry.write_text(base_source + COMPILE_REGISTRY, encoding="utf-8")
     runs = titan_trains(
         [
             Launch(
                 ["--registry", str(registry), "--config", name, *SMALL, *SEED]
-                + ["--training.steps", str(steps)],
+                + ["--training.steps", str(steps), "--training.mixed_precision_param", precision],
                 dump_folder=tmp_path / name,
                 legacy=False,
             )
@@ -445,8 +453,9 @@ def hf_round_trip(
 ) -> HfRoundTrip:
     """Train ``make_config()``'s run (checkpointing on, its last save model-only in HF format
     under ``tmp_path/export``), then build a second run that loads that export as its initial
-    weights. Both run in this process."""
+    weights. Both run in this process, in float32 (see ``FLOAT32``)."""
     exporting = make_config()
+    exporting.training.mixed_precision_param = "float32"
     exporting.dump_folder = str(tmp_path / "export")
     exporting.checkpoint.enable = True
     exporting.checkpoint.last_save_model_only = True
@@ -462,6 +471,7 @@ def hf_round_trip(
     folder = tmp_path / "export" / "checkpoint" / f"step-{exporting.training.steps}"
 
     importing = make_config()
+    importing.training.mixed_precision_param = "float32"
     importing.dump_folder = str(tmp_path / "import")
     importing.checkpoint.enable = True
     importing.checkpoint.initial_load_path = str(folder)
