@@ -16,7 +16,7 @@ UPSTREAM_STAMP := $(UPSTREAM_VENV)/.titan-upstream-installed
 UPSTREAM_VERSION := $(shell sed -n 's/^torchtitan==//p' requirements-upstream.txt)
 UPSTREAM_WHEEL := $(VENV)/upstream-wheel/torchtitan-$(UPSTREAM_VERSION)-py3-none-any.whl
 
-.PHONY: demo test test-fast test-upstream lint bench bench-upstream schema schema-upstream clean
+.PHONY: demo test test-fast test-torch test-upstream lint bench bench-upstream schema schema-upstream clean
 
 $(STAMP): requirements.txt pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,21 @@ test: $(STAMP) $(UPSTREAM_WHEEL)
 # Everything except the tests marked `slow` (real training runs and multi-process launches).
 test-fast: $(STAMP) $(UPSTREAM_WHEEL)
 	TITAN_UPSTREAM_WHEEL=$(abspath $(UPSTREAM_WHEEL)) $(PY) -m pytest -q --durations=15 $(PARALLEL) -m "not slow" --ignore=tests/upstream
+
+# `make test-fast` on another torch release, in its own environment .venv-torch-VERSION (made on
+# first use, with the same pinned dependencies): how both ends of the supported range
+# (titan/torch_support.py) are proven. On PyPI, torch for Linux x86_64 is a CUDA build (several
+# GB); the suite runs it on the CPU.
+TORCH ?= 2.11.0
+TORCH_VENV := .venv-torch-$(TORCH)
+
+test-torch: $(UPSTREAM_WHEEL)
+	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check torch==$(TORCH)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(TORCH_VENV)/bin/python -c "import torch; assert torch.__version__.startswith('$(TORCH)'), torch.__version__"
+	TITAN_UPSTREAM_WHEEL=$(abspath $(UPSTREAM_WHEEL)) $(TORCH_VENV)/bin/python -m pytest -q --durations=15 $(PARALLEL) -m "not slow" --ignore=tests/upstream
 
 # The tests against upstream torchtitan itself, in .venv-upstream (made on first use).
 test-upstream: $(STAMP) $(UPSTREAM_STAMP)

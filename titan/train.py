@@ -102,10 +102,16 @@ def _main(args: list[str], *, stdout: TextIO, stderr: TextIO) -> int:
 
         write(f"titan-train {__version__}\n", out=stdout)
         return 0
+    from titan import torch_support
     from titan.cli.train_preflight import preflight, split_preflight
     from titan.training.errors import RunFailure
 
     failure = RunFailure.from_env()
+    try:
+        torch_support.check()  # before the config (a registry module may import torch)
+    except torch_support.UnsupportedTorch as error:
+        failure.report(str(error))
+        return 1
     try:
         request = split_preflight(args)
     except UsageError as error:

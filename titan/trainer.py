@@ -111,7 +111,11 @@ class Trainer(TrainerLibrary, Configurable):
 
     def __init__(self, *, config: Config, **runtime: Any) -> None:
         # Everything torch is built by titan.training.setup, imported here so that reading,
-        # validating and printing configs never pays for torch.
+        # validating and printing configs never pays for torch; an unsupported torch is refused
+        # before it is imported.
+        from titan import torch_support
+
+        torch_support.check()
         from titan.training.setup import build_run
 
         self.config = config

@@ -44,7 +44,11 @@ class FluxTrainer(Trainer):
         """Inference settings."""
 
     def __init__(self, *, config: Config, **runtime: Any) -> None:
-        # torch is imported by the build only, so that reading configs never pays for it.
+        # torch is imported by the build only, so that reading configs never pays for it; an
+        # unsupported torch is refused before it is imported.
+        from titan import torch_support
+
+        torch_support.check()
         from titan.models.flux.run import build_flux_run
 
         self.config = config
