@@ -15,11 +15,18 @@ from tests.training_runs import HANG_SECONDS, REPO, child_env
 SCRIPT = REPO / "tests" / "dist_scripts" / "policy_counts.py"
 
 
+# Each call a controller makes, and the name its refusal speaks in.
+CALLS = {
+    "forward_backward": "forward_backward",
+    "cross_entropy_step": "cross_entropy_step",
+    "loss_fn": "forward_backward",  # forward_backward with a loss of the caller's
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("call", ["forward_backward", "cross_entropy_step"])
-def test_different_micro_batch_counts_are_refused_on_every_rank(tmp_path, call):
-    """Rank 0 passes 2 micro-batches, rank 1 passes 3: both print the refusal naming both
-    counts, and the launch fails with the ranks' exit status 3."""
+def test_different_micro_batch_counts_are_refused_on_every_rank(tmp_path):
+    """Rank 0 passes 2 micro-batches, rank 1 passes 3, to each call in turn: both ranks print
+    the refusal naming both counts, and the launch fails with the ranks' exit status 3."""
     run = subprocess.run(
         [
             sys.executable,
@@ -29,7 +36,7 @@ def test_different_micro_batch_counts_are_refused_on_every_rank(tmp_path, call):
             "--nproc-per-node=2",
             str(SCRIPT),
             str(tmp_path),
-            call,
+            *CALLS,
         ],
         capture_output=True,
         text=True,
@@ -39,10 +46,13 @@ def test_different_micro_batch_counts_are_refused_on_every_rank(tmp_path, call):
     )
     text = run.stdout + run.stderr
     assert run.returncode != 0, text
-    message = f"{call}: the ranks hold different numbers of micro-batches (rank 0: 2, rank 1: 3)"
-    for rank in (0, 1):
-        assert f"RANK {rank} REFUSED: {message}" in run.stdout, text
-    assert not re.search(r"RANK \d RAN\b", run.stdout)
+    for call, name in CALLS.items():
+        message = (
+            f"{name}: the ranks hold different numbers of micro-batches (rank 0: 2, rank 1: 3)"
+        )
+        for rank in (0, 1):
+            assert f"RANK {rank} {call} REFUSED: {message}" in run.stdout, text
+    assert not re.search(r"RANK \d \w+ RAN\b", run.stdout)
     # torchrun's summary: the first rank to exit did so with status 3; the other exited
     # non-zero too (3, or the launcher's SIGTERM once the first had failed).
     codes = [int(code) for code in re.findall(r"exitcode\s*:\s*(-?\d+)", run.stderr)]

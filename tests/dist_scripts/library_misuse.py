@@ -4,6 +4,7 @@ with a ``TrainerUsageError`` that names the problem, on every rank, and the trai
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 
 from tests.dist_scripts.library_common import build, data, rank
 from titan.training.step_api import Microbatch, TrainerUsageError
@@ -13,7 +14,16 @@ def misuse(dump: str, layout: str) -> str:
     """Wrong calls raise TrainerUsageError with a message naming the problem."""
     trainer = build(dump, "misuse", layout=layout)
     good = data(5, valid=[10])[0]
+    vocab = trainer.config.model_spec.model.vocab_size
+    negative, beyond = good.labels.clone(), good.token_ids.clone()
+    negative[0, 2], beyond[1, 0] = -1, vocab
     cases = {
+        f"token_ids[1, 0] is {vocab}, outside the model's vocabulary (0..{vocab - 1})": (
+            lambda: trainer.forward_backward([(beyond, good.labels)])
+        ),
+        "labels[0, 2] is -1, outside the model's vocabulary": lambda: trainer.forward_backward(
+            [(good.token_ids, negative)], loss_fn=lambda logits, batch: logits.sum()
+        ),
         "no gradients": lambda: trainer.optim_step(),
         "at least one": lambda: trainer.forward_backward([]),
         "list of micro-batches": lambda: trainer.forward_backward(good),
@@ -81,22 +91,35 @@ def one_rank_refuses(dump: str, layout: str) -> str:
     forward's collectives), and the trainer goes on with the next good call."""
     trainer = build(dump, f"{layout}-one-refuses", layout=layout)
     good = data(6 + rank(), valid=[20])[0]
+    vocab = trainer.config.model_spec.model.vocab_size
+    beyond = good.token_ids.clone()
+    beyond[1, 3] = vocab
     wrong = {
         "integer token ids": (good.token_ids.float(), good.labels),
         "must match": (good.token_ids, good.labels[:, :7]),
+        f"token_ids[1, 3] is {vocab}, outside the model's vocabulary": (beyond, good.labels),
     }
     for needle, bad in wrong.items():
         mine = bad if rank() == 1 else good
         try:
             trainer.forward_backward([mine])
         except TrainerUsageError as error:
-            want = needle if rank() == 1 else "1 other data-parallel rank(s) refused"
+            want = needle if rank() == 1 else "1 other rank(s) refused"
             assert want in str(error), error
         else:
             raise AssertionError(f"rank {rank()} ran a call that rank 1 refused")
+    # Different micro-batch counts: every rank is refused with each rank's count, before the
+    # forward's collectives (where the rank with fewer would wait for the others).
+    counts = ", ".join(f"rank {r}: {1 + (r == 1)}" for r in range(dist.get_world_size()))
+    try:
+        trainer.forward_backward([good] * (1 + (rank() == 1)))
+    except TrainerUsageError as error:
+        assert f"the ranks hold different numbers of micro-batches ({counts})" in str(error)
+    else:
+        raise AssertionError(f"rank {rank()} ran a call with mismatched micro-batch counts")
     trainer.forward_backward([good])
     assert trainer.optim_step().policy_version == 1
-    return f"{len(wrong)} one-rank refusals reached every rank"
+    return f"{len(wrong) + 1} one-rank refusals reached every rank"
 
 
 def pipeline(dump: str, layout: str) -> str:

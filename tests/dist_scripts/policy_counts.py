@@ -1,9 +1,11 @@
-"""Ranks that pass different numbers of micro-batches: ``policy_counts.py FOLDER CALL``.
+"""Ranks that pass different numbers of micro-batches: ``policy_counts.py FOLDER CALL...``.
 
 Under ``torchrun --nproc-per-node=2`` (FSDP over 2 ranks, gloo), rank r passes r + 2
-micro-batches to ``CALL`` (``forward_backward`` or ``cross_entropy_step``). Each rank prints
-``RANK r REFUSED: <message>`` for the refusal it gets (or ``RANK r RAN`` if none), waits for the
-other at a barrier (so both have printed), then exits 3 after a refusal.
+micro-batches to each ``CALL`` in turn: ``forward_backward`` (GRPO), ``cross_entropy_step``, or
+``loss_fn`` (``forward_backward`` with a loss of the caller's). For each call every rank prints
+``RANK r CALL REFUSED: <message>`` for the refusal it gets (or ``RANK r CALL RAN`` if none) and
+waits for the other at a barrier (so both have printed); a refused call leaves the trainer as it
+was, so the next call starts clean. A rank exits 3 after any refusal.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ def batches(count: int, *, policy: bool) -> list:
     return out
 
 
-def main(folder: str, call: str) -> int:
-    """Build, make the mismatched call, report; the exit status."""
+def main(folder: str, calls: list[str]) -> int:
+    """Build, make each mismatched call, report; the exit status."""
     base = llama3_debugmodel()
     base.dump_folder = os.path.join(folder, "out")
     base.training.seq_len, base.training.local_batch_size = 16, 2
@@ -51,16 +53,28 @@ def main(folder: str, call: str) -> int:
     trainer = PolicyTrainer.config_of(base).build()
     rank = dist.get_rank()
     status = 0
-    try:
-        getattr(trainer, call)(batches(rank + 2, policy=call == "forward_backward"))
-        print(f"RANK {rank} RAN", flush=True)
-    except TrainerUsageError as error:
-        print(f"RANK {rank} REFUSED: {error}", flush=True)
-        status = 3
-    dist.barrier()
+    for call in calls:
+        mine = batches(rank + 2, policy=call == "forward_backward")
+        try:
+            if call == "loss_fn":
+                trainer.forward_backward(mine, loss_fn=summed_cross_entropy)
+            else:
+                getattr(trainer, call)(mine)
+            print(f"RANK {rank} {call} RAN", flush=True)
+        except TrainerUsageError as error:
+            print(f"RANK {rank} {call} REFUSED: {error}", flush=True)
+            status = 3
+        dist.barrier()
     trainer.close(wait_for_peers=True)
     return status
 
 
+def summed_cross_entropy(logits: torch.Tensor, batch: Microbatch) -> torch.Tensor:
+    """A caller's loss: the sum of the per-token cross entropies."""
+    return torch.nn.functional.cross_entropy(
+        logits.flatten(0, 1).float(), batch.labels.flatten(), reduction="sum"
+    )
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2:]))

@@ -9,21 +9,17 @@ log-probabilities that are not finite, log-probabilities above 0.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from titan.training.step_api import IGNORE_INDEX, Microbatch, TrainerUsageError
-
-
-def _first(where: torch.Tensor) -> tuple[int, ...]:
-    """The index of the first true element of ``where``."""
-    return tuple(int(i) for i in torch.nonzero(where)[0].tolist())
-
-
-def _at(position: tuple[int, ...]) -> str:
-    """``position`` as an index: ``[1, 3]``."""
-    return "[" + ", ".join(map(str, position)) + "]"
+from titan.training.step_api import (
+    IGNORE_INDEX,
+    Microbatch,
+    TrainerUsageError,
+    check_token_range,
+    first_index,
+    index_text,
+    vocab_size_of,
+)
 
 
 def valid_tokens(batch: Microbatch) -> torch.Tensor:
@@ -33,24 +29,6 @@ def valid_tokens(batch: Microbatch) -> torch.Tensor:
     if batch.loss_mask is not None:
         valid = valid & batch.loss_mask.to(valid.device)
     return valid
-
-
-def check_token_range(batch: Microbatch, index: int, vocab_size: int | None) -> None:
-    """``token_ids`` in ``0..vocab_size-1``; ``labels`` too, or -100 (no loss)."""
-    if vocab_size is None:
-        return
-    fields = {"token_ids": batch.token_ids, "labels": batch.labels}
-    for name, tensor in fields.items():
-        outside = (tensor < 0) | (tensor >= vocab_size)
-        if name == "labels":
-            outside &= tensor != IGNORE_INDEX
-        if bool(outside.any()):
-            where = _first(outside)
-            allowed = f"0..{vocab_size - 1}" + (" or -100" if name == "labels" else "")
-            raise TrainerUsageError(
-                f"microbatch {index}: {name}{_at(where)} is {int(tensor[where])}, outside the "
-                f"model's vocabulary ({allowed})"
-            )
 
 
 def check_some_valid(batch: Microbatch, index: int) -> None:
@@ -81,9 +59,9 @@ def check_policy_values(batch: Microbatch, index: int) -> None:
     _check_finite(logprobs, valid, "generator_logprobs", index)
     above = valid & (logprobs > 0)
     if bool(above.any()):
-        where = _first(above)
+        where = first_index(above)
         raise TrainerUsageError(
-            f"microbatch {index}: generator_logprobs{_at(where)} is {float(logprobs[where])}, "
+            f"microbatch {index}: generator_logprobs{index_text(where)} is {float(logprobs[where])}, "
             "above 0: a log-probability is at most 0 (pass the generator's log-probabilities, "
             "not its logits or probabilities)"
         )
@@ -93,9 +71,9 @@ def _check_finite(tensor: torch.Tensor, read: torch.Tensor, name: str, index: in
     """``tensor`` finite wherever ``read`` is true."""
     bad = read & ~torch.isfinite(tensor)
     if bool(bad.any()):
-        where = _first(bad)
+        where = first_index(bad)
         raise TrainerUsageError(
-            f"microbatch {index}: {name}{_at(where)} is {float(tensor[where])}; the policy "
+            f"microbatch {index}: {name}{index_text(where)} is {float(tensor[where])}; the policy "
             "loss needs finite values at every token it reads"
         )
 
@@ -140,13 +118,6 @@ def check_all(batch: Microbatch, index: int, *, vocab_size: int | None, policy: 
     check_some_valid(batch, index)
     if policy:
         check_policy_values(batch, index)
-
-
-def vocab_size_of(config: Any) -> int | None:
-    """The model's vocabulary size (None when the flavor does not say)."""
-    spec = getattr(config, "model_spec", None)
-    size = getattr(getattr(spec, "model", None), "vocab_size", None)
-    return size if isinstance(size, int) and size > 0 else None
 
 
 __all__ = [

@@ -92,9 +92,12 @@ class PolicyTrainer(Trainer):
         from titan.rl.grpo import GRPOLoss
         from titan.training import step_api as api
 
-        if loss_fn is not None:
-            return Trainer.forward_backward(
-                self, microbatches, num_global_valid_tokens=num_global_valid_tokens, loss_fn=loss_fn
+        if loss_fn is not None:  # the caller's loss: the checks of any loss, then the base step
+            return self._base_step(
+                "forward_backward",
+                microbatches,
+                num_global_valid_tokens=num_global_valid_tokens,
+                loss_fn=loss_fn,
             )
         self._usable("forward_backward")
         refused: api.TrainerUsageError | None = None
@@ -128,16 +131,21 @@ class PolicyTrainer(Trainer):
         """``Trainer.forward_backward`` with the run's cross entropy (supervised warm-up, or
         a loss-parity check); token ids and labels outside the vocabulary, and ranks holding
         different numbers of micro-batches, are refused on every rank first."""
+        return self._base_step("cross_entropy_step", microbatches, **kwargs)
+
+    def _base_step(self, call: str, microbatches: Sequence[Any], **kwargs: Any) -> Any:
+        """``Trainer.forward_backward(microbatches, **kwargs)`` once the micro-batches passed the
+        checks of any loss on every rank, refused in the name of ``call``."""
         from titan.training import step_api as api
 
-        self._usable("cross_entropy_step")
+        self._usable(call)
         refused: api.TrainerUsageError | None = None
         count = 0
         try:
             count = len(self._checked_policy(microbatches, policy=False))
         except api.TrainerUsageError as error:
             refused = error
-        self._agree("cross_entropy_step", count, refused)
+        self._agree(call, count, refused)
         return Trainer.forward_backward(self, microbatches, **kwargs)
 
     def _checked_policy(self, microbatches: Any, *, policy: bool) -> list[Any]:
@@ -157,32 +165,6 @@ class PolicyTrainer(Trainer):
                 batch_checks.check_token_range(batch, index, vocab)
             batches.append(batch)
         return batches
-
-    def _agree(self, call: str, count: int, refused: Any) -> None:
-        """Every rank's micro-batch count and refusal, gathered over the job: this rank's own
-        refusal, the others', or different counts (each rank's named) raise on every rank, so
-        no rank waits in a collective the others never reach."""
-        import torch
-        import torch.distributed as dist
-
-        from titan.training import step_api as api
-
-        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
-            api.raise_refusals(refused, 0)
-            return
-        mine = torch.tensor([count, int(refused is not None)], dtype=torch.int64)
-        mine = mine.to(self.parts.device)
-        every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
-        dist.all_gather(every, mine)
-        counts, refusals = zip(*(tuple(int(x) for x in t.tolist()) for t in every), strict=True)
-        api.raise_refusals(refused, sum(refusals))
-        if len(set(counts)) > 1:
-            each = ", ".join(f"rank {r}: {n}" for r, n in enumerate(counts))
-            raise api.TrainerUsageError(
-                f"{call}: the ranks hold different numbers of micro-batches "
-                f"({each}); every rank must pass the same number in each call (their forwards "
-                "and backwards run collectives together); no rank ran this call"
-            )
 
     def _global_counts(self, batches: Sequence[Any]) -> tuple[int, int]:
         """Valid tokens and sequences with at least one, summed over the data-parallel

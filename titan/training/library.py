@@ -56,6 +56,9 @@ class TrainerLibrary:
         returns the sum of the per-token losses of the micro-batch's valid tokens (the default
         is the run's cross entropy). Not under pipeline parallel, nor with a custom
         ``loss_fn`` under context parallel.
+
+        Token ids and labels outside the vocabulary, and ranks holding different numbers of
+        micro-batches, are refused (``TrainerUsageError``) on every rank before any forward.
         """
         import torch
         import torch.distributed as dist
@@ -70,17 +73,16 @@ class TrainerLibrary:
             refused = None
         except api.TrainerUsageError as error:
             batches, local_valid, refused = [], [], error
-        # One sum over the data-parallel ranks gives the valid tokens and whether any rank
-        # refused its micro-batches: then every rank refuses this call before the forward's
-        # collectives, instead of the others waiting in them. float64: a float32 sum stops
+        # Every rank learns every rank's micro-batch count and refusal first: then all refuse
+        # together before the forward's collectives, instead of the others waiting in them.
+        self._agree("forward_backward", len(batches), refused)
+        # The valid tokens, summed over the data-parallel ranks. float64: a float32 sum stops
         # counting exactly past 2**24 tokens.
         mesh = api.loss_mesh(parts)
-        flags = [float(sum(local_valid)), float(refused is not None)]
-        counts = torch.tensor(flags, dtype=torch.float64, device=parts.device)
+        counts = torch.tensor([float(sum(local_valid))], dtype=torch.float64, device=parts.device)
         if mesh is not None:
             dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=mesh.get_group())
-        valid_tokens, refusals = (int(x) for x in counts.tolist())
-        api.raise_refusals(refused, refusals)
+        valid_tokens = int(counts.item())
         if num_global_valid_tokens is None:
             num_global_valid_tokens = valid_tokens
         if num_global_valid_tokens < valid_tokens:
@@ -128,12 +130,40 @@ class TrainerLibrary:
                 "a custom loss_fn is not supported under context parallel (each rank sees a "
                 "share of the sequence); use the run's loss or cp = 1"
             )
+        vocab_size = api.vocab_size_of(self.config)
         batches = []
         for index, item in enumerate(microbatches):
             batch = api.as_microbatch(item, index)
+            api.check_token_range(batch, index, vocab_size)
             api.check_sequence(parts, batch, index)
             batches.append(api.to_device(batch, parts.device))
         return batches, [api.local_valid_tokens(parts, batch.labels) for batch in batches]
+
+    def _agree(self, call: str, count: int, refused: Any) -> None:
+        """Every rank's micro-batch count and refusal, gathered over the job: this rank's own
+        refusal, the others', or different counts (each rank's named) raise on every rank, so
+        no rank waits in a collective the others never reach."""
+        import torch
+        import torch.distributed as dist
+
+        from titan.training import step_api as api
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            api.raise_refusals(refused, 0)
+            return
+        mine = torch.tensor([count, int(refused is not None)], dtype=torch.int64)
+        mine = mine.to(self.parts.device)
+        every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+        dist.all_gather(every, mine)
+        counts, refusals = zip(*(tuple(int(x) for x in t.tolist()) for t in every), strict=True)
+        api.raise_refusals(refused, sum(refusals))
+        if len(set(counts)) > 1:
+            each = ", ".join(f"rank {r}: {n}" for r, n in enumerate(counts))
+            raise api.TrainerUsageError(
+                f"{call}: the ranks hold different numbers of micro-batches "
+                f"({each}); every rank must pass the same number in each call (their forwards "
+                "and backwards run collectives together); no rank ran this call"
+            )
 
     def optim_step(self) -> Any:
         """Apply the accumulated gradients; returns ``OptimStepOutput``.

@@ -109,14 +109,14 @@ def check_count(name: str, value: Any) -> None:
 
 
 def raise_refusals(refused: TrainerUsageError | None, refusals: int) -> None:
-    """After the data-parallel ranks have summed their refusals: this rank's own refusal, or
-    the others' (``refusals`` ranks), so that every rank refuses the call together."""
+    """After the ranks have counted their refusals: this rank's own refusal, or the others'
+    (``refusals`` ranks), so that every rank refuses the call together."""
     if refused is not None:
         raise refused
     if refusals:
         raise TrainerUsageError(
-            f"forward_backward: {refusals} other data-parallel rank(s) refused their "
-            "micro-batches (their messages say why); no rank ran this call"
+            f"forward_backward: {refusals} other rank(s) refused their micro-batches (their "
+            "messages say why); no rank ran this call"
         )
 
 
@@ -176,6 +176,41 @@ def _check_tensor(value: Any, what: str, *, integer: bool | None) -> None:
     is_integer = not value.dtype.is_floating_point and not value.dtype.is_complex
     if integer and (not is_integer or value.dtype == torch.bool):
         raise TrainerUsageError(f"{what} must hold integer token ids, not {value.dtype}")
+
+
+def first_index(where: torch.Tensor) -> tuple[int, ...]:
+    """The index of the first true element of ``where``."""
+    return tuple(int(i) for i in torch.nonzero(where)[0].tolist())
+
+
+def index_text(position: tuple[int, ...]) -> str:
+    """``position`` as an index: ``[1, 3]``."""
+    return "[" + ", ".join(map(str, position)) + "]"
+
+
+def vocab_size_of(config: Any) -> int | None:
+    """The model's vocabulary size (None when the flavor does not say)."""
+    spec = getattr(config, "model_spec", None)
+    size = getattr(getattr(spec, "model", None), "vocab_size", None)
+    return size if isinstance(size, int) and size > 0 else None
+
+
+def check_token_range(batch: Microbatch, index: int, vocab_size: int | None) -> None:
+    """``token_ids`` in ``0..vocab_size-1``; ``labels`` too, or -100 (no loss)."""
+    if vocab_size is None:
+        return
+    fields = {"token_ids": batch.token_ids, "labels": batch.labels}
+    for name, tensor in fields.items():
+        outside = (tensor < 0) | (tensor >= vocab_size)
+        if name == "labels":
+            outside &= tensor != IGNORE_INDEX
+        if bool(outside.any()):
+            where = first_index(outside)
+            allowed = f"0..{vocab_size - 1}" + (" or -100" if name == "labels" else "")
+            raise TrainerUsageError(
+                f"microbatch {index}: {name}{index_text(where)} is {int(tensor[where])}, "
+                f"outside the model's vocabulary ({allowed})"
+            )
 
 
 def check_sequence(parts: Any, batch: Microbatch, index: int) -> None:
