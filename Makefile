@@ -53,13 +53,14 @@ test-fast: $(STAMP) $(UPSTREAM_WHEEL)
 # `make test-fast` on another torch release, in its own environment .venv-torch-VERSION (made on
 # first use, with the same pinned dependencies): how both ends of the supported range
 # (titan/torch_support.py) are proven. On PyPI, torch for Linux x86_64 is a CUDA build (several
-# GB); the suite runs it on the CPU.
+# GB); the suite runs it on the CPU. setuptools (titan's build backend, >= 68) is left to agree
+# with that torch's own bounds.
 TORCH ?= 2.11.0
 TORCH_VENV := .venv-torch-$(TORCH)
 
 test-torch: $(UPSTREAM_WHEEL)
 	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
-	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check torch==$(TORCH)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check torch==$(TORCH) 'setuptools>=68'
 	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	$(TORCH_VENV)/bin/python -c "import torch; assert torch.__version__.startswith('$(TORCH)'), torch.__version__"

@@ -38,7 +38,7 @@ PRESETS = sorted((REPO / "legacy_configs" / "flux").glob("*.toml")) + sorted(
 )
 FULL_ATTENTION = "torchtitan v0.2.2's double- and single-stream blocks attended causally"
 
-# The legacy spellings; the migrated registry spells each of them once per encoder copy.
+# The legacy spellings, and the registry's: the data loaders take the run's encoder settings.
 SHRINK_TOML = [
     "--training.test_mode",
     "--encoder.max_t5_encoding_len", "8",
@@ -47,10 +47,9 @@ SHRINK_TOML = [
     "--training.mixed_precision_param", "float32",
     "--debug.seed", "7",
 ]  # fmt: skip
-COPIES = ("encoder", "dataloader.encoder", "validator.dataloader.encoder")
 SHRINK_REGISTRY = [
-    *(f"--{copy}.test_mode" for copy in COPIES),
-    *(arg for copy in COPIES for arg in (f"--{copy}.max_t5_encoding_len", "8")),
+    "--encoder.test_mode",
+    "--encoder.max_t5_encoding_len", "8",
     "--dataloader.img_size", "32",
     "--training.local_batch_size", "2",
     "--training.mixed_precision_param", "float32",
@@ -69,8 +68,7 @@ def tiny():
     model.rope.axes_dim = (8, 12, 12)
     autoencoder = model.autoencoder
     autoencoder.ch, autoencoder.ch_mult, autoencoder.num_res_blocks = 32, (1, 1, 1, 1), 1
-    for encoder in (config.encoder, config.dataloader.encoder, config.validator.dataloader.encoder):
-        encoder.test_mode, encoder.max_t5_encoding_len = True, 8
+    config.encoder.test_mode, config.encoder.max_t5_encoding_len = True, 8
     config.dataloader.img_size = config.validator.dataloader.img_size = 32
     config.training.mixed_precision_param = "float32"
     config.training.local_batch_size = 4

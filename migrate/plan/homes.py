@@ -287,7 +287,6 @@ _EXTENSION_KEYS: tuple[Home, ...] = (
         path="encoder.test_mode",
         trainer=_FLUX,
         extension="flux",
-        also=("dataloader.encoder.test_mode", "validator.dataloader.encoder.test_mode"),
     ),
     *(
         Home(
@@ -296,7 +295,6 @@ _EXTENSION_KEYS: tuple[Home, ...] = (
             path=f"encoder.{name}",
             trainer=_FLUX,
             extension="flux",
-            also=(f"dataloader.encoder.{name}", f"validator.dataloader.encoder.{name}"),
         )
         for name in ("t5_encoder", "clip_encoder", "autoencoder_path", "max_t5_encoding_len")
     ),

@@ -348,7 +348,7 @@ CLASSES: dict[str, ClassInfo] = {
             "classifier_free_guidance_prob": 0.0,
             "img_size": 256,
             "generate_timesteps": False,
-            "encoder": Default("titan.models.flux.configs:Encoder", {}),
+            "encoder": None,
         },
     ),
     "titan.models.flux.trainer:FluxTrainer.Config": ClassInfo(

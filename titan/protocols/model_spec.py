@@ -53,8 +53,8 @@ class Capabilities:
     hf_checkpoints: bool = False
     """Loading and saving Hugging Face safetensors through the family's state-dict adapter."""
     loaders_read_assets: bool = False
-    """The family's data loaders read ``hf_assets_path`` themselves (their tokenizers live
-    inside them): the run passes it to every loader it builds as ``hf_assets_path=``."""
+    """The family's data loaders build their own tokenizers: the run passes every loader it
+    builds its ``hf_assets_path=`` and its text encoders' settings (``encoder=``)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

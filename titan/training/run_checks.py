@@ -170,6 +170,7 @@ def check_config(
     }
     if spec.capabilities.loaders_read_assets:
         loader_args["hf_assets_path"] = hf_assets
+        loader_args["encoder"] = config.encoder
     dataloader = config.dataloader.build(**loader_args)
     sd_adapter = state_dict_adapter(spec, model_config, hf_assets)
     if config.checkpoint.enable:

@@ -2,8 +2,8 @@
 ``--module flux --config <function name>``.
 
 Each function sets only what differs from the ``FluxTrainer.Config`` defaults. The legacy
-``[encoder]`` table is given three times: the trainer's ``encoder`` and each data loader's own
-copy, from which the loader builds its T5 and CLIP tokenizers.
+``[encoder]`` table is the trainer's ``encoder``, which the data loaders also build their T5 and
+CLIP tokenizers from (their own ``encoder`` is left unset).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def flux_debugmodel() -> FluxTrainer.Config:
         hf_assets_path="tests/assets/tokenizer",
         profiling=ProfilingConfig(save_traces_folder="profile_trace"),
         metrics=MetricsProcessor.Config(log_freq=1),
-        dataloader=FluxDataLoader.Config(classifier_free_guidance_prob=0.447, encoder=_encoder()),
+        dataloader=FluxDataLoader.Config(classifier_free_guidance_prob=0.447),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=1, decay_ratio=0.0),
         training=TrainingConfig(local_batch_size=4, max_norm=2.0, steps=10),
         checkpoint=CheckpointManager.Config(interval=10, last_save_model_only=False),
@@ -54,7 +54,6 @@ def flux_debugmodel() -> FluxTrainer.Config:
                 dataset="coco-validation",
                 infinite=False,
                 generate_timesteps=True,
-                encoder=_encoder(),
             ),
         ),
         encoder=_encoder(),
@@ -73,11 +72,7 @@ def flux_dev_model() -> FluxTrainer.Config:
         model_spec=model_registry("flux-dev"),
         profiling=ProfilingConfig(save_traces_folder="profile_trace"),
         metrics=MetricsProcessor.Config(log_freq=100),
-        dataloader=FluxDataLoader.Config(
-            dataset="cc12m-wds",
-            classifier_free_guidance_prob=0.447,
-            encoder=_encoder(max_t5_encoding_len=512),
-        ),
+        dataloader=FluxDataLoader.Config(dataset="cc12m-wds", classifier_free_guidance_prob=0.447),
         optimizer=OptimizersContainer.Config(lr=1e-4),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=3_000, decay_ratio=0.0),
         training=TrainingConfig(local_batch_size=32, steps=30_000),
@@ -90,7 +85,6 @@ def flux_dev_model() -> FluxTrainer.Config:
                 dataset="coco-validation",
                 infinite=False,
                 generate_timesteps=True,
-                encoder=_encoder(max_t5_encoding_len=512),
             ),
             save_img_count=50,
         ),
@@ -111,9 +105,7 @@ def flux_schnell_model() -> FluxTrainer.Config:
         model_spec=model_registry("flux-schnell"),
         profiling=ProfilingConfig(save_traces_folder="profile_trace", profile_freq=100),
         metrics=MetricsProcessor.Config(log_freq=100),
-        dataloader=FluxDataLoader.Config(
-            dataset="cc12m-wds", classifier_free_guidance_prob=0.447, encoder=_encoder()
-        ),
+        dataloader=FluxDataLoader.Config(dataset="cc12m-wds", classifier_free_guidance_prob=0.447),
         optimizer=OptimizersContainer.Config(lr=1e-4),
         lr_scheduler=LRSchedulersContainer.Config(warmup_steps=3_000, decay_ratio=0.0),
         training=TrainingConfig(local_batch_size=64, steps=30_000),
@@ -126,7 +118,6 @@ def flux_schnell_model() -> FluxTrainer.Config:
                 dataset="coco-validation",
                 infinite=False,
                 generate_timesteps=True,
-                encoder=_encoder(),
             ),
             save_img_count=50,
         ),

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +82,25 @@ class FluxPosition:
         return position
 
 
+def loader_encoder(own: Encoder | None, *, run: Encoder | None, where: str) -> Encoder:
+    """The encoder settings a loader tokenizes for: its own ``encoder`` when set, else the
+    run's (``run``), else the defaults. A loader's own that differs from the run's is refused
+    with the fields that differ: its tokens would not be those the run's encoders read."""
+    if own is None or run is None:
+        return own or run or Encoder()
+    differ = [
+        f"{item.name} ({getattr(own, item.name)!r} here, {getattr(run, item.name)!r} in the run's)"
+        for item in dataclasses.fields(Encoder)
+        if getattr(own, item.name) != getattr(run, item.name)
+    ]
+    if differ:
+        raise ValueError(
+            f"{where}.encoder differs from the run's encoder in {', '.join(differ)}; leave "
+            f"{where}.encoder unset (it takes the run's encoder) or make the two the same"
+        )
+    return own
+
+
 class FluxDataLoader(ParallelAwareDataloader):
     """Yields images with their T5 and CLIP tokens (the tokenizers come from ``encoder``).
 
@@ -104,8 +122,9 @@ class FluxDataLoader(ParallelAwareDataloader):
         """Width and height of the images."""
         generate_timesteps: bool = False
         """Attach stratified denoising timesteps to each sample (validation)."""
-        encoder: Encoder = field(default_factory=Encoder)
-        """Text encoders whose tokenizers the loader uses."""
+        encoder: Encoder | None = None
+        """Text encoders whose tokenizers the loader uses; None (the default) takes the run's
+        ``encoder``. Set, it must equal the run's: the tokens must be the encoders' own."""
 
     def __init__(
         self,
@@ -117,10 +136,14 @@ class FluxDataLoader(ParallelAwareDataloader):
         hf_assets_path: str | None = None,
         seed: int = 0,
         generated_data_dir: str | Path | None = None,
+        encoder: Encoder | None = None,
+        where: str = "dataloader",
         tokenizer: Any = None,
         seq_len: int | None = None,
     ) -> None:
-        """``tokenizer`` and ``seq_len`` are the text loaders' arguments, unused here: Flux builds
+        """``encoder`` is the run's (``FluxTrainer.Config.encoder``), which the loader's own
+        ``encoder`` defaults to; ``name`` is the loader's place in the config, for messages.
+        ``tokenizer`` and ``seq_len`` are the text loaders' arguments, unused here: Flux builds
         its own tokenizers and its samples have a fixed shape. ``generated_data_dir`` is where
         the drawn ``cc12m-test``/``coco-validation`` sets are kept (default: the user cache)."""
         from titan.models.flux.tokenizer import build_flux_tokenizers
@@ -151,7 +174,8 @@ class FluxDataLoader(ParallelAwareDataloader):
         self.source = image_text_source(
             config.dataset, dataset_path=config.dataset_path, generated_root=root
         )
-        self.tokenizers = build_flux_tokenizers(config.encoder, hf_assets_path=hf_assets_path)
+        self.encoder = loader_encoder(config.encoder, run=encoder, where=where)
+        self.tokenizers = build_flux_tokenizers(self.encoder, hf_assets_path=hf_assets_path)
         self._empty_tokens = (self.tokenizers.empty_t5(), self.tokenizers.empty_clip())
         self.position = FluxPosition()
         self.skipped: collections.Counter[str] = collections.Counter()

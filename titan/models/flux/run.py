@@ -112,6 +112,7 @@ def _build(config: Any, *, checked: Any, locks: list[Any], refusal: BaseExceptio
         local_batch_size=training.local_batch_size,
         hf_assets_path=checked.hf_assets_path,
         seed=seed,
+        encoder=config.encoder,
     )
 
     model_config = checked.model_config
@@ -191,6 +192,7 @@ def _build(config: Any, *, checked: Any, locks: list[Any], refusal: BaseExceptio
             frozen=frozen,
             rows=rows,
             trainer_config=config,
+            encoder=config.encoder,
         )
     images = f"{training.local_batch_size} image(s) of {config.dataloader.img_size}px"
     summary = (

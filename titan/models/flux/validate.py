@@ -64,11 +64,13 @@ class FluxValidator(Validator):
         frozen: Any = None,
         rows: Any = None,
         trainer_config: Any = None,
+        encoder: Any = None,
         **unused: Any,
     ) -> None:
         """``unused`` takes the text validators' arguments (tokenizer, sequence length, masks),
         which Flux has no use for. ``frozen`` (autoencoder and encoders), ``rows`` and
-        ``trainer_config`` come from the Flux run; the pre-flight builds without them."""
+        ``trainer_config`` come from the Flux run; the pre-flight builds without them.
+        ``encoder`` is the run's, which the loader's own ``encoder`` defaults to."""
         self.config = config
         loader = dataclasses.replace(
             config.dataloader, infinite=config.steps != -1, classifier_free_guidance_prob=0.0
@@ -80,6 +82,8 @@ class FluxValidator(Validator):
             "local_batch_size": local_batch_size,
             "hf_assets_path": hf_assets_path,
             "seed": seed,
+            "encoder": encoder,
+            "where": "validator.dataloader",
         }
         self.tokenizers = loader.build(**self.loader_args).tokenizers  # a bad set fails now
         self.dp_rank, self.seed = dp_rank, seed
