@@ -1,10 +1,13 @@
-"""Running titan-validate in-process, with its output captured."""
+"""Running titan-validate in-process or as a process, with its output captured."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +29,30 @@ def validate(*args: object) -> Result:
     out, err = io.StringIO(), io.StringIO()
     code = run([str(a) for a in args], stdout=out, stderr=err)
     return Result(code, out.getvalue(), err.getvalue())
+
+
+PROCESS_SAFETY_S = 120
+"""How long a ``titan-validate`` process may take before the test calls it hung: a guard only,
+far beyond any check's time on a loaded machine."""
+
+
+def validate_process(
+    *args: str, cwd: Path, cache: Path | None = None, stdin=subprocess.DEVNULL
+) -> subprocess.CompletedProcess:
+    """``titan-validate ARGS`` as its own process in ``cwd``, waited for; ``cache`` is its
+    ``TITAN_CACHE_DIR`` (None: the user's), ``stdin`` what it reads (nothing by default)."""
+    env = dict(os.environ)
+    if cache is not None:
+        env["TITAN_CACHE_DIR"] = str(cache)
+    return subprocess.run(
+        [sys.executable, "-m", "titan.cli.validate", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        timeout=PROCESS_SAFETY_S,
+    )
 
 
 def findings(result: Result) -> list[tuple]:

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 import titan
+from tests.helpers import PROCESS_SAFETY_S as SAFETY_S
+from tests.helpers import validate_process
 
 TITAN_HOME = Path(titan.__file__).resolve().parents[1]
 """The folder holding titan's package (a checkout), where a team may keep its own configs too."""
 
-SAFETY_S = 120
 """A safety net only: titan's own --timeout (2 s here) is what stops the modules."""
 
 OTHER = """\
@@ -45,17 +46,7 @@ def fine() -> Trainer.Config:
 
 
 def run(*args: str, cwd: Path, cache: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    if cache is not None:
-        env["TITAN_CACHE_DIR"] = str(cache)
-    return subprocess.run(
-        [sys.executable, "-m", "titan.cli.validate", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=SAFETY_S,
-    )
+    return validate_process(*args, cwd=cwd, cache=cache)
 
 
 def marked(source: str) -> set[int]:

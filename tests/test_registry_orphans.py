@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import PROCESS_SAFETY_S as SAFETY_S
+from tests.helpers import validate_process
+
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="needs /proc and child subreapers"
 )
 
-SAFETY_S = 120
 """A safety net only: the modules below return as soon as their processes are started."""
 
 HEAD = '''\
@@ -102,16 +104,7 @@ STARTS = {
 
 
 def validate(*args: str, cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TITAN_CACHE_DIR=str(tmp_path / "cache"))
-    return subprocess.run(
-        [sys.executable, "-m", "titan.cli.validate", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        timeout=SAFETY_S,
-    )
+    return validate_process(*args, cwd=cwd, cache=tmp_path / "cache")
 
 
 def running(pid: int) -> bool:

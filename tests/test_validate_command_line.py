@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SAFETY_S = 120
+from tests.helpers import validate_process
+
 """A safety net only: nothing here is meant to wait."""
 
 MODULE = """\
@@ -28,16 +28,7 @@ def job() -> Trainer.Config:
 
 
 def validate(*args: str, cwd: Path, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TITAN_CACHE_DIR=str(cwd / "cache"))
-    return subprocess.run(
-        [sys.executable, "-m", "titan.cli.validate", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        stdin=stdin,
-        timeout=SAFETY_S,
-    )
+    return validate_process(*args, cwd=cwd, cache=cwd / "cache", stdin=stdin)
 
 
 @pytest.fixture
