@@ -109,7 +109,9 @@ def test_debug_toml_and_its_registry_train_identically_and_the_loss_falls(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     assert "def flux_debugmodel() -> FluxTrainer.Config:" in registry.read_text(encoding="utf-8")
-    lr = ["--optimizer.lr", "1e-4"]
+    # Without activation checkpointing (the file's is full): a quarter less time a step, the
+    # same numbers (tests/test_flux_model.py checks that checkpointing computes the same).
+    lr = ["--optimizer.lr", "1e-4", "--activation_checkpoint.mode", "none"]
     toml, code = titan_trains(
         [
             Launch(

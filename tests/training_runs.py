@@ -393,19 +393,16 @@ def compiled():
 """
 
 
-def compiled_and_eager_loop(
-    base_source: str, tmp_path: Path, *, steps: int = 3, precision: str = "float32"
-) -> tuple[Run, Run]:
+def compiled_and_eager_loop(base_source: str, tmp_path: Path, *, steps: int = 3) -> tuple[Run, Run]:
     """``steps`` steps of the MoE model of ``base_source``'s ``base()``, compiled and eager (the
-    experts' loop, which a compiled float32 MoE on CPU runs too), with ``precision`` as
-    ``training.mixed_precision_param``; both must succeed."""
+    experts' loop, which a compiled float32 MoE on CPU runs too); both must succeed."""
     registry = tmp_path / "config_registry.py"
     registry.write_text(base_source + COMPILE_REGISTRY, encoding="utf-8")
     runs = titan_trains(
         [
             Launch(
                 ["--registry", str(registry), "--config", name, *SMALL, *SEED]
-                + ["--training.steps", str(steps), "--training.mixed_precision_param", precision],
+                + ["--training.steps", str(steps)],
                 dump_folder=tmp_path / name,
                 legacy=False,
             )
