@@ -32,8 +32,24 @@ def validate(*args: object) -> Result:
 
 
 PROCESS_SAFETY_S = 120
-"""How long a ``titan-validate`` process may take before the test calls it hung: a guard only,
+"""How long a titan process started by ``module_process`` may take before the test calls it hung: a guard only,
 far beyond any check's time on a loaded machine."""
+
+
+def module_process(
+    module: str, *args: str, cwd: Path, env: dict[str, str] | None = None, stdin=subprocess.DEVNULL
+) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` as its own cold process in ``cwd`` with ``env`` (default: this
+    one's), waited for, reading ``stdin`` (nothing by default)."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        timeout=PROCESS_SAFETY_S,
+    )
 
 
 def validate_process(
@@ -44,15 +60,7 @@ def validate_process(
     env = dict(os.environ)
     if cache is not None:
         env["TITAN_CACHE_DIR"] = str(cache)
-    return subprocess.run(
-        [sys.executable, "-m", "titan.cli.validate", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        stdin=stdin,
-        timeout=PROCESS_SAFETY_S,
-    )
+    return module_process("titan.cli.validate", *args, cwd=cwd, env=env, stdin=stdin)
 
 
 def findings(result: Result) -> list[tuple]:

@@ -5,13 +5,12 @@ older or newer torch is refused at start, with the range, before torch or a conf
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tomllib
 
 import pytest
 
-from tests.training_runs import REPO
+from tests.helpers import module_process
+from tests.training_runs import REPO, SMALL
 from titan import torch_support
 from titan.torch_support import NEWEST, OLDEST, UnsupportedTorch, refusal
 
@@ -75,17 +74,6 @@ def _fake_torch(folder, version: str) -> dict[str, str]:
     return env
 
 
-def _titan_train(args, env, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "titan.train", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
-
-
 @pytest.mark.parametrize("version", ["2.9.1", "2.15.0"])
 def test_titan_train_refuses_before_it_reads_the_config(tmp_path, version):
     env = _fake_torch(tmp_path, version)
@@ -99,7 +87,9 @@ def test_titan_train_refuses_before_it_reads_the_config(tmp_path, version):
         ["--preflight", "--config", "llama3_debugmodel"],
         ["--job.config_file", str(REPO / "legacy_configs/llama3/debug_model.toml")],
     ):
-        done = _titan_train([*args, "--dump_folder", str(tmp_path / "out")], env, tmp_path)
+        done = module_process(
+            "titan.train", *args, "--dump_folder", str(tmp_path / "out"), cwd=tmp_path, env=env
+        )
         assert done.returncode == 1, done.stderr
         assert done.stdout == ""
         assert done.stderr.startswith(
@@ -113,10 +103,28 @@ def test_titan_train_refuses_before_it_reads_the_config(tmp_path, version):
 
 def test_the_override_makes_it_a_warning(tmp_path):
     env = dict(_fake_torch(tmp_path, "2.15.0"), TITAN_ANY_TORCH="1")
-    done = _titan_train(["--preflight", "--config", "llama3_debugmodel"], env, REPO)
+    done = module_process(
+        "titan.train", "--preflight", "--config", "llama3_debugmodel", cwd=REPO, env=env
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("pre-flight passed: llama3 debugmodel")
     assert "this Python has torch 2.15.0, which is newer; going on untested" in done.stderr
+
+
+@pytest.mark.slow  # trains one step
+def test_a_run_with_the_override_warns_once(tmp_path):
+    """titan-train checks before it reads the config and its trainer checks again when built:
+    the run says it goes on untested once."""
+    env = dict(_fake_torch(tmp_path, "2.15.0"), TITAN_ANY_TORCH="1")
+    done = module_process(
+        "titan.train",
+        *["--config", "llama3_debugmodel", "--training.steps", "1", *SMALL],
+        *["--dump_folder", str(tmp_path / "run")],
+        cwd=REPO,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("going on untested") == 1, done.stderr
 
 
 def test_the_library_refuses_before_it_builds(monkeypatch, tmp_path):

@@ -26,6 +26,9 @@ OVERRIDE = "TITAN_ANY_TORCH"
 """The environment variable that turns the refusal of an untested torch into a warning."""
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)")
+_warned = False
+"""Whether this process has said that it goes on with an untested torch (``titan-train``
+checks before reading its config, and its trainer checks again when it is built)."""
 
 
 class UnsupportedTorch(ValueError):
@@ -57,14 +60,17 @@ def refusal(version: str) -> str | None:
 
 def check() -> None:
     """Refuse (``UnsupportedTorch``) a torch outside the range, before it is imported; with
-    ``TITAN_ANY_TORCH=1``, log a warning instead. Without torch, do nothing: the import that
-    follows names the package to install."""
+    ``TITAN_ANY_TORCH=1``, log a warning instead (once a process). Without torch, do nothing:
+    the import that follows names the package to install."""
     version = installed_version()
     why = None if version is None else refusal(version)
     if why is None:
         return
     if os.environ.get(OVERRIDE) == "1":
-        logging.getLogger("titan").warning("%s; going on untested (%s=1)", why, OVERRIDE)
+        global _warned
+        if not _warned:
+            logging.getLogger("titan").warning("%s; going on untested (%s=1)", why, OVERRIDE)
+            _warned = True
         return
     raise UnsupportedTorch(
         f"{why}: install a supported one, e.g. pip install 'torch=={NEWEST[0]}.{NEWEST[1]}.*' "

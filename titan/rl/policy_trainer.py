@@ -92,12 +92,9 @@ class PolicyTrainer(Trainer):
         from titan.rl.grpo import GRPOLoss
         from titan.training import step_api as api
 
-        if loss_fn is not None:  # the caller's loss: the checks of any loss, then the base step
-            return self._base_step(
-                "forward_backward",
-                microbatches,
-                num_global_valid_tokens=num_global_valid_tokens,
-                loss_fn=loss_fn,
+        if loss_fn is not None:  # the caller's loss: the base step, with its checks
+            return Trainer.forward_backward(
+                self, microbatches, num_global_valid_tokens=num_global_valid_tokens, loss_fn=loss_fn
             )
         self._usable("forward_backward")
         refused: api.TrainerUsageError | None = None
@@ -105,7 +102,7 @@ class PolicyTrainer(Trainer):
         try:
             api.check_count("num_global_sequences", num_global_sequences)
             api.check_count("num_global_valid_tokens", num_global_valid_tokens)
-            batches = self._checked_policy(microbatches, policy=True)
+            batches = self._checked_policy(microbatches)
         except api.TrainerUsageError as error:
             refused, batches = error, []
         # Every rank learns every rank's micro-batch count and refusal first: then all refuse
@@ -131,26 +128,11 @@ class PolicyTrainer(Trainer):
         """``Trainer.forward_backward`` with the run's cross entropy (supervised warm-up, or
         a loss-parity check); token ids and labels outside the vocabulary, and ranks holding
         different numbers of micro-batches, are refused on every rank first."""
-        return self._base_step("cross_entropy_step", microbatches, **kwargs)
+        return self._forward_backward("cross_entropy_step", microbatches, **kwargs)
 
-    def _base_step(self, call: str, microbatches: Sequence[Any], **kwargs: Any) -> Any:
-        """``Trainer.forward_backward(microbatches, **kwargs)`` once the micro-batches passed the
-        checks of any loss on every rank, refused in the name of ``call``."""
-        from titan.training import step_api as api
-
-        self._usable(call)
-        refused: api.TrainerUsageError | None = None
-        count = 0
-        try:
-            count = len(self._checked_policy(microbatches, policy=False))
-        except api.TrainerUsageError as error:
-            refused = error
-        self._agree(call, count, refused)
-        return Trainer.forward_backward(self, microbatches, **kwargs)
-
-    def _checked_policy(self, microbatches: Any, *, policy: bool) -> list[Any]:
-        """The micro-batches as checked ``Microbatch``es (``titan.rl.batch_checks``; with
-        ``policy``, the GRPO fields and a token whose loss counts too)."""
+    def _checked_policy(self, microbatches: Any) -> list[Any]:
+        """The micro-batches as checked ``Microbatch``es (``titan.rl.batch_checks``: token
+        ranges, the GRPO fields and a token whose loss counts)."""
         from titan.rl import batch_checks
         from titan.training import step_api as api
 
@@ -159,10 +141,7 @@ class PolicyTrainer(Trainer):
         batches = []
         for index, item in enumerate(microbatches):
             batch = api.as_microbatch(item, index)
-            if policy:
-                batch_checks.check_all(batch, index, vocab_size=vocab, policy=True)
-            else:
-                batch_checks.check_token_range(batch, index, vocab)
+            batch_checks.check_all(batch, index, vocab_size=vocab, policy=True)
             batches.append(batch)
         return batches
 

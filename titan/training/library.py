@@ -60,13 +60,30 @@ class TrainerLibrary:
         Token ids and labels outside the vocabulary, and ranks holding different numbers of
         micro-batches, are refused (``TrainerUsageError``) on every rank before any forward.
         """
+        return self._forward_backward(
+            "forward_backward",
+            microbatches,
+            num_global_valid_tokens=num_global_valid_tokens,
+            loss_fn=loss_fn,
+        )
+
+    def _forward_backward(
+        self,
+        call: str,
+        microbatches: Sequence[Any],
+        *,
+        num_global_valid_tokens: int | None = None,
+        loss_fn: Any = None,
+    ) -> Any:
+        """``forward_backward``, its refusals spoken in the name of ``call`` (the public call
+        that received the micro-batches)."""
         import torch
         import torch.distributed as dist
 
         from titan.distributed.reductions import dist_sum
         from titan.training import step_api as api
 
-        self._usable("forward_backward")
+        self._usable(call)
         parts = self.parts
         try:
             batches, local_valid = self._checked(microbatches, num_global_valid_tokens, loss_fn)
@@ -75,7 +92,7 @@ class TrainerLibrary:
             batches, local_valid, refused = [], [], error
         # Every rank learns every rank's micro-batch count and refusal first: then all refuse
         # together before the forward's collectives, instead of the others waiting in them.
-        self._agree("forward_backward", len(batches), refused)
+        self._agree(call, len(batches), refused)
         # The valid tokens, summed over the data-parallel ranks. float64: a float32 sum stops
         # counting exactly past 2**24 tokens.
         mesh = api.loss_mesh(parts)
@@ -149,14 +166,14 @@ class TrainerLibrary:
         from titan.training import step_api as api
 
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
-            api.raise_refusals(refused, 0)
+            api.raise_refusals(call, refused, 0)
             return
         mine = torch.tensor([count, int(refused is not None)], dtype=torch.int64)
         mine = mine.to(self.parts.device)
         every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
         dist.all_gather(every, mine)
         counts, refusals = zip(*(tuple(int(x) for x in t.tolist()) for t in every), strict=True)
-        api.raise_refusals(refused, sum(refusals))
+        api.raise_refusals(call, refused, sum(refusals))
         if len(set(counts)) > 1:
             each = ", ".join(f"rank {r}: {n}" for r, n in enumerate(counts))
             raise api.TrainerUsageError(

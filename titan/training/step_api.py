@@ -108,15 +108,15 @@ def check_count(name: str, value: Any) -> None:
         raise TrainerUsageError(f"{name} must be a positive int, not {value!r}")
 
 
-def raise_refusals(refused: TrainerUsageError | None, refusals: int) -> None:
-    """After the ranks have counted their refusals: this rank's own refusal, or the others'
-    (``refusals`` ranks), so that every rank refuses the call together."""
+def raise_refusals(call: str, refused: TrainerUsageError | None, refusals: int) -> None:
+    """After the ranks have counted their refusals of ``call``: this rank's own refusal, or the
+    others' (``refusals`` ranks), so that every rank refuses the call together."""
     if refused is not None:
         raise refused
     if refusals:
         raise TrainerUsageError(
-            f"forward_backward: {refusals} other rank(s) refused their micro-batches (their "
-            "messages say why); no rank ran this call"
+            f"{call}: {refusals} other rank(s) refused their micro-batches (their messages "
+            "say why); no rank ran this call"
         )
 
 

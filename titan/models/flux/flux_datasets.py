@@ -142,7 +142,7 @@ class FluxDataLoader(ParallelAwareDataloader):
         seq_len: int | None = None,
     ) -> None:
         """``encoder`` is the run's (``FluxTrainer.Config.encoder``), which the loader's own
-        ``encoder`` defaults to; ``name`` is the loader's place in the config, for messages.
+        ``encoder`` defaults to; ``where`` is the loader's place in the config, for messages.
         ``tokenizer`` and ``seq_len`` are the text loaders' arguments, unused here: Flux builds
         its own tokenizers and its samples have a fixed shape. ``generated_data_dir`` is where
         the drawn ``cc12m-test``/``coco-validation`` sets are kept (default: the user cache)."""
@@ -174,8 +174,9 @@ class FluxDataLoader(ParallelAwareDataloader):
         self.source = image_text_source(
             config.dataset, dataset_path=config.dataset_path, generated_root=root
         )
-        self.encoder = loader_encoder(config.encoder, run=encoder, where=where)
-        self.tokenizers = build_flux_tokenizers(self.encoder, hf_assets_path=hf_assets_path)
+        self.tokenizers = build_flux_tokenizers(
+            loader_encoder(config.encoder, run=encoder, where=where), hf_assets_path=hf_assets_path
+        )
         self._empty_tokens = (self.tokenizers.empty_t5(), self.tokenizers.empty_clip())
         self.position = FluxPosition()
         self.skipped: collections.Counter[str] = collections.Counter()
